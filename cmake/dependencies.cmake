@@ -1,0 +1,12 @@
+# All dependencies come from Debian packages (scripts/setup.sh installs them).
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Threads REQUIRED)
+if(GPUCAP_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(GPUCAP_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,51 @@
+#pragma once
+// Runs every job of a matrix under every algorithm on the twin, in parallel, reproducibly:
+// each (job, algorithm) run has its own twin seeded from (seed, job index), so results do not
+// depend on the number of worker threads or on scheduling.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpucap/bench/matrix.hpp"
+#include "gpucap/runtime/runner.hpp"
+#include "gpucap/sim/catalog.hpp"
+
+namespace gpucap::bench {
+
+struct BenchOptions {
+  std::vector<std::string> algorithms;
+  std::uint64_t seed = 1;
+  int threads = 1;
+  double sample_hz = 100.0;
+  std::string trace_dir;  // empty: no per-run traces
+  std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+struct BenchRun {
+  std::string job;
+  std::string model;
+  std::string dataset;
+  CapSchedule schedule = CapSchedule::constant(1.0);
+  std::string algorithm;
+  runtime::RunSummary summary;
+};
+
+// Validates all names up front (Error(usage)), then runs. Results are in matrix order, then
+// algorithm order.
+[[nodiscard]] std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catalog,
+                                               const BenchOptions& options);
+
+[[nodiscard]] std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>& runs);
+[[nodiscard]] nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchRun>& runs,
+                                                const BenchOptions& options);
+// Markdown report: per job and algorithm throughput, windows over cap, energy per image, and
+// per-algorithm means. `command` is the command line that regenerates it.
+[[nodiscard]] std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& catalog,
+                                                const std::vector<BenchRun>& runs, const BenchOptions& options,
+                                                const std::string& command);
+
+}  // namespace gpucap::bench

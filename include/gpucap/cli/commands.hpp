@@ -1,0 +1,49 @@
+#pragma once
+// The gpucap command line: one file per subcommand (src/cli/*_command.cpp), each a thin layer
+// over the library. Errors are thrown as gpucap::Error and mapped to exit codes in main().
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "gpucap/control/registry.hpp"
+
+namespace gpucap::cli {
+
+struct GlobalOptions {
+  std::string data_dir;  // --data-dir, else $GPUCAP_DATA_DIR, else the build's default
+};
+
+// A registered subcommand and what to do when it was chosen.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<void()> run;
+};
+
+Command add_run_command(CLI::App& app, const GlobalOptions& global);
+Command add_replay_command(CLI::App& app, const GlobalOptions& global);
+Command add_list_command(CLI::App& app, const GlobalOptions& global);
+Command add_bench_command(CLI::App& app, const GlobalOptions& global);
+
+[[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
+
+// The controller options shared by `run` (and later `bench`): --alpha, --window,
+// --batch-sizes, --clock-levels, --start-batch, --start-clock, --batch.
+class ControllerFlags {
+ public:
+  void add_to(CLI::App& app);
+  [[nodiscard]] control::ControllerOptions options() const;
+
+ private:
+  std::optional<double> alpha_;
+  std::optional<std::string> window_;
+  std::optional<std::string> batch_sizes_;
+  std::optional<std::string> clock_levels_;
+  std::optional<int> start_batch_;
+  std::optional<double> start_clock_mhz_;
+  std::optional<int> fixed_batch_;
+};
+
+}  // namespace gpucap::cli

@@ -1,0 +1,50 @@
+#pragma once
+// Builds controllers by name from user options. Defaults are the seed systems' values; on a
+// GPU other than the P40 the clock levels default to that GPU's DVFS ladder.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpucap/control/controller.hpp"
+
+namespace gpucap::control {
+
+struct ControllerOptions {
+  std::optional<double> alpha;
+  std::optional<DecisionPeriod> window;
+  std::optional<std::vector<int>> batch_sizes;
+  std::optional<std::vector<double>> clock_levels_mhz;
+  std::optional<int> start_batch;        // a batch size from the batch set
+  std::optional<double> start_clock_mhz; // a level from the clock levels
+  std::optional<int> fixed_batch;        // dvfs: the fixed batch size
+};
+
+// What the platform offers the controllers.
+struct PlatformLimits {
+  std::vector<double> dvfs_levels_mhz;     // default clock ladder (P40: the seeds' ten levels)
+  std::vector<double> supported_sm_clocks_mhz;  // every level must be one of these (empty: no check)
+};
+
+struct AlgorithmInfo {
+  std::string name;
+  std::string summary;
+  std::string knobs;
+  std::string source;
+};
+
+[[nodiscard]] const std::vector<AlgorithmInfo>& algorithms();
+
+// Throws Error(usage) for an unknown name or an invalid option (alpha outside (0, 1], a start
+// point not in the set, clock levels the GPU does not support, an unsorted batch set, ...).
+[[nodiscard]] std::unique_ptr<Controller> make_controller(std::string_view name, const ControllerOptions& options,
+                                                          const PlatformLimits& limits);
+
+// Parses "1,2,4,8" or a range "1..255" (both ends included). Throws Error(usage).
+[[nodiscard]] std::vector<int> parse_batch_sizes(std::string_view text);
+// Parses "544,632,734". Throws Error(usage).
+[[nodiscard]] std::vector<double> parse_clock_levels(std::string_view text);
+
+}  // namespace gpucap::control

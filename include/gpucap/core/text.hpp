@@ -1,0 +1,32 @@
+#pragma once
+// Small text helpers shared by the file readers and the CLI.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpucap {
+
+[[nodiscard]] std::string_view trim(std::string_view text);
+[[nodiscard]] std::vector<std::string_view> split(std::string_view text, char separator);
+[[nodiscard]] std::string to_lower(std::string_view text);
+
+// Lower-case letters and digits only: "MobilenetV1_05", "mobilenet-v1-0.5" → "mobilenetv105".
+// Used to match user-typed names against catalogue ids and aliases.
+[[nodiscard]] std::string name_key(std::string_view text);
+
+// Whole-string parses (leading/trailing blanks allowed); nullopt on anything else, incl. NaN/inf.
+[[nodiscard]] std::optional<double> parse_double(std::string_view text);
+[[nodiscard]] std::optional<long long> parse_integer(std::string_view text);
+
+[[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
+// Reads a whole file; throws Error(io) naming the file when it cannot be read.
+[[nodiscard]] std::string read_text_file(const std::string& path);
+
+// Writes a file atomically (temporary file + rename) so a failure never leaves half a file;
+// throws Error(io) naming the file.
+void write_text_file(const std::string& path, std::string_view content);
+
+}  // namespace gpucap

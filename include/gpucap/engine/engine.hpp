@@ -1,0 +1,27 @@
+#pragma once
+// An inference engine runs one batch at a time and says how long it took.
+
+#include <string>
+
+namespace gpucap::engine {
+
+struct BatchResult {
+  int images = 0;
+  double start_s = 0.0;  // platform time (virtual on the twin, steady clock on hardware)
+  double end_s = 0.0;
+  [[nodiscard]] double latency_s() const { return end_s - start_s; }
+};
+
+class Engine {
+ public:
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  virtual ~Engine() = default;
+
+  [[nodiscard]] virtual std::string name() const = 0;
+  // Runs one batch of `batch_size` images (>= 1) to completion.
+  virtual BatchResult run_batch(int batch_size) = 0;
+};
+
+}  // namespace gpucap::engine

@@ -1,0 +1,47 @@
+#pragma once
+// A platform bundles what the Runner drives: a clock, an engine, a device and a power meter.
+// The simulated platform and the real one differ only here.
+
+#include <string>
+#include <vector>
+
+#include "gpucap/control/registry.hpp"
+#include "gpucap/core/window_stats.hpp"
+#include "gpucap/device/device.hpp"
+#include "gpucap/engine/engine.hpp"
+
+namespace gpucap::runtime {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  [[nodiscard]] virtual double now_s() const = 0;
+};
+
+// Reads the board power at a fixed sampling rate.
+class PowerMeter {
+ public:
+  virtual ~PowerMeter() = default;
+  [[nodiscard]] virtual double sample_hz() const = 0;
+  // Samples taken in (start_s, end_s], oldest first. Samples at or before end_s are then
+  // discarded: windows are consecutive.
+  [[nodiscard]] virtual std::vector<PowerSample> take(double start_s, double end_s) = 0;
+};
+
+class Platform {
+ public:
+  Platform() = default;
+  Platform(const Platform&) = delete;
+  Platform& operator=(const Platform&) = delete;
+  virtual ~Platform() = default;
+
+  [[nodiscard]] virtual bool simulated() const = 0;
+  [[nodiscard]] virtual std::string description() const = 0;
+  [[nodiscard]] virtual Clock& clock() = 0;
+  [[nodiscard]] virtual engine::Engine& engine() = 0;
+  [[nodiscard]] virtual device::Device& device() = 0;
+  [[nodiscard]] virtual PowerMeter& meter() = 0;
+  [[nodiscard]] virtual control::PlatformLimits controller_limits() const = 0;
+};
+
+}  // namespace gpucap::runtime

@@ -1,0 +1,67 @@
+#pragma once
+// The Runner: one power-capped inference job on a platform under a controller.
+// Each step: apply knobs → run a batch → when the controller's window is due, summarise the
+// power samples, build an Observation, ask the controller, append a trace row.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpucap/control/controller.hpp"
+#include "gpucap/core/cap_schedule.hpp"
+#include "gpucap/runtime/platform.hpp"
+
+namespace gpucap::runtime {
+
+// A job ends after `images` images or `duration_s` seconds, whichever comes first; 0 means no
+// limit of that kind (at least one must be set).
+struct RunConfig {
+  long long images = 0;
+  double duration_s = 0.0;
+  CapSchedule schedule = CapSchedule::constant(1.0);
+};
+
+// One row per window.
+struct TraceRow {
+  double time_s = 0.0;          // window end, from the start of the run
+  double window_start_s = 0.0;
+  double cap_w = 0.0;           // cap in force at the window end
+  double window_max_w = 0.0;
+  double window_mean_w = 0.0;
+  std::size_t samples = 0;
+  int batch_size = 0;           // batch size the controller had set for the window
+  double sm_clock_mhz = 0.0;    // clock the GPU actually ran at (end of window)
+  double memory_clock_mhz = 0.0;
+  double throughput_img_s = 0.0;
+  long long images = 0;         // images finished in the window
+  bool over_cap = false;        // some sample exceeded the cap in force when it was taken
+};
+
+struct RunSummary {
+  bool simulated = true;
+  long long images = 0;
+  double duration_s = 0.0;
+  double throughput_img_s = 0.0;
+  double energy_j = 0.0;
+  double images_per_joule = 0.0;
+  int windows = 0;
+  int windows_over_cap = 0;
+  double over_cap_windows_pct = 0.0;
+  double time_over_cap_s = 0.0;   // samples above the cap × sampling period
+  double mean_power_w = 0.0;      // energy / duration
+  double max_power_w = 0.0;       // highest sample
+  int device_writes = 0;
+};
+
+using TraceSink = std::function<void(const TraceRow&)>;
+
+// Runs the job to the last image. Throws Error(unsupported) before touching the device if the
+// controller needs a control the device cannot write. Every control written is restored.
+RunSummary run_job(Platform& platform, control::Controller& controller, const RunConfig& config,
+                   const TraceSink& sink = {});
+
+// Trace CSV: header and rows (the `platform` column says sim or real).
+[[nodiscard]] std::string trace_csv_header();
+[[nodiscard]] std::string trace_csv_row(const TraceRow& row, bool simulated);
+
+}  // namespace gpucap::runtime

@@ -1,0 +1,45 @@
+#pragma once
+// One job on the twin, from names: what `gpucap run` and `gpucap bench` share.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gpucap/control/registry.hpp"
+#include "gpucap/core/cap_schedule.hpp"
+#include "gpucap/runtime/runner.hpp"
+#include "gpucap/runtime/sim_platform.hpp"
+#include "gpucap/sim/catalog.hpp"
+
+namespace gpucap::runtime {
+
+struct SimJobSpec {
+  std::string gpu;
+  std::string model;
+  std::string dataset;
+  std::string algorithm;
+  CapSchedule schedule = CapSchedule::constant(1.0);
+  long long images = 0;                    // 0: the dataset's size, or no limit if duration_s is set
+  double duration_s = 0.0;                 // 0: no time limit
+  std::optional<sim::Precision> precision; // default: the model's
+  control::ControllerOptions controller;
+  SimOptions sim;
+};
+
+// Checks that every cap lies in [GPU idle power, highest board power limit]; Error(usage).
+void check_cap_schedule(const CapSchedule& schedule, const sim::GpuSpec& gpu);
+
+class SimJob {
+ public:
+  // Validates everything (names, caps, options) and builds the twin and the controller;
+  // throws Error(usage) before anything runs.
+  SimJob(const sim::Catalog& catalog, const SimJobSpec& spec);
+  RunSummary run(const TraceSink& sink = {});
+
+ private:
+  std::unique_ptr<SimPlatform> platform_;
+  std::unique_ptr<control::Controller> controller_;
+  RunConfig config_;
+};
+
+}  // namespace gpucap::runtime

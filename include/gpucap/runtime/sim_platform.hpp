@@ -1,0 +1,68 @@
+#pragma once
+// The simulated platform: the GPU twin in virtual time, its SimDevice and SimEngine, and a
+// power meter that samples the twin's sensor at the configured rate.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "gpucap/device/sim_device.hpp"
+#include "gpucap/engine/sim_engine.hpp"
+#include "gpucap/runtime/platform.hpp"
+#include "gpucap/sim/gpu_twin.hpp"
+
+namespace gpucap::runtime {
+
+class SimPowerMeter final : public PowerMeter {
+ public:
+  SimPowerMeter(sim::PowerSensor& sensor, double sample_hz);
+  [[nodiscard]] double sample_hz() const override { return sample_hz_; }
+  [[nodiscard]] std::vector<PowerSample> take(double start_s, double end_s) override;
+
+ private:
+  sim::PowerSensor& sensor_;
+  double sample_hz_;
+  long long next_sample_ = 1;  // sample k is taken at k / sample_hz
+  std::deque<sim::SensorReading> readings_;
+  sim::SensorReading latest_;
+  std::deque<PowerSample> samples_;
+};
+
+struct SimOptions {
+  std::uint64_t seed = 1;
+  double sample_hz = 100.0;      // power meter sampling rate
+  bool writes_permitted = true;  // false: an unprivileged process (batch size only)
+};
+
+class SimPlatform final : public Platform {
+ public:
+  SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, sim::Precision precision,
+              const SimOptions& options);
+
+  [[nodiscard]] bool simulated() const override { return true; }
+  [[nodiscard]] std::string description() const override;
+  [[nodiscard]] Clock& clock() override { return clock_; }
+  [[nodiscard]] engine::Engine& engine() override { return engine_; }
+  [[nodiscard]] device::Device& device() override { return device_; }
+  [[nodiscard]] PowerMeter& meter() override { return meter_; }
+  [[nodiscard]] control::PlatformLimits controller_limits() const override;
+  [[nodiscard]] sim::GpuTwin& twin() { return twin_; }
+
+ private:
+  class VirtualClock final : public Clock {
+   public:
+    explicit VirtualClock(const sim::GpuTwin& twin) : twin_(twin) {}
+    [[nodiscard]] double now_s() const override { return twin_.now_s(); }
+
+   private:
+    const sim::GpuTwin& twin_;
+  };
+
+  sim::GpuTwin twin_;
+  VirtualClock clock_;
+  engine::SimEngine engine_;
+  device::SimDevice device_;
+  SimPowerMeter meter_;
+};
+
+}  // namespace gpucap::runtime

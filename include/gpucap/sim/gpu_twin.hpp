@@ -1,0 +1,78 @@
+#pragma once
+// The GPU twin: one simulated GPU running one model, in virtual time. It holds the controls a
+// driver would hold (locked clocks, power limit), runs batches through the performance/power
+// model, emulates the firmware power limiter, and feeds the true power to its sensor.
+
+#include <cstdint>
+#include <optional>
+
+#include "gpucap/sim/noise.hpp"
+#include "gpucap/sim/perf_model.hpp"
+#include "gpucap/sim/power_sensor.hpp"
+#include "gpucap/sim/specs.hpp"
+
+namespace gpucap::sim {
+
+struct BatchRecord {
+  int batch_size = 0;
+  double start_s = 0.0;
+  double end_s = 0.0;
+  double sm_clock_mhz = 0.0;       // effective clock (after the power limiter)
+  double memory_clock_mhz = 0.0;
+  double prep_power_w = 0.0;
+  double busy_power_w = 0.0;
+  bool power_limited = false;      // the firmware lowered the clock for this batch
+  [[nodiscard]] double latency_s() const { return end_s - start_s; }
+};
+
+class GpuTwin {
+ public:
+  GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_t seed);
+
+  [[nodiscard]] const GpuSpec& gpu() const { return gpu_; }
+  [[nodiscard]] const ModelSpec& model() const { return model_; }
+  [[nodiscard]] Precision precision() const { return precision_; }
+
+  // Controls. nullopt = not locked / driver default. Values must already be validated against
+  // the ranges; clocks snap to the nearest supported clock, as the driver does.
+  void lock_sm_clock(std::optional<double> mhz);
+  void lock_memory_clock(std::optional<double> mhz);
+  void set_power_limit(std::optional<double> watts);
+  [[nodiscard]] std::optional<double> sm_clock_lock_mhz() const { return sm_lock_mhz_; }
+  [[nodiscard]] std::optional<double> memory_clock_lock_mhz() const { return memory_lock_mhz_; }
+  [[nodiscard]] double power_limit_w() const { return power_limit_w_.value_or(gpu_.power_limit_default_w); }
+  [[nodiscard]] bool power_limit_set() const { return power_limit_w_.has_value(); }
+
+  // Runs one batch now; advances virtual time by its latency.
+  BatchRecord run_batch(int batch_size);
+  // Advances virtual time with the model loaded and nothing running.
+  void idle(double seconds);
+
+  [[nodiscard]] double now_s() const { return now_s_; }
+  [[nodiscard]] double energy_j() const { return energy_j_; }
+  [[nodiscard]] double current_power_w() const { return current_power_w_; }
+  [[nodiscard]] double sm_clock_mhz() const { return current_sm_mhz_; }
+  [[nodiscard]] double memory_clock_mhz() const;
+  [[nodiscard]] double utilization() const { return utilization_; }  // busy share of the last batch
+  [[nodiscard]] PowerSensor& sensor() { return sensor_; }
+
+ private:
+  [[nodiscard]] double requested_sm_clock_mhz() const;
+  void emit(double duration_s, double power_w);
+
+  GpuSpec gpu_;
+  ModelSpec model_;
+  Precision precision_;
+  PowerSensor sensor_;
+  Noise latency_noise_;
+  std::optional<double> sm_lock_mhz_;
+  std::optional<double> memory_lock_mhz_;
+  std::optional<double> power_limit_w_;
+  double now_s_ = 0.0;
+  double energy_j_ = 0.0;
+  double current_power_w_ = 0.0;
+  double current_sm_mhz_ = 0.0;
+  double utilization_ = 0.0;
+};
+
+}  // namespace gpucap::sim

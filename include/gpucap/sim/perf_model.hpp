@@ -1,0 +1,58 @@
+#pragma once
+// The twin's performance and power model: pure functions of the GPU and model parameters.
+//
+// One batch = an input-preparation phase (per-batch synchronisation + host-to-device copy of the
+// input; the GPU holds its clocks but computes nothing) followed by a busy phase (the layers'
+// kernels). The busy phase lasts as long as the slowest of
+//   compute  = FLOPs·(b + b_half) / (peak(f)·efficiency)      (partly-filled GPU at small batch)
+//   memory   = (weights + b·activations) / (bandwidth(m)·memory efficiency)
+//   launch   = layers · per-layer host launch time            (overlaps GPU work)
+// Power = idle-with-context (constant + static ∝ V³ + clock tree ∝ V²f + memory interface ∝ m)
+//       + SM dynamic ∝ V²·f·SM activity + memory dynamic ∝ m·memory activity.
+// The ratio of the two phases is what makes window max and window mean differ.
+
+#include "gpucap/sim/specs.hpp"
+
+namespace gpucap::sim {
+
+struct OperatingPoint {
+  double sm_clock_mhz = 0.0;
+  double memory_clock_mhz = 0.0;
+};
+
+struct BatchProfile {
+  double prep_s = 0.0;            // input copy + synchronisation: GPU idle at its clocks
+  double busy_s = 0.0;            // kernels running
+  double sm_activity = 0.0;       // fraction of SM capacity busy during busy_s, 0..1
+  double memory_activity = 0.0;   // fraction of memory bandwidth used during busy_s, 0..1
+  [[nodiscard]] double latency_s() const { return prep_s + busy_s; }
+};
+
+[[nodiscard]] double voltage_v(const GpuSpec& gpu, double sm_clock_mhz);
+
+// Batch size at which the GPU is half filled: per-layer work per image against the GPU's width.
+[[nodiscard]] double half_saturation_batch(const GpuSpec& gpu, const ModelSpec& model);
+
+[[nodiscard]] double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz);
+
+[[nodiscard]] BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
+                                         OperatingPoint point);
+
+// Power with a model loaded and nothing running (P0 at the given clocks).
+[[nodiscard]] double idle_loaded_power_w(const GpuSpec& gpu, OperatingPoint point);
+
+[[nodiscard]] double busy_power_w(const GpuSpec& gpu, OperatingPoint point, double sm_activity,
+                                  double memory_activity);
+
+// Time-weighted power of one batch (what the board's power limiter regulates).
+[[nodiscard]] double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, OperatingPoint point);
+
+// The SM clock the firmware settles on: the highest supported clock <= requested whose average
+// batch power stays within the board power limit (the lowest clock if none does).
+[[nodiscard]] double power_limited_sm_clock_mhz(const GpuSpec& gpu, const ModelSpec& model, Precision precision,
+                                                int batch, OperatingPoint requested, double power_limit_w);
+
+// Nearest supported clock in an ascending list.
+[[nodiscard]] double nearest_clock_mhz(const std::vector<double>& clocks_mhz, double mhz);
+
+}  // namespace gpucap::sim

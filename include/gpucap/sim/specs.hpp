@@ -1,0 +1,103 @@
+#pragma once
+// Parameters of the GPU twin, read from data files (data/gpus, data/models, data/datasets).
+// docs/simulator.md gives the source of every number.
+
+#include <string>
+#include <vector>
+
+namespace gpucap::sim {
+
+enum class Precision { fp32, fp16 };
+
+[[nodiscard]] const char* to_string(Precision precision);
+
+// Supply voltage versus SM clock: flat at min_v up to knee_mhz, then linear to max_v at the
+// highest supported clock (the usual shape of a GPU V-f table; no vendor tables are public).
+struct VoltageCurve {
+  double min_v = 0.0;
+  double max_v = 0.0;
+  double knee_mhz = 0.0;
+};
+
+// Power = constant + static (∝ V³: leakage grows faster than linearly with voltage)
+//       + clock tree (∝ V²f) + memory interface (∝ memory clock)
+//       + SM dynamic (∝ V²·f·SM activity) + memory dynamic (∝ memory clock · memory activity).
+// The "_w" terms are their values at the highest SM clock/voltage and memory clock.
+struct PowerParams {
+  double constant_w = 0.0;
+  double static_w = 0.0;
+  double clock_tree_w = 0.0;
+  double memory_clock_w = 0.0;
+  double sm_dynamic_w = 0.0;
+  double memory_dynamic_w = 0.0;
+};
+
+// The on-board power sensor as NVML reports it: a new reading every update_period_s, each the
+// average of the true power over the last averaging_window_s, with relative Gaussian noise.
+struct SensorParams {
+  double update_period_s = 0.0;
+  double averaging_window_s = 0.0;
+  double noise_fraction = 0.0;
+};
+
+// Host-side costs of one batch (framework, launches, input copy).
+struct HostParams {
+  double pcie_gbps = 0.0;          // host-to-device copy bandwidth for the input batch
+  double batch_sync_s = 0.0;       // fixed cost per batch: session call, synchronisation
+  double layer_launch_s = 0.0;     // host time to launch one layer's kernels (overlaps GPU work)
+};
+
+struct GpuSpec {
+  std::string id;
+  std::string name;
+  std::vector<std::string> aliases;
+  int sm_count = 0;
+  int fp32_lanes_per_sm = 0;
+  double fp16_tflops = 0.0;             // dense FP16 peak at boost clock (tensor cores where present)
+  double memory_bandwidth_gbps = 0.0;   // at the highest memory clock
+  double memory_efficiency = 0.0;       // achievable fraction of memory bandwidth
+  std::vector<double> sm_clocks_mhz;    // supported SM clocks, ascending
+  double boost_clock_mhz = 0.0;         // where the GPU runs when clocks are not locked
+  double base_clock_mhz = 0.0;
+  std::vector<double> memory_clocks_mhz;  // supported memory clocks, ascending
+  double default_memory_clock_mhz = 0.0;
+  double power_limit_min_w = 0.0;
+  double power_limit_max_w = 0.0;
+  double power_limit_default_w = 0.0;
+  double idle_power_w = 0.0;            // board idle, no context, lowest P-state
+  std::vector<double> dvfs_levels_mhz;  // clock levels the seed DVFS controllers step through
+  double saturation_gmac_per_sm = 0.0;  // per-layer work per SM that half-fills the GPU
+  double latency_jitter_fraction = 0.0;
+  VoltageCurve voltage;
+  PowerParams power;
+  SensorParams sensor;
+  HostParams host;
+
+  [[nodiscard]] double max_sm_clock_mhz() const { return sm_clocks_mhz.back(); }
+  [[nodiscard]] double min_sm_clock_mhz() const { return sm_clocks_mhz.front(); }
+  [[nodiscard]] double max_memory_clock_mhz() const { return memory_clocks_mhz.back(); }
+};
+
+struct ModelSpec {
+  std::string id;
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string family;                 // "tf-slim" or "torchvision"
+  int input_size = 0;                 // square input, pixels
+  double params_m = 0.0;              // parameters, millions
+  double gmacs = 0.0;                 // multiply-accumulates per image at input_size, billions
+  double activation_melems = 0.0;     // feature-map elements written per image, millions (estimate)
+  int layers = 0;                     // conv/linear layers (kernel groups launched per batch)
+  Precision precision = Precision::fp32;  // what the seed systems ran it in
+  double fp32_efficiency = 0.0;       // achievable fraction of FP32 peak at full occupancy
+  double fp16_efficiency = 0.0;       // achievable fraction of FP16 peak at full occupancy
+};
+
+struct DatasetSpec {
+  std::string id;
+  std::string name;
+  std::vector<std::string> aliases;
+  long long images = 0;
+};
+
+}  // namespace gpucap::sim

@@ -1,0 +1,251 @@
+#include "gpucap/bench/harness.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/sim/noise.hpp"
+
+namespace gpucap::bench {
+
+namespace {
+
+struct Task {
+  std::size_t job_index = 0;
+  std::size_t algorithm_index = 0;
+};
+
+runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const std::string& algorithm,
+                             const BenchOptions& options) {
+  const auto& job = matrix.jobs[job_index];
+  runtime::SimJobSpec spec;
+  spec.gpu = matrix.gpu;
+  spec.model = job.model;
+  spec.dataset = job.dataset;
+  spec.algorithm = algorithm;
+  spec.schedule = job.schedule;
+  spec.images = job.images;
+  spec.duration_s = job.duration_s;
+  spec.sim.sample_hz = options.sample_hz;
+  // Same noise for every algorithm on a job (common random numbers), different across jobs.
+  spec.sim.seed = sim::derive_seed(options.seed, job_index);
+  return spec;
+}
+
+void validate(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options) {
+  if (options.algorithms.empty()) throw usage_error("no algorithms given");
+  if (options.threads < 1) throw usage_error(fmt::format("--jobs {} must be >= 1", options.threads));
+  const auto& gpu = catalog.gpu(matrix.gpu);
+  for (const auto& job : matrix.jobs) {
+    try {
+      (void)catalog.model(job.model);
+      (void)catalog.dataset(job.dataset);
+      runtime::check_cap_schedule(job.schedule, gpu);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("matrix {} job {}: {}", matrix.id, job.id, e.what()));
+    }
+  }
+  const control::PlatformLimits limits{gpu.dvfs_levels_mhz, gpu.sm_clocks_mhz};
+  for (const auto& algorithm : options.algorithms) (void)control::make_controller(algorithm, {}, limits);
+}
+
+std::string trace_file(const std::string& dir, const std::string& job, const std::string& algorithm) {
+  return (std::filesystem::path(dir) / fmt::format("{}-{}.csv", job, algorithm)).string();
+}
+
+BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options, const Task& task) {
+  const auto& job = matrix.jobs[task.job_index];
+  const auto& algorithm = options.algorithms[task.algorithm_index];
+  std::string trace = runtime::trace_csv_header();
+  const runtime::TraceSink sink = [&trace](const runtime::TraceRow& row) {
+    trace += runtime::trace_csv_row(row, /*simulated=*/true);
+  };
+  BenchRun run;
+  run.job = job.id;
+  run.model = job.model;
+  run.dataset = job.dataset;
+  run.schedule = job.schedule;
+  run.algorithm = algorithm;
+  runtime::SimJob sim_job(catalog, job_spec(matrix, task.job_index, algorithm, options));
+  run.summary = sim_job.run(options.trace_dir.empty() ? runtime::TraceSink{} : sink);
+  if (!options.trace_dir.empty()) write_text_file(trace_file(options.trace_dir, job.id, algorithm), trace);
+  return run;
+}
+
+}  // namespace
+
+std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options) {
+  validate(matrix, catalog, options);
+  std::vector<Task> tasks;
+  for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
+    for (std::size_t a = 0; a < options.algorithms.size(); ++a) tasks.push_back(Task{j, a});
+  }
+  std::vector<BenchRun> runs(tasks.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  const auto worker = [&] {
+    while (true) {
+      const auto index = next.fetch_add(1);
+      if (index >= tasks.size()) return;
+      try {
+        runs[index] = run_task(matrix, catalog, options, tasks[index]);
+      } catch (...) {
+        const std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = tasks.size();  // stop handing out work
+        return;
+      }
+      const auto finished = done.fetch_add(1) + 1;
+      if (options.progress) {
+        const std::lock_guard lock(failure_mutex);
+        options.progress(finished, tasks.size());
+      }
+    }
+  };
+  const auto thread_count = std::min<std::size_t>(static_cast<std::size_t>(options.threads), tasks.size());
+  std::vector<std::thread> threads;
+  for (std::size_t t = 1; t < thread_count; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& thread : threads) thread.join();
+  if (failure) std::rethrow_exception(failure);
+  return runs;
+}
+
+std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>& runs) {
+  std::string out =
+      "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
+      "over_cap_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,max_power_w,platform\n";
+  for (const auto& run : runs) {
+    const auto& s = run.summary;
+    // A constant cap fills cap_w; a schedule fills cap_schedule as "TIME:CAP" pairs separated by spaces.
+    const auto cap_w = run.schedule.is_constant() ? fmt::format("{:g}", run.schedule.steps().front().cap_w) : "";
+    std::string schedule;
+    if (!run.schedule.is_constant()) {
+      for (const auto& step : run.schedule.steps()) {
+        schedule += fmt::format("{}{:g}:{:g}", schedule.empty() ? "" : " ", step.time_s, step.cap_w);
+      }
+    }
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{}\n",
+                       matrix.id, run.job, run.model, run.dataset, cap_w, schedule, run.algorithm, s.images, s.duration_s,
+                       s.throughput_img_s, s.over_cap_windows_pct, s.time_over_cap_s, s.energy_j,
+                       s.energy_j / static_cast<double>(s.images), s.mean_power_w, s.max_power_w,
+                       s.simulated ? "sim" : "real");
+  }
+  return out;
+}
+
+nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchRun>& runs,
+                                  const BenchOptions& options) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& run : runs) {
+    const auto& s = run.summary;
+    rows.push_back({{"matrix", matrix.id},
+                    {"job", run.job},
+                    {"model", run.model},
+                    {"dataset", run.dataset},
+                    {"cap", run.schedule.to_string()},
+                    {"algorithm", run.algorithm},
+                    {"images", s.images},
+                    {"duration_s", s.duration_s},
+                    {"throughput_img_s", s.throughput_img_s},
+                    {"over_cap_windows_pct", s.over_cap_windows_pct},
+                    {"time_over_cap_s", s.time_over_cap_s},
+                    {"energy_j", s.energy_j},
+                    {"energy_j_per_image", s.energy_j / static_cast<double>(s.images)},
+                    {"mean_power_w", s.mean_power_w},
+                    {"max_power_w", s.max_power_w},
+                    {"windows", s.windows},
+                    {"simulated", s.simulated}});
+  }
+  return {{"matrix", matrix.id}, {"gpu", matrix.gpu},        {"seed", options.seed},
+          {"sample_hz", options.sample_hz}, {"simulated", true}, {"runs", std::move(rows)}};
+}
+
+namespace {
+
+using Metric = double (*)(const runtime::RunSummary&);
+
+double throughput(const runtime::RunSummary& s) { return s.throughput_img_s; }
+double over_cap(const runtime::RunSummary& s) { return s.over_cap_windows_pct; }
+double joules_per_image(const runtime::RunSummary& s) { return s.energy_j / static_cast<double>(s.images); }
+
+const BenchRun& find_run(const std::vector<BenchRun>& runs, const std::string& job, const std::string& algorithm) {
+  for (const auto& run : runs) {
+    if (run.job == job && run.algorithm == algorithm) return run;
+  }
+  throw Error(ErrorCode::internal, fmt::format("report: no run for job {} / {}", job, algorithm));
+}
+
+std::string metric_table(const Matrix& matrix, const std::vector<BenchRun>& runs, const BenchOptions& options,
+                         Metric metric, const char* number_format) {
+  std::string header = "| job | model | dataset | cap (W) |";
+  std::string rule = "|---|---|---|---|";
+  for (const auto& algorithm : options.algorithms) {
+    header += fmt::format(" {} |", algorithm);
+    rule += "---:|";
+  }
+  std::string out = fmt::format("{}\n{}\n", header, rule);
+  for (const auto& job : matrix.jobs) {
+    out += fmt::format("| {} | {} | {} | {} |", job.id, job.model, job.dataset, job.schedule.to_string());
+    for (const auto& algorithm : options.algorithms) {
+      const auto value = fmt::format(fmt::runtime(number_format), metric(find_run(runs, job.id, algorithm).summary));
+      out += fmt::format(" {} |", value);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& catalog, const std::vector<BenchRun>& runs,
+                                  const BenchOptions& options, const std::string& command) {
+  const auto& gpu = catalog.gpu(matrix.gpu);
+  std::string out = fmt::format("# Simulated {}: matrix `{}`\n\n", gpu.name, matrix.id);
+  out += fmt::format(
+      "**Every figure on this page is simulated** — gpucap's GPU twin in virtual time, not a real GPU.\n"
+      "{}\n\nGenerated by `{}` (seed {}, power sampled at {:g} Hz). Re-running the command reproduces it "
+      "exactly.\n\n",
+      matrix.description, command, options.seed, options.sample_hz);
+
+  out += "## Means over all jobs\n\n";
+  out += "| algorithm | throughput (img/s) | windows over cap (%) | energy per image (J) | jobs with > 5 % of windows over cap |\n";
+  out += "|---|---:|---:|---:|---:|\n";
+  for (const auto& algorithm : options.algorithms) {
+    double sum_throughput = 0.0, sum_over = 0.0, sum_energy = 0.0;
+    int bad_jobs = 0;
+    for (const auto& job : matrix.jobs) {
+      const auto& s = find_run(runs, job.id, algorithm).summary;
+      sum_throughput += throughput(s);
+      sum_over += over_cap(s);
+      sum_energy += joules_per_image(s);
+      if (over_cap(s) > 5.0) ++bad_jobs;
+    }
+    const auto n = static_cast<double>(matrix.jobs.size());
+    out += fmt::format("| {} | {:.1f} | {:.2f} | {:.4f} | {} |\n", algorithm, sum_throughput / n, sum_over / n,
+                       sum_energy / n, bad_jobs);
+  }
+  out += fmt::format("\n## Throughput (img/s, simulated)\n\n{}",
+                     metric_table(matrix, runs, options, throughput, "{:.1f}"));
+  out += fmt::format("\n## Windows whose maximum power exceeded the cap (%, simulated)\n\n{}",
+                     metric_table(matrix, runs, options, over_cap, "{:.2f}"));
+  out += fmt::format("\n## Energy per image (J, simulated)\n\n{}",
+                     metric_table(matrix, runs, options, joules_per_image, "{:.4f}"));
+  std::vector<std::string> notes;
+  for (const auto& job : matrix.jobs) {
+    if (!job.note.empty()) notes.push_back(fmt::format("- Job {}: {}", job.id, job.note));
+  }
+  if (!notes.empty()) out += fmt::format("\n## Notes on jobs\n\n{}\n", join(notes, "\n"));
+  return out;
+}
+
+}  // namespace gpucap::bench

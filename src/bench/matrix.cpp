@@ -1,0 +1,65 @@
+#include "gpucap/bench/matrix.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/json_file.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::bench {
+
+Matrix load_matrix(const std::string& path) {
+  const auto json = load_json_file(path);
+  const JsonFields f(json, path);
+  Matrix matrix;
+  matrix.id = f.string("id");
+  matrix.description = f.string_or("description", "");
+  matrix.gpu = f.string("gpu");
+  const auto& jobs = f.at("jobs");
+  if (!jobs.is_array() || jobs.empty()) throw f.error("jobs", "must be a non-empty array");
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const JsonFields job_fields(jobs[i], path, fmt::format("jobs[{}].", i));
+    MatrixJob job;
+    job.id = job_fields.string("id");
+    if (!ids.insert(job.id).second) throw job_fields.error("id", fmt::format("duplicate job id '{}'", job.id));
+    job.model = job_fields.string("model");
+    job.dataset = job_fields.string("dataset");
+    job.note = job_fields.string_or("note", "");
+    const bool has_cap = job_fields.has("cap_w");
+    const bool has_schedule = job_fields.has("schedule");
+    if (has_cap == has_schedule) throw job_fields.error("cap_w", "give exactly one of cap_w and schedule");
+    try {
+      job.schedule = has_cap ? CapSchedule::constant(job_fields.positive("cap_w"))
+                             : CapSchedule::parse(job_fields.string("schedule"));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::usage) throw;
+      throw job_fields.error("schedule", e.what());
+    }
+    if (job_fields.has("images")) job.images = job_fields.positive_integer("images");
+    if (job_fields.has("duration_s")) job.duration_s = job_fields.positive("duration_s");
+    matrix.jobs.push_back(std::move(job));
+  }
+  return matrix;
+}
+
+std::string matrix_path(const std::string& data_dir, const std::string& name_or_path) {
+  if (std::filesystem::path(name_or_path).extension() == ".json") return name_or_path;
+  const auto path = std::filesystem::path(data_dir) / "matrices" / (name_or_path + ".json");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    std::vector<std::string> known;
+    for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(data_dir) / "matrices", ec)) {
+      if (entry.path().extension() == ".json") known.push_back(entry.path().stem().string());
+    }
+    std::sort(known.begin(), known.end());
+    throw usage_error(fmt::format("unknown matrix '{}'; known: {}", name_or_path, join(known, ", ")));
+  }
+  return path.string();
+}
+
+}  // namespace gpucap::bench

@@ -1,0 +1,133 @@
+#include "gpucap/bench/p40_log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "gpucap/core/csv.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::bench {
+
+const char* to_string(P40LogKind kind) {
+  switch (kind) {
+    case P40LogKind::batchdvfs: return "batchdvfs";
+    case P40LogKind::clipper: return "clipper";
+    case P40LogKind::dvfs: return "dvfs";
+  }
+  return "?";
+}
+
+P40LogKind parse_p40_log_kind(std::string_view name) {
+  const auto key = name_key(name);
+  if (key == "batchdvfs") return P40LogKind::batchdvfs;
+  if (key == "clipper") return P40LogKind::clipper;
+  if (key == "dvfs" || key == "dvfs256") return P40LogKind::dvfs;
+  throw usage_error(fmt::format("replay supports batchdvfs, clipper and dvfs logs, not '{}'", name));
+}
+
+namespace {
+
+struct Columns {
+  std::size_t time = 0, throughput = 0, power = 0, cap = 0, batch = 0;
+  std::optional<std::size_t> min_bs, max_bs, best_bs, dvfs;
+};
+
+std::optional<std::size_t> find_column(const CsvRow& header, std::initializer_list<std::string_view> names) {
+  for (std::size_t i = 0; i < header.fields.size(); ++i) {
+    const auto key = name_key(header.fields[i]);
+    for (const auto name : names) {
+      if (key == name) return i;
+    }
+  }
+  return std::nullopt;
+}
+
+std::size_t require_column(const CsvReader& reader, const CsvRow& header, P40LogKind kind,
+                           std::initializer_list<std::string_view> names, std::string_view label) {
+  const auto column = find_column(header, names);
+  if (!column) {
+    throw data_error(reader.path(), header.line,
+                     fmt::format("missing column '{}' (is this a {} log?)", label, to_string(kind)));
+  }
+  return *column;
+}
+
+Columns find_columns(const CsvReader& reader, const CsvRow& header, P40LogKind kind) {
+  Columns c;
+  c.time = require_column(reader, header, kind, {"timestamp"}, "time stamp");
+  // Upstream spells it "Througput (image/sec)".
+  c.throughput = require_column(reader, header, kind, {"througputimagesec", "throughputimagesec", "throughput"},
+                                "Througput (image/sec)");
+  c.power = require_column(reader, header, kind, {"power"}, "power");
+  c.cap = require_column(reader, header, kind, {"powercap"}, "power cap");
+  c.batch = require_column(reader, header, kind, {"batchsize"}, "batch size");
+  if (kind == P40LogKind::batchdvfs) {
+    c.min_bs = require_column(reader, header, kind, {"minbs"}, "minBS");
+    c.max_bs = require_column(reader, header, kind, {"maxbs"}, "maxBS");
+  }
+  if (kind != P40LogKind::dvfs) c.best_bs = require_column(reader, header, kind, {"bestbs"}, "BestBS");
+  if (kind != P40LogKind::clipper) c.dvfs = require_column(reader, header, kind, {"dvfs"}, "DVFS");
+  return c;
+}
+
+int index_field(const CsvReader& reader, const CsvRow& row, std::size_t column, std::string_view name) {
+  const auto value = reader.integer(row, column, name);
+  if (value < 0 || value > 1'000'000) {
+    throw data_error(reader.path(), row.line, fmt::format("{} {} is out of range", name, value));
+  }
+  return static_cast<int>(value);
+}
+
+P40LogRow parse_row(const CsvReader& reader, const CsvRow& row, const Columns& c) {
+  P40LogRow r;
+  r.line = row.line;
+  r.time_s = reader.number(row, c.time, "time stamp");
+  r.throughput_img_s = reader.number(row, c.throughput, "throughput");
+  r.power_w = reader.number(row, c.power, "power");
+  r.cap_w = reader.number(row, c.cap, "power cap");
+  const auto batch = reader.integer(row, c.batch, "batch size");
+  if (batch < 1 || batch > 1'000'000) {
+    throw data_error(reader.path(), row.line, fmt::format("batch size {} is out of range", batch));
+  }
+  r.batch_size = static_cast<int>(batch);
+  if (r.power_w < 0.0) throw data_error(reader.path(), row.line, "power is negative");
+  if (r.cap_w <= 0.0) throw data_error(reader.path(), row.line, "power cap must be > 0");
+  if (c.min_bs) r.min_index = index_field(reader, row, *c.min_bs, "minBS");
+  if (c.max_bs) r.max_index = index_field(reader, row, *c.max_bs, "maxBS");
+  if (c.best_bs) r.best_index = index_field(reader, row, *c.best_bs, "BestBS");
+  if (c.dvfs) {
+    r.clock_mhz = reader.number(row, *c.dvfs, "DVFS");
+    if (*r.clock_mhz <= 0.0) throw data_error(reader.path(), row.line, "DVFS clock must be > 0 MHz");
+  }
+  return r;
+}
+
+}  // namespace
+
+P40Log read_p40_log(const std::string& path, P40LogKind kind) {
+  CsvReader reader(path);
+  P40Log log;
+  log.path = path;
+  log.kind = kind;
+  CsvRow header;
+  if (!reader.next(header) || header.blank()) throw data_error(path, 1, "empty file: expected a header line");
+  const auto columns = find_columns(reader, header, kind);
+
+  CsvRow row;
+  while (reader.next(row)) {
+    // The data ends at a blank line; upstream appends a summary block (" ,min, ...") after it.
+    if (row.blank() || row.fields.front().empty()) break;
+    auto parsed = parse_row(reader, row, columns);
+    if (!log.rows.empty() && parsed.time_s < log.rows.back().time_s) {
+      throw data_error(path, row.line, "time stamp goes backwards");
+    }
+    log.rows.push_back(parsed);
+  }
+  if (log.rows.empty()) throw data_error(path, 0, "no data rows after the header");
+  return log;
+}
+
+}  // namespace gpucap::bench

@@ -1,0 +1,118 @@
+// gpucap bench: every job of a task matrix under every algorithm, on the simulated GPU.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "gpucap/bench/harness.hpp"
+#include "gpucap/bench/matrix.hpp"
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::cli {
+
+namespace {
+
+struct BenchFlags {
+  std::string matrix;
+  std::string algorithms = "all";
+  std::string out_dir;
+  int jobs = 1;
+  std::uint64_t seed = 1;
+  double sample_hz = 100.0;
+  bool json = false;
+};
+
+std::vector<std::string> algorithm_list(const std::string& text) {
+  std::vector<std::string> names;
+  if (trim(text) == "all") {
+    for (const auto& info : control::algorithms()) names.push_back(info.name);
+    return names;
+  }
+  for (const auto item : split(text, ',')) {
+    const auto name = to_lower(trim(item));
+    if (name.empty()) throw usage_error(fmt::format("--algorithms '{}' has an empty entry", text));
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      throw usage_error(fmt::format("--algorithms lists '{}' twice", name));
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+// Creates DIR and DIR/traces, and proves they are writable before any run starts.
+void prepare_out_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(dir) / "traces", ec);
+  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot create output folder ({})", dir, ec.message()));
+  const auto probe = (std::filesystem::path(dir) / ".gpucap-write-test").string();
+  write_text_file(probe, "");
+  std::filesystem::remove(probe, ec);
+}
+
+std::string command_line(const BenchFlags& flags) {
+  std::string command = fmt::format("gpucap bench --matrix {} --algorithms {} --seed {}", flags.matrix,
+                                    flags.algorithms, flags.seed);
+  if (flags.sample_hz != 100.0) command += fmt::format(" --sample-hz {:g}", flags.sample_hz);
+  if (!flags.out_dir.empty()) command += " --out DIR";
+  return command;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
+  auto flags = std::make_shared<BenchFlags>();
+  auto* cmd = app.add_subcommand("bench", "Run a task matrix under several algorithms on the simulated GPU");
+  cmd->add_option("--matrix", flags->matrix, "Matrix name (see 'gpucap list matrices') or a .json file")->required();
+  cmd->add_option("--algorithms", flags->algorithms, "Comma-separated algorithms, or 'all'")->capture_default_str();
+  cmd->add_option("--out", flags->out_dir,
+                  "Write summary.csv, summary.json, report.md and traces/ to this folder");
+  cmd->add_option("--jobs", flags->jobs, "Runs in parallel (results do not depend on it)")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Seed of the twin's noise")->capture_default_str();
+  cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
+  cmd->add_flag("--json", flags->json, "Print the summary as JSON instead of CSV");
+
+  return Command{cmd, [flags, &global] {
+                   const auto data_dir = resolve_data_dir(global);
+                   const auto matrix = bench::load_matrix(bench::matrix_path(data_dir, flags->matrix));
+                   const auto catalog = sim::Catalog::load(data_dir);
+                   bench::BenchOptions options;
+                   options.algorithms = algorithm_list(flags->algorithms);
+                   options.seed = flags->seed;
+                   options.threads = flags->jobs;
+                   options.sample_hz = flags->sample_hz;
+                   if (!flags->out_dir.empty()) {
+                     prepare_out_dir(flags->out_dir);
+                     options.trace_dir = (std::filesystem::path(flags->out_dir) / "traces").string();
+                   }
+                   if (isatty(fileno(stderr)) != 0) {
+                     options.progress = [](std::size_t done, std::size_t total) {
+                       std::fprintf(stderr, "\r[%3zu%%] %zu/%zu runs", 100 * done / total, done, total);
+                       if (done == total) std::fprintf(stderr, "\n");
+                     };
+                   }
+                   const auto runs = bench::run_matrix(matrix, catalog, options);
+                   const auto csv = bench::bench_summary_csv(matrix, runs);
+                   const auto json = bench::bench_summary_json(matrix, runs, options);
+                   if (!flags->out_dir.empty()) {
+                     const std::filesystem::path out(flags->out_dir);
+                     write_text_file((out / "summary.csv").string(), csv);
+                     write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
+                     // The report is written last: its presence means the set is complete.
+                     write_text_file((out / "report.md").string(),
+                                     bench::bench_report_markdown(matrix, catalog, runs, options, command_line(*flags)));
+                   }
+                   if (flags->json) {
+                     std::cout << json.dump(2) << "\n";
+                   } else {
+                     std::cout << csv;
+                   }
+                 }};
+}
+
+}  // namespace gpucap::cli

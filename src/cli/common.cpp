@@ -1,0 +1,43 @@
+#include <cstdlib>
+
+#include "gpucap/cli/commands.hpp"
+
+#ifndef GPUCAP_DEFAULT_DATA_DIR
+#error "GPUCAP_DEFAULT_DATA_DIR must be defined by the build"
+#endif
+
+namespace gpucap::cli {
+
+std::string resolve_data_dir(const GlobalOptions& global) {
+  if (!global.data_dir.empty()) return global.data_dir;
+  if (const char* env = std::getenv("GPUCAP_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return GPUCAP_DEFAULT_DATA_DIR;
+}
+
+void ControllerFlags::add_to(CLI::App& app) {
+  app.add_option("--alpha", alpha_, "Lower edge of the power band as a fraction of the cap (seeds: 0.8)");
+  app.add_option("--window", window_,
+                 "Decision window: seconds ('3', '3s') or batches ('10b') (seeds: 3s; batchsizer 10b)");
+  app.add_option("--batch-sizes", batch_sizes_,
+                 "Batch size set: '1,2,4,8' or a range '1..255' (seeds: batchsizer 1,2,4..256; batchdvfs 1..255; "
+                 "clipper 1..256)");
+  app.add_option("--clock-levels", clock_levels_,
+                 "SM clock levels in MHz for batchdvfs/dvfs, e.g. '544,632,734' (default: the GPU's DVFS ladder)");
+  app.add_option("--start-batch", start_batch_, "First batch size (must be in the set; seeds: 1)");
+  app.add_option("--start-clock", start_clock_mhz_, "First SM clock level in MHz (seeds: the 6th of 10 levels)");
+  app.add_option("--batch", fixed_batch_, "Fixed batch size for dvfs (seeds: 256)");
+}
+
+control::ControllerOptions ControllerFlags::options() const {
+  control::ControllerOptions options;
+  options.alpha = alpha_;
+  if (window_) options.window = control::DecisionPeriod::parse(*window_);
+  if (batch_sizes_) options.batch_sizes = control::parse_batch_sizes(*batch_sizes_);
+  if (clock_levels_) options.clock_levels_mhz = control::parse_clock_levels(*clock_levels_);
+  options.start_batch = start_batch_;
+  options.start_clock_mhz = start_clock_mhz_;
+  options.fixed_batch = fixed_batch_;
+  return options;
+}
+
+}  // namespace gpucap::cli

@@ -1,0 +1,136 @@
+// gpucap list gpus|models|datasets|algorithms|matrices
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "gpucap/bench/matrix.hpp"
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/control/registry.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/sim/catalog.hpp"
+
+namespace gpucap::cli {
+
+namespace {
+
+struct ListFlags {
+  std::string what;
+  bool json = false;
+};
+
+std::string clock_summary(const std::vector<double>& clocks) {
+  if (clocks.size() == 1) return fmt::format("{:g}", clocks.front());
+  return fmt::format("{:g}-{:g} ({} levels)", clocks.front(), clocks.back(), clocks.size());
+}
+
+void list_gpus(const sim::Catalog& catalog, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) fmt::print("{:<10} {:<24} {:>4} {:>22} {:>16} {:>16} {:>7}\n", "id", "name", "SMs", "SM clocks (MHz)",
+                        "memory (MHz)", "power limit (W)", "idle W");
+  for (const auto& g : catalog.gpus()) {
+    if (json) {
+      out.push_back({{"id", g.id}, {"name", g.name}, {"aliases", g.aliases}, {"sm_count", g.sm_count},
+                     {"sm_clocks_mhz", g.sm_clocks_mhz}, {"memory_clocks_mhz", g.memory_clocks_mhz},
+                     {"dvfs_levels_mhz", g.dvfs_levels_mhz},
+                     {"power_limit_w", {{"min", g.power_limit_min_w}, {"max", g.power_limit_max_w},
+                                        {"default", g.power_limit_default_w}}},
+                     {"idle_power_w", g.idle_power_w}, {"simulated", true}});
+    } else {
+      fmt::print("{:<10} {:<24} {:>4} {:>22} {:>16} {:>16} {:>7}\n", g.id, g.name, g.sm_count,
+                 clock_summary(g.sm_clocks_mhz), clock_summary(g.memory_clocks_mhz),
+                 fmt::format("{:g}-{:g}", g.power_limit_min_w, g.power_limit_max_w), fmt::format("{:g}", g.idle_power_w));
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
+void list_models(const sim::Catalog& catalog, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) fmt::print("{:<20} {:<12} {:>6} {:>10} {:>8} {:>10}\n", "id", "family", "input", "params M", "GMACs",
+                        "precision");
+  for (const auto& m : catalog.models()) {
+    if (json) {
+      out.push_back({{"id", m.id}, {"name", m.name}, {"aliases", m.aliases}, {"family", m.family},
+                     {"input_size", m.input_size}, {"params_m", m.params_m}, {"gmacs", m.gmacs},
+                     {"activation_melems", m.activation_melems}, {"layers", m.layers},
+                     {"precision", sim::to_string(m.precision)}});
+    } else {
+      fmt::print("{:<20} {:<12} {:>6} {:>10g} {:>8g} {:>10}\n", m.id, m.family, m.input_size, m.params_m, m.gmacs,
+                 sim::to_string(m.precision));
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
+void list_datasets(const sim::Catalog& catalog, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : catalog.datasets()) {
+    if (json) {
+      out.push_back({{"id", d.id}, {"name", d.name}, {"aliases", d.aliases}, {"images", d.images}});
+    } else {
+      fmt::print("{:<12} {:>7} images  {}\n", d.id, d.images, d.name);
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
+void list_algorithms(bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : control::algorithms()) {
+    if (json) {
+      out.push_back({{"name", a.name}, {"summary", a.summary}, {"knobs", a.knobs}, {"source", a.source}});
+    } else {
+      fmt::print("{:<11} [{}] {}\n{:<11} source: {}\n", a.name, a.knobs, a.summary, "", a.source);
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
+void list_matrices(const std::string& data_dir, bool json) {
+  const auto dir = std::filesystem::path(data_dir) / "matrices";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot list ({})", dir.string(), ec.message()));
+  std::sort(files.begin(), files.end());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& file : files) {
+    const auto matrix = bench::load_matrix(file);
+    if (json) {
+      out.push_back({{"id", matrix.id}, {"gpu", matrix.gpu}, {"jobs", matrix.jobs.size()},
+                     {"description", matrix.description}});
+    } else {
+      fmt::print("{:<16} gpu {:<8} {:>3} jobs  {}\n", matrix.id, matrix.gpu, matrix.jobs.size(), matrix.description);
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
+}  // namespace
+
+Command add_list_command(CLI::App& app, const GlobalOptions& global) {
+  auto flags = std::make_shared<ListFlags>();
+  auto* cmd = app.add_subcommand("list", "List the GPUs, models, datasets, algorithms or task matrices gpucap knows");
+  cmd->add_option("what", flags->what, "gpus | models | datasets | algorithms | matrices")
+      ->required()
+      ->check(CLI::IsMember({"gpus", "models", "datasets", "algorithms", "matrices"}));
+  cmd->add_flag("--json", flags->json, "Print JSON");
+  return Command{cmd, [flags, &global] {
+                   if (flags->what == "algorithms") return list_algorithms(flags->json);
+                   const auto data_dir = resolve_data_dir(global);
+                   if (flags->what == "matrices") return list_matrices(data_dir, flags->json);
+                   const auto catalog = sim::Catalog::load(data_dir);
+                   if (flags->what == "gpus") return list_gpus(catalog, flags->json);
+                   if (flags->what == "models") return list_models(catalog, flags->json);
+                   list_datasets(catalog, flags->json);
+                 }};
+}
+
+}  // namespace gpucap::cli

@@ -1,0 +1,187 @@
+#include "gpucap/control/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpucap/control/batchdvfs.hpp"
+#include "gpucap/control/batchsizer.hpp"
+#include "gpucap/control/clipper.hpp"
+#include "gpucap/control/dvfs.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::control {
+
+const std::vector<AlgorithmInfo>& algorithms() {
+  static const std::vector<AlgorithmInfo> list = {
+      {"batchsizer", "binary search of batch size on window max power, band [0.8·cap, cap], every 10 batches",
+       "batch", "Nabavinejad et al., ASP-DAC 2021, Algorithm 1"},
+      {"batchdvfs", "binary search of batch size 1..255 every 3 s; SM clock one level up/down only at the extremes",
+       "batch, SM clock", "Nabavinejad et al., TPDS 2022 (BatchDVFS repository)"},
+      {"dvfs", "fixed batch (256); SM clock one level per 3-s window toward the band", "SM clock",
+       "BatchDVFS repository, DVFS baseline"},
+      {"clipper", "AIMD on batch size driven by power: +4 below the band, x0.9 above the cap, every 3 s", "batch",
+       "BatchDVFS repository, Clipper-style baseline (Crankshaw et al., NSDI 2017)"},
+  };
+  return list;
+}
+
+namespace {
+
+double checked_alpha(const ControllerOptions& options, double fallback) {
+  const double alpha = options.alpha.value_or(fallback);
+  if (!(alpha > 0.0 && alpha <= 1.0)) throw usage_error(fmt::format("--alpha {:g} must be in (0, 1]", alpha));
+  return alpha;
+}
+
+std::vector<int> checked_batch_sizes(const ControllerOptions& options, std::vector<int> fallback) {
+  auto sizes = options.batch_sizes.value_or(std::move(fallback));
+  if (sizes.empty()) throw usage_error("batch size set is empty");
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 1) throw usage_error(fmt::format("batch size {} must be >= 1", sizes[i]));
+    if (i > 0 && sizes[i] <= sizes[i - 1]) throw usage_error("batch sizes must be strictly increasing");
+  }
+  return sizes;
+}
+
+std::vector<double> checked_clock_levels(const ControllerOptions& options, const PlatformLimits& limits) {
+  auto levels = options.clock_levels_mhz.value_or(limits.dvfs_levels_mhz);
+  if (levels.empty()) throw usage_error("clock level list is empty");
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    if (i > 0 && levels[i] <= levels[i - 1]) throw usage_error("clock levels must be strictly increasing");
+    const auto& supported = limits.supported_sm_clocks_mhz;
+    if (!supported.empty() && std::none_of(supported.begin(), supported.end(),
+                                           [&](double c) { return std::abs(c - levels[i]) < 0.5; })) {
+      throw usage_error(fmt::format("clock level {:g} MHz is not a supported SM clock of this GPU", levels[i]));
+    }
+  }
+  return levels;
+}
+
+int index_of_batch(const std::vector<int>& sizes, int batch) {
+  const auto it = std::find(sizes.begin(), sizes.end(), batch);
+  if (it == sizes.end()) throw usage_error(fmt::format("--start-batch {} is not in the batch size set", batch));
+  return static_cast<int>(it - sizes.begin());
+}
+
+int index_of_clock(const std::vector<double>& levels, double mhz) {
+  const auto it = std::find_if(levels.begin(), levels.end(), [mhz](double l) { return std::abs(l - mhz) < 0.5; });
+  if (it == levels.end()) throw usage_error(fmt::format("--start-clock {:g} MHz is not one of the clock levels", mhz));
+  return static_cast<int>(it - levels.begin());
+}
+
+// The seeds start at level 5 of ten (1063 MHz on the P40): the middle of the ladder.
+int default_start_clock_index(const std::vector<double>& levels) {
+  return std::min(5, static_cast<int>(levels.size()) - 1);
+}
+
+int start_clock_index(const ControllerOptions& options, const std::vector<double>& levels) {
+  return options.start_clock_mhz ? index_of_clock(levels, *options.start_clock_mhz)
+                                 : default_start_clock_index(levels);
+}
+
+void reject(bool present, std::string_view option, std::string_view algorithm) {
+  if (present) throw usage_error(fmt::format("{} does not apply to {}", option, algorithm));
+}
+
+std::unique_ptr<Controller> make_batchsizer(const ControllerOptions& o) {
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", "batchsizer (batch size only)");
+  reject(o.start_clock_mhz.has_value(), "--start-clock", "batchsizer (batch size only)");
+  reject(o.fixed_batch.has_value(), "--batch", "batchsizer");
+  BatchSizerParams p;
+  p.alpha = checked_alpha(o, p.alpha);
+  p.period = o.window.value_or(p.period);
+  p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
+  p.start_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch) : 0;
+  return std::make_unique<BatchSizerController>(std::move(p));
+}
+
+std::unique_ptr<Controller> make_batchdvfs(const ControllerOptions& o, const PlatformLimits& limits) {
+  reject(o.fixed_batch.has_value(), "--batch", "batchdvfs");
+  BatchDvfsParams p;
+  p.alpha = checked_alpha(o, p.alpha);
+  p.period = o.window.value_or(p.period);
+  p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
+  p.clock_levels_mhz = checked_clock_levels(o, limits);
+  p.start_batch_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch) : 0;
+  p.start_clock_index = start_clock_index(o, p.clock_levels_mhz);
+  return std::make_unique<BatchDvfsController>(std::move(p));
+}
+
+std::unique_ptr<Controller> make_dvfs(const ControllerOptions& o, const PlatformLimits& limits) {
+  reject(o.batch_sizes.has_value(), "--batch-sizes", "dvfs (fixed batch; use --batch)");
+  reject(o.start_batch.has_value(), "--start-batch", "dvfs (fixed batch; use --batch)");
+  DvfsParams p;
+  p.alpha = checked_alpha(o, p.alpha);
+  p.period = o.window.value_or(p.period);
+  p.batch_size = o.fixed_batch.value_or(p.batch_size);
+  if (p.batch_size < 1) throw usage_error(fmt::format("--batch {} must be >= 1", p.batch_size));
+  p.clock_levels_mhz = checked_clock_levels(o, limits);
+  p.start_clock_index = start_clock_index(o, p.clock_levels_mhz);
+  return std::make_unique<DvfsController>(std::move(p));
+}
+
+std::unique_ptr<Controller> make_clipper(const ControllerOptions& o) {
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", "clipper (clocks stay with the GPU)");
+  reject(o.start_clock_mhz.has_value(), "--start-clock", "clipper (clocks stay with the GPU)");
+  reject(o.fixed_batch.has_value(), "--batch", "clipper");
+  ClipperParams p;
+  p.alpha = checked_alpha(o, p.alpha);
+  p.period = o.window.value_or(p.period);
+  p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
+  p.start_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch) : 0;
+  return std::make_unique<ClipperController>(std::move(p));
+}
+
+}  // namespace
+
+std::unique_ptr<Controller> make_controller(std::string_view name, const ControllerOptions& options,
+                                            const PlatformLimits& limits) {
+  const auto key = to_lower(trim(name));
+  if (key == "batchsizer") return make_batchsizer(options);
+  if (key == "batchdvfs") return make_batchdvfs(options, limits);
+  if (key == "dvfs") return make_dvfs(options, limits);
+  if (key == "clipper") return make_clipper(options);
+  std::vector<std::string> names;
+  for (const auto& info : algorithms()) names.push_back(info.name);
+  throw usage_error(fmt::format("unknown algorithm '{}'; known: {}", name, join(names, ", ")));
+}
+
+std::vector<int> parse_batch_sizes(std::string_view text) {
+  const auto trimmed = trim(text);
+  if (const auto dots = trimmed.find(".."); dots != std::string_view::npos) {
+    const auto first = parse_integer(trimmed.substr(0, dots));
+    const auto last = parse_integer(trimmed.substr(dots + 2));
+    if (!first || !last || *first < 1 || *last < *first || *last > 1'000'000) {
+      throw usage_error(fmt::format("batch range '{}' must be FIRST..LAST with 1 <= FIRST <= LAST", text));
+    }
+    std::vector<int> sizes;
+    for (auto b = *first; b <= *last; ++b) sizes.push_back(static_cast<int>(b));
+    return sizes;
+  }
+  std::vector<int> sizes;
+  for (const auto item : split(trimmed, ',')) {
+    const auto value = parse_integer(item);
+    if (!value || *value < 1 || *value > 1'000'000) {
+      throw usage_error(fmt::format("batch size '{}' in '{}' is not a positive integer", trim(item), text));
+    }
+    sizes.push_back(static_cast<int>(*value));
+  }
+  return sizes;
+}
+
+std::vector<double> parse_clock_levels(std::string_view text) {
+  std::vector<double> levels;
+  for (const auto item : split(trim(text), ',')) {
+    const auto value = parse_double(item);
+    if (!value || *value <= 0.0) {
+      throw usage_error(fmt::format("clock level '{}' in '{}' is not a positive number of MHz", trim(item), text));
+    }
+    levels.push_back(*value);
+  }
+  return levels;
+}
+
+}  // namespace gpucap::control

@@ -1,0 +1,181 @@
+#include "gpucap/runtime/runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/device/control_session.hpp"
+
+namespace gpucap::runtime {
+
+namespace {
+
+void check_permissions(device::Device& device, const control::Controller& controller) {
+  const auto needs = controller.requirements();
+  std::vector<std::string> missing;
+  const auto need = [&](bool needed, device::Control control) {
+    if (needed && !(device.has_control(control) && device.can_write(control))) {
+      missing.emplace_back(device::describe(control).name);
+    }
+  };
+  need(needs.sm_clock, device::Control::sm_clock_lock_mhz);
+  need(needs.memory_clock, device::Control::memory_clock_lock_mhz);
+  need(needs.power_limit, device::Control::power_limit_w);
+  if (!missing.empty()) {
+    throw Error(ErrorCode::unsupported,
+                fmt::format("{} needs write access to {} on {}; run with GPU control permission, or use "
+                            "batchsizer (batch size only)",
+                            controller.name(), join(missing, ", "), device.name()));
+  }
+}
+
+// The state of the window being measured.
+struct Window {
+  double start_s = 0.0;
+  int batches = 0;
+  long long images = 0;
+  double latency_sum_s = 0.0;
+};
+
+class JobRun {
+ public:
+  JobRun(Platform& platform, control::Controller& controller, const RunConfig& config, const TraceSink& sink)
+      : platform_(platform), controller_(controller), config_(config), sink_(sink) {}
+
+  RunSummary run() {
+    check_permissions(platform_.device(), controller_);
+    if (config_.images < 0 || config_.duration_s < 0.0 || (config_.images == 0 && config_.duration_s == 0.0)) {
+      throw usage_error("a run needs a positive number of images or a positive duration");
+    }
+    device::ControlSession session(platform_.device());
+    knobs_ = controller_.initial_knobs();
+    session.apply(knobs_);
+
+    start_s_ = platform_.clock().now_s();
+    const double energy_start_j = platform_.device().read(device::Signal::energy_j);
+    window_.start_s = start_s_;
+    long long done = 0;
+    while (!finished(done)) {
+      const long long left = config_.images > 0 ? config_.images - done : knobs_.batch_size();
+      const int batch = static_cast<int>(std::min<long long>(knobs_.batch_size(), left));
+      const auto result = platform_.engine().run_batch(batch);
+      done += result.images;
+      window_.batches += 1;
+      window_.images += result.images;
+      window_.latency_sum_s += result.latency_s();
+      const double now_s = platform_.clock().now_s();
+      if (!controller_.period().due(now_s - window_.start_s, window_.batches)) continue;
+      auto samples = platform_.meter().take(window_.start_s, now_s);
+      if (samples.empty()) continue;  // no reading yet: a decision needs a measurement
+      const auto observation = close_window(samples, now_s);
+      knobs_ = controller_.decide(observation);
+      session.apply(knobs_);
+    }
+    if (window_.batches > 0) {
+      const double now_s = platform_.clock().now_s();
+      const auto samples = platform_.meter().take(window_.start_s, now_s);
+      close_window(samples, now_s);
+    }
+    summary_.energy_j = platform_.device().read(device::Signal::energy_j) - energy_start_j;
+    summary_.device_writes = session.writes();
+    session.restore();  // explicit, so a failed restore surfaces as an error
+    return finish(done);
+  }
+
+ private:
+  [[nodiscard]] bool finished(long long done) const {
+    if (config_.images > 0 && done >= config_.images) return true;
+    return config_.duration_s > 0.0 && platform_.clock().now_s() - start_s_ >= config_.duration_s;
+  }
+
+  Observation close_window(const std::vector<PowerSample>& samples, double now_s) {
+    Observation obs;
+    obs.time_s = now_s - start_s_;
+    obs.cap_w = config_.schedule.cap_at(obs.time_s);
+    obs.power = summarize_window(samples, window_.start_s - start_s_, obs.time_s);
+    const double duration_s = now_s - window_.start_s;
+    obs.throughput_img_s = duration_s > 0.0 ? static_cast<double>(window_.images) / duration_s : 0.0;
+    obs.mean_batch_latency_s = window_.latency_sum_s / window_.batches;
+    obs.batches = window_.batches;
+    obs.knobs = knobs_;
+
+    TraceRow row;
+    row.time_s = obs.time_s;
+    row.window_start_s = obs.power.start_s;
+    row.cap_w = obs.cap_w;
+    row.window_max_w = obs.power.max_w;
+    row.window_mean_w = obs.power.mean_w;
+    row.samples = obs.power.samples;
+    row.batch_size = knobs_.batch_size();
+    row.sm_clock_mhz = platform_.device().read(device::Signal::sm_clock_mhz);
+    row.memory_clock_mhz = platform_.device().read(device::Signal::memory_clock_mhz);
+    row.throughput_img_s = obs.throughput_img_s;
+    row.images = window_.images;
+    row.over_cap = count_over_cap(samples) > 0;
+    record(row);
+    window_ = Window{now_s, 0, 0, 0.0};
+    return obs;
+  }
+
+  // Each sample is judged against the cap in force when it was taken.
+  int count_over_cap(const std::vector<PowerSample>& samples) {
+    int over = 0;
+    for (const auto& sample : samples) {
+      summary_.max_power_w = std::max(summary_.max_power_w, sample.power_w);
+      if (sample.power_w > config_.schedule.cap_at(sample.time_s - start_s_)) ++over;
+    }
+    summary_.time_over_cap_s += over / platform_.meter().sample_hz();
+    return over;
+  }
+
+  void record(const TraceRow& row) {
+    ++summary_.windows;
+    if (row.over_cap) ++summary_.windows_over_cap;
+    if (sink_) sink_(row);
+  }
+
+  RunSummary finish(long long images) {
+    summary_.simulated = platform_.simulated();
+    summary_.images = images;
+    summary_.duration_s = platform_.clock().now_s() - start_s_;
+    summary_.throughput_img_s = summary_.duration_s > 0.0 ? static_cast<double>(images) / summary_.duration_s : 0.0;
+    summary_.images_per_joule = summary_.energy_j > 0.0 ? static_cast<double>(images) / summary_.energy_j : 0.0;
+    summary_.mean_power_w = summary_.duration_s > 0.0 ? summary_.energy_j / summary_.duration_s : 0.0;
+    summary_.over_cap_windows_pct =
+        summary_.windows > 0 ? 100.0 * summary_.windows_over_cap / summary_.windows : 0.0;
+    return summary_;
+  }
+
+  Platform& platform_;
+  control::Controller& controller_;
+  const RunConfig& config_;
+  const TraceSink& sink_;
+  Knobs knobs_;
+  double start_s_ = 0.0;
+  Window window_;
+  RunSummary summary_;
+};
+
+}  // namespace
+
+RunSummary run_job(Platform& platform, control::Controller& controller, const RunConfig& config,
+                   const TraceSink& sink) {
+  return JobRun(platform, controller, config, sink).run();
+}
+
+std::string trace_csv_header() {
+  return "time_s,window_start_s,cap_w,window_max_w,window_mean_w,samples,batch_size,sm_clock_mhz,"
+         "mem_clock_mhz,throughput_img_s,images,over_cap,platform\n";
+}
+
+std::string trace_csv_row(const TraceRow& row, bool simulated) {
+  return fmt::format("{:.3f},{:.3f},{:g},{:.2f},{:.2f},{},{},{:g},{:g},{:.2f},{},{},{}\n", row.time_s,
+                     row.window_start_s, row.cap_w, row.window_max_w, row.window_mean_w, row.samples,
+                     row.batch_size, row.sm_clock_mhz, row.memory_clock_mhz, row.throughput_img_s, row.images,
+                     row.over_cap ? 1 : 0, simulated ? "sim" : "real");
+}
+
+}  // namespace gpucap::runtime

@@ -1,0 +1,58 @@
+#include "gpucap/runtime/sim_platform.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::runtime {
+
+SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz)
+    : sensor_(sensor), sample_hz_(sample_hz), latest_(sensor.latest()) {
+  if (!(sample_hz > 0.0) || !std::isfinite(sample_hz)) {
+    throw usage_error(fmt::format("sampling rate {:g} Hz must be > 0", sample_hz));
+  }
+}
+
+std::vector<PowerSample> SimPowerMeter::take(double start_s, double end_s) {
+  for (const auto& reading : sensor_.take_readings()) readings_.push_back(reading);
+  // Sample every 1/rate up to end_s; each sample returns the sensor's latest reading, as an
+  // NVML query would (several samples may see the same reading).
+  while (true) {
+    const double t = static_cast<double>(next_sample_) / sample_hz_;
+    if (t > end_s) break;
+    while (!readings_.empty() && readings_.front().time_s <= t) {
+      latest_ = readings_.front();
+      readings_.pop_front();
+    }
+    samples_.push_back(PowerSample{t, latest_.power_w});
+    ++next_sample_;
+  }
+  std::vector<PowerSample> window;
+  for (const auto& sample : samples_) {
+    if (sample.time_s > start_s && sample.time_s <= end_s) window.push_back(sample);
+  }
+  while (!samples_.empty() && samples_.front().time_s <= end_s) samples_.pop_front();
+  return window;
+}
+
+SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, sim::Precision precision,
+                         const SimOptions& options)
+    : twin_(gpu, model, precision, options.seed),
+      clock_(twin_),
+      engine_(twin_),
+      device_(twin_, options.writes_permitted),
+      meter_(twin_.sensor(), options.sample_hz) {}
+
+std::string SimPlatform::description() const {
+  return fmt::format("simulated {} running {} ({})", twin_.gpu().name, twin_.model().id,
+                     sim::to_string(twin_.precision()));
+}
+
+control::PlatformLimits SimPlatform::controller_limits() const {
+  return control::PlatformLimits{twin_.gpu().dvfs_levels_mhz, twin_.gpu().sm_clocks_mhz};
+}
+
+}  // namespace gpucap::runtime

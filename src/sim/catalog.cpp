@@ -1,0 +1,251 @@
+#include "gpucap/sim/catalog.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/json_file.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::sim {
+
+namespace fs = std::filesystem;
+
+const char* to_string(Precision precision) { return precision == Precision::fp16 ? "fp16" : "fp32"; }
+
+namespace {
+
+bool contains_clock(const std::vector<double>& clocks, double mhz) {
+  return std::any_of(clocks.begin(), clocks.end(), [mhz](double c) { return std::abs(c - mhz) < 0.5; });
+}
+
+// A clock list is either an explicit array or {"min", "max", "step"}; the result is ascending.
+std::vector<double> clock_list(const JsonFields& fields, std::string_view key) {
+  std::vector<double> clocks;
+  if (fields.at(key).is_object()) {
+    const auto range = fields.object(key);
+    const double min_mhz = range.positive("min");
+    const double max_mhz = range.positive("max");
+    const double step_mhz = range.positive("step");
+    if (max_mhz < min_mhz) throw fields.error(key, "max must be >= min");
+    // Counted down from the top, as NVIDIA lists supported clocks; the minimum is always included.
+    for (double mhz = max_mhz; mhz > min_mhz + 1e-9; mhz -= step_mhz) clocks.push_back(mhz);
+    clocks.push_back(min_mhz);
+  } else {
+    clocks = fields.numbers(key);
+  }
+  std::sort(clocks.begin(), clocks.end());
+  if (clocks.front() <= 0.0) throw fields.error(key, "clocks must be > 0 MHz");
+  if (std::adjacent_find(clocks.begin(), clocks.end()) != clocks.end()) throw fields.error(key, "clocks must be distinct");
+  return clocks;
+}
+
+// Ten levels spread evenly over the supported range, snapped to supported clocks: the default
+// DVFS ladder on GPUs for which the seeds publish none (the seeds used ten levels on the P40).
+std::vector<double> spread_levels(const std::vector<double>& clocks, std::size_t count) {
+  std::vector<double> levels;
+  const double lo = clocks.front();
+  const double hi = clocks.back();
+  for (std::size_t i = 0; i < count; ++i) {
+    const double target = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(count - 1);
+    const auto nearest = std::min_element(clocks.begin(), clocks.end(), [target](double a, double b) {
+      return std::abs(a - target) < std::abs(b - target);
+    });
+    if (levels.empty() || levels.back() != *nearest) levels.push_back(*nearest);
+  }
+  return levels;
+}
+
+void require(bool condition, const JsonFields& fields, std::string_view key, std::string_view message) {
+  if (!condition) throw fields.error(key, message);
+}
+
+}  // namespace
+
+GpuSpec load_gpu_spec(const std::string& path) {
+  const auto json = load_json_file(path);
+  const JsonFields f(json, path);
+  GpuSpec gpu;
+  gpu.id = f.string("id");
+  gpu.name = f.string("name");
+  gpu.aliases = f.strings_or_empty("aliases");
+  gpu.sm_count = static_cast<int>(f.positive_integer("sm_count"));
+  gpu.fp32_lanes_per_sm = static_cast<int>(f.positive_integer("fp32_lanes_per_sm"));
+  gpu.fp16_tflops = f.positive("fp16_tflops");
+  gpu.memory_bandwidth_gbps = f.positive("memory_bandwidth_gbps");
+  gpu.memory_efficiency = f.fraction("memory_efficiency");
+  gpu.sm_clocks_mhz = clock_list(f, "sm_clocks_mhz");
+  gpu.boost_clock_mhz = f.positive("boost_clock_mhz");
+  gpu.base_clock_mhz = f.positive("base_clock_mhz");
+  require(contains_clock(gpu.sm_clocks_mhz, gpu.boost_clock_mhz), f, "boost_clock_mhz", "must be a supported SM clock");
+  gpu.memory_clocks_mhz = clock_list(f, "memory_clocks_mhz");
+  gpu.default_memory_clock_mhz = f.positive("default_memory_clock_mhz");
+  require(contains_clock(gpu.memory_clocks_mhz, gpu.default_memory_clock_mhz), f, "default_memory_clock_mhz",
+          "must be one of memory_clocks_mhz");
+
+  const auto limit = f.object("power_limit_w");
+  gpu.power_limit_min_w = limit.positive("min");
+  gpu.power_limit_max_w = limit.positive("max");
+  gpu.power_limit_default_w = limit.positive("default");
+  require(gpu.power_limit_min_w <= gpu.power_limit_default_w && gpu.power_limit_default_w <= gpu.power_limit_max_w,
+          f, "power_limit_w", "needs min <= default <= max");
+  gpu.idle_power_w = f.positive("idle_power_w");
+
+  if (f.has("dvfs_levels_mhz")) {
+    gpu.dvfs_levels_mhz = f.numbers("dvfs_levels_mhz");
+    std::sort(gpu.dvfs_levels_mhz.begin(), gpu.dvfs_levels_mhz.end());
+    for (const double level : gpu.dvfs_levels_mhz) {
+      require(contains_clock(gpu.sm_clocks_mhz, level), f, "dvfs_levels_mhz",
+              fmt::format("{:g} MHz is not a supported SM clock", level));
+    }
+  } else {
+    gpu.dvfs_levels_mhz = spread_levels(gpu.sm_clocks_mhz, 10);
+  }
+  gpu.saturation_gmac_per_sm = f.positive("saturation_gmac_per_sm");
+  gpu.latency_jitter_fraction = f.non_negative("latency_jitter_fraction");
+
+  const auto voltage = f.object("voltage");
+  gpu.voltage.min_v = voltage.positive("min_v");
+  gpu.voltage.max_v = voltage.positive("max_v");
+  gpu.voltage.knee_mhz = voltage.positive("knee_mhz");
+  require(gpu.voltage.min_v <= gpu.voltage.max_v, f, "voltage", "needs min_v <= max_v");
+  require(gpu.voltage.knee_mhz < gpu.max_sm_clock_mhz(), f, "voltage.knee_mhz", "must be below the highest SM clock");
+
+  const auto power = f.object("power_model");
+  gpu.power.constant_w = power.non_negative("constant_w");
+  gpu.power.static_w = power.non_negative("static_w");
+  gpu.power.clock_tree_w = power.non_negative("clock_tree_w");
+  gpu.power.memory_clock_w = power.non_negative("memory_clock_w");
+  gpu.power.sm_dynamic_w = power.positive("sm_dynamic_w");
+  gpu.power.memory_dynamic_w = power.non_negative("memory_dynamic_w");
+
+  const auto sensor = f.object("sensor");
+  gpu.sensor.update_period_s = sensor.positive("update_period_s");
+  gpu.sensor.averaging_window_s = sensor.positive("averaging_window_s");
+  gpu.sensor.noise_fraction = sensor.non_negative("noise_fraction");
+  require(gpu.sensor.averaging_window_s >= gpu.sensor.update_period_s, f, "sensor.averaging_window_s",
+          "must be >= update_period_s");
+
+  const auto host = f.object("host");
+  gpu.host.pcie_gbps = host.positive("pcie_gbps");
+  gpu.host.batch_sync_s = host.non_negative("batch_sync_s");
+  gpu.host.layer_launch_s = host.non_negative("layer_launch_s");
+  return gpu;
+}
+
+ModelSpec load_model_spec(const std::string& path) {
+  const auto json = load_json_file(path);
+  const JsonFields f(json, path);
+  ModelSpec model;
+  model.id = f.string("id");
+  model.name = f.string("name");
+  model.aliases = f.strings_or_empty("aliases");
+  model.family = f.string("family");
+  model.input_size = static_cast<int>(f.positive_integer("input_size"));
+  model.params_m = f.positive("params_m");
+  model.gmacs = f.positive("gmacs");
+  model.activation_melems = f.positive("activation_melems");
+  model.layers = static_cast<int>(f.positive_integer("layers"));
+  const auto precision = f.string("precision");
+  if (precision == "fp32") {
+    model.precision = Precision::fp32;
+  } else if (precision == "fp16") {
+    model.precision = Precision::fp16;
+  } else {
+    throw f.error("precision", "must be \"fp32\" or \"fp16\"");
+  }
+  const auto efficiency = f.object("compute_efficiency");
+  model.fp32_efficiency = efficiency.fraction("fp32");
+  model.fp16_efficiency = efficiency.fraction("fp16");
+  return model;
+}
+
+DatasetSpec load_dataset_spec(const std::string& path) {
+  const auto json = load_json_file(path);
+  const JsonFields f(json, path);
+  DatasetSpec dataset;
+  dataset.id = f.string("id");
+  dataset.name = f.string("name");
+  dataset.aliases = f.strings_or_empty("aliases");
+  dataset.images = f.positive_integer("images");
+  return dataset;
+}
+
+namespace {
+
+std::vector<std::string> json_files_in(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw Error(ErrorCode::io, fmt::format("{}: not a directory (data directory incomplete?)", dir.string()));
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot list ({})", dir.string(), ec.message()));
+  std::sort(files.begin(), files.end());  // deterministic order for listings
+  if (files.empty()) throw Error(ErrorCode::invalid_data, fmt::format("{}: no .json files", dir.string()));
+  return files;
+}
+
+// Every id and alias must lead to exactly one entry.
+template <typename Spec>
+void check_unique_names(const std::vector<Spec>& specs, std::string_view kind) {
+  struct Owner {
+    std::string key;
+    std::size_t index;
+  };
+  std::vector<Owner> owners;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::vector<std::string> names = specs[i].aliases;
+    names.push_back(specs[i].id);
+    for (const auto& name : names) {
+      const auto key = name_key(name);
+      for (const auto& owner : owners) {
+        if (owner.key == key && owner.index != i) {
+          throw Error(ErrorCode::invalid_data, fmt::format("{} name '{}' is used by two entries ('{}' and '{}')", kind,
+                                                           name, specs[owner.index].id, specs[i].id));
+        }
+      }
+      owners.push_back(Owner{key, i});
+    }
+  }
+}
+
+template <typename Spec>
+const Spec& find_spec(const std::vector<Spec>& specs, std::string_view name, std::string_view kind) {
+  const auto key = name_key(name);
+  for (const auto& spec : specs) {
+    if (name_key(spec.id) == key) return spec;
+    for (const auto& alias : spec.aliases) {
+      if (name_key(alias) == key) return spec;
+    }
+  }
+  std::vector<std::string> ids;
+  for (const auto& spec : specs) ids.push_back(spec.id);
+  throw usage_error(fmt::format("unknown {} '{}'; known: {}", kind, name, join(ids, ", ")));
+}
+
+}  // namespace
+
+Catalog Catalog::load(const std::string& data_dir) {
+  Catalog catalog;
+  catalog.data_dir_ = data_dir;
+  const fs::path root(data_dir);
+  for (const auto& file : json_files_in(root / "gpus")) catalog.gpus_.push_back(load_gpu_spec(file));
+  for (const auto& file : json_files_in(root / "models")) catalog.models_.push_back(load_model_spec(file));
+  for (const auto& file : json_files_in(root / "datasets")) catalog.datasets_.push_back(load_dataset_spec(file));
+  check_unique_names(catalog.gpus_, "GPU");
+  check_unique_names(catalog.models_, "model");
+  check_unique_names(catalog.datasets_, "dataset");
+  return catalog;
+}
+
+const GpuSpec& Catalog::gpu(std::string_view name) const { return find_spec(gpus_, name, "GPU"); }
+const ModelSpec& Catalog::model(std::string_view name) const { return find_spec(models_, name, "model"); }
+const DatasetSpec& Catalog::dataset(std::string_view name) const { return find_spec(datasets_, name, "dataset"); }
+
+}  // namespace gpucap::sim

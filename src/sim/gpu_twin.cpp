@@ -1,0 +1,91 @@
+#include "gpucap/sim/gpu_twin.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::sim {
+
+namespace {
+constexpr std::uint64_t kSensorStream = 1;
+constexpr std::uint64_t kLatencyStream = 2;
+}  // namespace
+
+GpuTwin::GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_t seed)
+    : gpu_(std::move(gpu)),
+      model_(std::move(model)),
+      precision_(precision),
+      sensor_(gpu_.sensor,
+              idle_loaded_power_w(gpu_, OperatingPoint{gpu_.boost_clock_mhz, gpu_.default_memory_clock_mhz}),
+              derive_seed(seed, kSensorStream)),
+      latency_noise_(derive_seed(seed, kLatencyStream)) {
+  current_sm_mhz_ = requested_sm_clock_mhz();
+  current_power_w_ = idle_loaded_power_w(gpu_, OperatingPoint{current_sm_mhz_, memory_clock_mhz()});
+}
+
+void GpuTwin::lock_sm_clock(std::optional<double> mhz) {
+  sm_lock_mhz_ = mhz ? std::optional<double>(nearest_clock_mhz(gpu_.sm_clocks_mhz, *mhz)) : std::nullopt;
+}
+
+void GpuTwin::lock_memory_clock(std::optional<double> mhz) {
+  memory_lock_mhz_ = mhz ? std::optional<double>(nearest_clock_mhz(gpu_.memory_clocks_mhz, *mhz)) : std::nullopt;
+}
+
+void GpuTwin::set_power_limit(std::optional<double> watts) {
+  if (watts && (*watts < gpu_.power_limit_min_w || *watts > gpu_.power_limit_max_w)) {
+    throw Error(ErrorCode::internal, "twin: power limit outside the board range reached the twin");
+  }
+  power_limit_w_ = watts;
+}
+
+double GpuTwin::memory_clock_mhz() const { return memory_lock_mhz_.value_or(gpu_.default_memory_clock_mhz); }
+
+double GpuTwin::requested_sm_clock_mhz() const {
+  // Unlocked, the boost governor runs at the top boost clock unless power limits it.
+  return sm_lock_mhz_.value_or(gpu_.boost_clock_mhz);
+}
+
+void GpuTwin::emit(double duration_s, double power_w) {
+  const double start_s = now_s_;
+  now_s_ += duration_s;
+  energy_j_ += power_w * duration_s;
+  current_power_w_ = power_w;
+  sensor_.add_segment(start_s, now_s_, power_w);
+}
+
+BatchRecord GpuTwin::run_batch(int batch_size) {
+  if (batch_size < 1) throw Error(ErrorCode::internal, "twin: batch size must be >= 1");
+  const OperatingPoint requested{requested_sm_clock_mhz(), memory_clock_mhz()};
+  const double sm_mhz =
+      power_limited_sm_clock_mhz(gpu_, model_, precision_, batch_size, requested, power_limit_w());
+  const OperatingPoint point{sm_mhz, requested.memory_clock_mhz};
+  auto profile = profile_batch(gpu_, model_, precision_, batch_size, point);
+  // Kernel-time jitter (clock boost wobble, scheduling); clamped so a draw can never reverse time.
+  const double jitter = std::clamp(1.0 + gpu_.latency_jitter_fraction * latency_noise_.gaussian(), 0.5, 1.5);
+  profile.busy_s *= jitter;
+
+  BatchRecord record;
+  record.batch_size = batch_size;
+  record.start_s = now_s_;
+  record.sm_clock_mhz = sm_mhz;
+  record.memory_clock_mhz = point.memory_clock_mhz;
+  record.power_limited = sm_mhz < requested.sm_clock_mhz;
+  record.prep_power_w = idle_loaded_power_w(gpu_, point);
+  record.busy_power_w = busy_power_w(gpu_, point, profile.sm_activity, profile.memory_activity);
+  emit(profile.prep_s, record.prep_power_w);
+  emit(profile.busy_s, record.busy_power_w);
+  record.end_s = now_s_;
+  current_sm_mhz_ = sm_mhz;
+  utilization_ = profile.busy_s / profile.latency_s();
+  return record;
+}
+
+void GpuTwin::idle(double seconds) {
+  if (seconds <= 0.0) return;
+  current_sm_mhz_ = requested_sm_clock_mhz();
+  utilization_ = 0.0;
+  emit(seconds, idle_loaded_power_w(gpu_, OperatingPoint{current_sm_mhz_, memory_clock_mhz()}));
+}
+
+}  // namespace gpucap::sim

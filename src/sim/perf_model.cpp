@@ -1,0 +1,122 @@
+#include "gpucap/sim/perf_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpucap::sim {
+
+namespace {
+constexpr double kBytesFp32 = 4.0;
+constexpr double kBytesFp16 = 2.0;
+
+double bytes_per_value(Precision precision) { return precision == Precision::fp16 ? kBytesFp16 : kBytesFp32; }
+
+double efficiency(const ModelSpec& model, Precision precision) {
+  return precision == Precision::fp16 ? model.fp16_efficiency : model.fp32_efficiency;
+}
+
+// (V/Vmax)²·(f/fmax): dynamic power relative to the top of the V-f curve.
+double v2f_ratio(const GpuSpec& gpu, double sm_clock_mhz) {
+  const double v = voltage_v(gpu, sm_clock_mhz) / gpu.voltage.max_v;
+  return v * v * sm_clock_mhz / gpu.max_sm_clock_mhz();
+}
+}  // namespace
+
+double voltage_v(const GpuSpec& gpu, double sm_clock_mhz) {
+  const auto& curve = gpu.voltage;
+  if (sm_clock_mhz <= curve.knee_mhz) return curve.min_v;
+  const double span = gpu.max_sm_clock_mhz() - curve.knee_mhz;
+  const double x = std::min(1.0, (sm_clock_mhz - curve.knee_mhz) / span);
+  return curve.min_v + (curve.max_v - curve.min_v) * x;
+}
+
+double half_saturation_batch(const GpuSpec& gpu, const ModelSpec& model) {
+  const double gmac_per_layer_per_image = model.gmacs / model.layers;
+  return gpu.saturation_gmac_per_sm * gpu.sm_count / gmac_per_layer_per_image;
+}
+
+double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz) {
+  if (precision == Precision::fp16) return gpu.fp16_tflops * 1e12 * sm_clock_mhz / gpu.boost_clock_mhz;
+  return 2.0 * gpu.sm_count * gpu.fp32_lanes_per_sm * sm_clock_mhz * 1e6;
+}
+
+BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
+                           OperatingPoint point) {
+  const double b = batch;
+  const double value_bytes = bytes_per_value(precision);
+  const double flops_per_image = 2.0 * model.gmacs * 1e9;
+  const double b_half = half_saturation_batch(gpu, model);
+
+  const double compute_s =
+      flops_per_image * (b + b_half) / (peak_flops(gpu, precision, point.sm_clock_mhz) * efficiency(model, precision));
+  const double bandwidth_bps =
+      gpu.memory_bandwidth_gbps * 1e9 * point.memory_clock_mhz / gpu.max_memory_clock_mhz();
+  // Weights are read once per batch; feature maps are written and read back once per image.
+  const double bytes = model.params_m * 1e6 * value_bytes + b * model.activation_melems * 1e6 * value_bytes * 2.0;
+  const double memory_s = bytes / (bandwidth_bps * gpu.memory_efficiency);
+  const double launch_s = model.layers * gpu.host.layer_launch_s;
+
+  const double input_bytes = b * 3.0 * model.input_size * model.input_size * value_bytes;
+  BatchProfile profile;
+  profile.prep_s = gpu.host.batch_sync_s + input_bytes / (gpu.host.pcie_gbps * 1e9);
+  profile.busy_s = std::max({compute_s, memory_s, launch_s});
+  const double occupancy = b / (b + b_half);
+  profile.sm_activity = occupancy * compute_s / profile.busy_s;
+  profile.memory_activity = std::min(1.0, bytes / (profile.busy_s * bandwidth_bps));
+  return profile;
+}
+
+double idle_loaded_power_w(const GpuSpec& gpu, OperatingPoint point) {
+  const auto& p = gpu.power;
+  const double v = voltage_v(gpu, point.sm_clock_mhz) / gpu.voltage.max_v;
+  return p.constant_w + p.static_w * v * v * v +
+         p.clock_tree_w * v2f_ratio(gpu, point.sm_clock_mhz) +
+         p.memory_clock_w * point.memory_clock_mhz / gpu.max_memory_clock_mhz();
+}
+
+double busy_power_w(const GpuSpec& gpu, OperatingPoint point, double sm_activity, double memory_activity) {
+  const auto& p = gpu.power;
+  return idle_loaded_power_w(gpu, point) + p.sm_dynamic_w * v2f_ratio(gpu, point.sm_clock_mhz) * sm_activity +
+         p.memory_dynamic_w * (point.memory_clock_mhz / gpu.max_memory_clock_mhz()) * memory_activity;
+}
+
+double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, OperatingPoint point) {
+  const double prep_w = idle_loaded_power_w(gpu, point);
+  const double busy_w = busy_power_w(gpu, point, profile.sm_activity, profile.memory_activity);
+  return (prep_w * profile.prep_s + busy_w * profile.busy_s) / profile.latency_s();
+}
+
+double power_limited_sm_clock_mhz(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
+                                  OperatingPoint requested, double power_limit_w) {
+  const auto power_at = [&](double sm_mhz) {
+    const OperatingPoint point{sm_mhz, requested.memory_clock_mhz};
+    return average_batch_power_w(gpu, profile_batch(gpu, model, precision, batch, point), point);
+  };
+  if (power_at(requested.sm_clock_mhz) <= power_limit_w) return requested.sm_clock_mhz;
+  // Power rises with clock, so binary-search the supported clocks below the requested one.
+  const auto& clocks = gpu.sm_clocks_mhz;
+  auto hi = static_cast<std::ptrdiff_t>(std::upper_bound(clocks.begin(), clocks.end(), requested.sm_clock_mhz) -
+                                        clocks.begin()) - 1;  // highest clock <= requested
+  std::ptrdiff_t lo = 0;
+  if (hi < 0 || power_at(clocks[0]) > power_limit_w) return clocks.front();
+  while (lo < hi) {  // invariant: clocks[lo] fits
+    const auto mid = (lo + hi + 1) / 2;
+    if (power_at(clocks[static_cast<std::size_t>(mid)]) <= power_limit_w) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return clocks[static_cast<std::size_t>(lo)];
+}
+
+double nearest_clock_mhz(const std::vector<double>& clocks_mhz, double mhz) {
+  const auto it = std::lower_bound(clocks_mhz.begin(), clocks_mhz.end(), mhz);
+  if (it == clocks_mhz.begin()) return clocks_mhz.front();
+  if (it == clocks_mhz.end()) return clocks_mhz.back();
+  const double above = *it;
+  const double below = *std::prev(it);
+  return (above - mhz) < (mhz - below) ? above : below;
+}
+
+}  // namespace gpucap::sim

@@ -1,0 +1,230 @@
+// End-to-end tests of the gpucap binary: outputs, exit codes, and one clear line on stderr for
+// every kind of bad input.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gpucap/core/text.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap {
+namespace {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& arg) {
+  std::string quoted = "'";
+  for (const char c : arg) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+CliResult gpucap(const std::vector<std::string>& args) {
+  test::TempDir dir;
+  std::string command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(test::data_dir());
+  for (const auto& arg : args) command += " " + quote(arg);
+  command += " >" + quote(dir.file("out")) + " 2>" + quote(dir.file("err"));
+  const int status = std::system(command.c_str());
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = read_text_file(dir.file("out"));
+  result.err = read_text_file(dir.file("err"));
+  return result;
+}
+
+// Bad input: the given exit code and exactly one line on stderr that contains `fragment`.
+void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& fragment) {
+  const auto r = gpucap(args);
+  std::string joined;
+  for (const auto& a : args) joined += a + " ";
+  EXPECT_EQ(r.exit_code, exit_code) << joined << "\nstderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\nstderr: " << r.err;
+  EXPECT_EQ(r.err.rfind("gpucap: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << joined << "\nstderr: " << r.err;
+}
+
+const std::vector<std::string> kRun = {"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet",
+                                       "--algorithm", "batchdvfs"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+TEST(Cli, HelpAndVersion) {
+  const auto help = gpucap({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("run"), std::string::npos);
+  EXPECT_NE(help.out.find("replay"), std::string::npos);
+  EXPECT_EQ(gpucap({"run", "--help"}).exit_code, 0);
+  EXPECT_EQ(gpucap({"--version"}).exit_code, 0);
+}
+
+TEST(Cli, RunPrintsALabelledSummaryAndWritesATrace) {
+  test::TempDir dir;
+  const auto trace = dir.file("trace.csv");
+  const auto r = gpucap(with(kRun, {"--power-cap", "131", "--trace", trace}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_NE(r.out.find("SIMULATED Tesla P40"), std::string::npos);
+  for (const char* label : {"images", "duration", "throughput", "energy", "images per joule", "windows over cap",
+                            "time over cap", "mean power", "max power"}) {
+    const auto at = r.out.find(std::string("  ") + label);
+    ASSERT_NE(at, std::string::npos) << label;
+    const auto line_end = r.out.find('\n', at);
+    EXPECT_NE(r.out.substr(at, line_end - at).find("[simulated]"), std::string::npos) << label;
+  }
+  const auto text = read_text_file(trace);
+  const auto lines = split(text, '\n');
+  ASSERT_GT(lines.size(), 3u);
+  EXPECT_EQ(std::string(lines[0]).rfind("time_s,window_start_s,cap_w,window_max_w,window_mean_w", 0), 0u);
+  EXPECT_NE(std::string(lines[1]).find(",sim"), std::string::npos);
+}
+
+TEST(Cli, RunJsonIsMachineReadable) {
+  const auto r = gpucap(with(kRun, {"--cap-schedule", "0:150,5:100", "--images", "5000", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(json["simulated"].get<bool>());
+  EXPECT_EQ(json["images"], 5000);
+  EXPECT_EQ(json["cap"], "0:150,5:100");
+  EXPECT_GT(json["throughput_img_s"].get<double>(), 0.0);
+}
+
+TEST(Cli, RunRejectsBadInput) {
+  expect_error({"run", "--gpu", "k80", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "131"}, 2,
+               "unknown GPU 'k80'");
+  expect_error({"run", "--model", "resnet18", "--algorithm", "batchdvfs", "--power-cap", "100"}, 2,
+               "unknown model 'resnet18'");
+  expect_error({"run", "--model", "resnet50", "--algorithm", "pid", "--power-cap", "100"}, 2,
+               "unknown algorithm 'pid'");
+  expect_error(with(kRun, {"--power-cap", "5"}), 2, "power cap 5 W is outside");
+  expect_error(with(kRun, {"--power-cap", "300"}), 2, "power cap 300 W is outside");
+  expect_error(with(kRun, {"--cap-schedule", "0:150,abc"}), 2, "cap schedule entry 'abc'");
+  expect_error(with(kRun, {"--cap-schedule", "0:150,50:120,40:100"}), 2, "times must increase");
+  expect_error(kRun, 2, "--power-cap");
+  expect_error(with(kRun, {"--power-cap", "abc"}), 2, "--power-cap");
+  expect_error(with(kRun, {"--power-cap", "131", "--alpha", "2"}), 2, "--alpha 2 must be in (0, 1]");
+  expect_error(with(kRun, {"--power-cap", "131", "--window", "soon"}), 2, "window 'soon'");
+  expect_error(with(kRun, {"--power-cap", "131", "--images", "0"}), 2, "--images");
+  expect_error({"run", "--model", "resnet50", "--dataset", "coco", "--algorithm", "batchdvfs", "--power-cap", "131"},
+               2, "unknown dataset 'coco'");
+  expect_error(with(kRun, {"--power-cap", "131", "--precision", "int4"}), 2, "--precision");
+  expect_error({"run", "--algorithm", "batchdvfs"}, 2, "--model");
+  expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
+}
+
+TEST(Cli, UnwritableTraceIsAnIoErrorAndNothingRuns) {
+  expect_error(with(kRun, {"--power-cap", "131", "--trace", "/nonexistent/dir/t.csv"}), 4, "/nonexistent/dir/t.csv");
+  // Validation comes first: a bad model never creates the trace file.
+  test::TempDir dir;
+  const auto trace = dir.file("t.csv");
+  expect_error({"run", "--model", "nope", "--algorithm", "batchdvfs", "--power-cap", "100", "--trace", trace}, 2,
+               "unknown model");
+  EXPECT_FALSE(std::filesystem::exists(trace));
+}
+
+TEST(Cli, ReplayPrintsStepsAndTheMatchLine) {
+  const auto log = test::shared_file("batchdvfs-p40/batchdvfs/01_InceptionV1_BatchDVFS.csv");
+  const auto r = gpucap({"replay", "--algorithm", "batchdvfs", "--trace", log});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')),
+            "step,time_s,power_w,cap_w,logged_batch,batch,logged_clock_mhz,clock_mhz,match");
+  const auto last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("match ", 0), 0u) << last;
+  EXPECT_NE(last.find("(64/64)"), std::string::npos) << last;
+  const auto json = gpucap({"replay", "--algorithm", "batchdvfs", "--trace", log, "--json"});
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(json.out)["total"], 64);
+}
+
+TEST(Cli, ReplayAFolderGivesOneRowPerFileAndThePooledLine) {
+  const auto dir = test::shared_file("batchdvfs-p40/clipper");
+  const auto r = gpucap({"replay", "--algorithm", "clipper", "--trace-dir", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = split(r.out, '\n');
+  ASSERT_EQ(lines.size(), 23u);  // header, 20 files, pooled line, final newline
+  EXPECT_EQ(std::string(lines[0]),
+            "file,algorithm,steps,matched,match_pct,log_held,log_changed_no_window,log_changed_in_band,"
+            "different_change");
+  EXPECT_EQ(std::string(lines[1]).rfind("01_InceptionV1_Clipper.csv,clipper,", 0), 0u);
+  EXPECT_EQ(std::string(lines[21]).rfind("match ", 0), 0u);
+  const auto json = nlohmann::json::parse(gpucap({"replay", "--algorithm", "clipper", "--trace-dir", dir, "--json"}).out);
+  EXPECT_EQ(json["files"].size(), 20u);
+  EXPECT_GE(json["match_pct"].get<double>(), 99.0);
+}
+
+TEST(Cli, ReplayRejectsBadInput) {
+  test::TempDir dir;
+  const auto bad = dir.write("bad.csv", "time stamp, Througput (image/sec), power cap, power, batch size, DVFS\n"
+                                        "1.0,2.0,131,xx,256,1063\n");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", bad}, 3, bad + ":2: column 4 (power)");
+  expect_error({"replay", "--algorithm", "batchdvfs", "--trace", bad}, 3, "missing column 'minBS'");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", "/nonexistent.csv"}, 4, "/nonexistent.csv");
+  expect_error({"replay", "--algorithm", "pid", "--trace", bad}, 2, "replay supports batchdvfs, clipper and dvfs");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", bad, "--window", "-1"}, 3, "column 4");
+  expect_error({"replay", "--algorithm", "dvfs"}, 2, "--trace FILE or --trace-dir DIR");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", bad, "--trace-dir", dir.path()}, 2, "excludes");
+  test::TempDir empty;
+  expect_error({"replay", "--algorithm", "dvfs", "--trace-dir", empty.path()}, 3, "no .csv logs");
+  const auto good = test::shared_file("batchdvfs-p40/dvfs256/01_InceptionV1_DVFS.csv");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", good, "--window", "-1"}, 2, "--window -1");
+}
+
+TEST(Cli, ListsWhatItKnows) {
+  const auto gpus = gpucap({"list", "gpus"});
+  ASSERT_EQ(gpus.exit_code, 0);
+  for (const char* id : {"p40", "v100", "a100", "rtx3080ti", "h100", "h200"}) {
+    EXPECT_NE(gpus.out.find(id), std::string::npos) << id;
+  }
+  const auto models = nlohmann::json::parse(gpucap({"list", "models", "--json"}).out);
+  EXPECT_EQ(models.size(), 23u);
+  const auto algorithms = nlohmann::json::parse(gpucap({"list", "algorithms", "--json"}).out);
+  EXPECT_EQ(algorithms.size(), 4u);
+  EXPECT_EQ(gpucap({"list", "datasets"}).exit_code, 0);
+  EXPECT_NE(gpucap({"list", "matrices"}).out.find("batchdvfs-p40"), std::string::npos);
+  expect_error({"list", "widgets"}, 2, "widgets");
+}
+
+TEST(Cli, BenchWritesACompleteResultSet) {
+  test::TempDir dir;
+  const auto matrix = dir.write("m.json", R"({"id": "tiny", "gpu": "p40", "jobs": [
+      {"id": "1", "model": "inception_v1", "dataset": "imagenet", "cap_w": 131, "images": 2000},
+      {"id": "2", "model": "resnet_v2_50", "dataset": "imagenet", "cap_w": 100, "images": 2000}]})");
+  const auto out = dir.file("out");
+  const auto r = gpucap({"bench", "--matrix", matrix, "--algorithms", "batchdvfs,clipper", "--out", out, "--jobs", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << r.out;
+  for (const char* file : {"summary.csv", "summary.json", "report.md", "traces/1-batchdvfs.csv", "traces/2-clipper.csv"}) {
+    EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
+  }
+  EXPECT_EQ(read_text_file(out + "/summary.csv"), r.out);
+}
+
+TEST(Cli, BenchRejectsBadInput) {
+  expect_error({"bench", "--matrix", "mlperf"}, 2, "unknown matrix 'mlperf'");
+  expect_error({"bench", "--matrix", "batchdvfs-p40", "--algorithms", "batchdvfs,nope"}, 2, "unknown algorithm 'nope'");
+  expect_error({"bench", "--matrix", "batchdvfs-p40", "--jobs", "0"}, 2, "--jobs 0");
+  test::TempDir dir;
+  const auto bad = dir.write("bad.json", R"({"id": "x", "gpu": "p40", "jobs": [{"id": "1"}]})");
+  expect_error({"bench", "--matrix", bad}, 3, "missing key 'jobs[0].model'");
+  expect_error({"bench", "--matrix", "batchdvfs-p40", "--out", "/proc/gpucap-out"}, 4, "/proc/gpucap-out");
+}
+
+}  // namespace
+}  // namespace gpucap

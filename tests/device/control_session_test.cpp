@@ -1,0 +1,129 @@
+#include "gpucap/device/control_session.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::device {
+namespace {
+
+// A device whose controls are plain variables: counts writes and fails on request.
+class RecordingDevice final : public Device {
+ public:
+  std::map<Control, ControlValue> values = {{Control::sm_clock_lock_mhz, std::nullopt},
+                                            {Control::memory_clock_lock_mhz, std::nullopt},
+                                            {Control::power_limit_w, 250.0}};
+  int writes = 0;
+  bool writable = true;
+  std::optional<Control> fail_on;
+
+  [[nodiscard]] std::string name() const override { return "recording device"; }
+  [[nodiscard]] bool simulated() const override { return true; }
+  [[nodiscard]] bool has_signal(Signal /*signal*/) const override { return false; }
+  [[nodiscard]] double read(Signal /*signal*/) override { throw Error(ErrorCode::unsupported, "no signals"); }
+  [[nodiscard]] bool has_control(Control /*control*/) const override { return true; }
+  [[nodiscard]] bool can_write(Control /*control*/) const override { return writable; }
+  [[nodiscard]] ControlRange range(Control control) const override {
+    if (control == Control::power_limit_w) return {125, 250, {}};
+    return {544, 1531, {}};
+  }
+  [[nodiscard]] ControlValue read_control(Control control) override { return values.at(control); }
+  void write_control(Control control, ControlValue value) override {
+    if (fail_on == control) throw Error(ErrorCode::device, "injected write failure");
+    ++writes;
+    values[control] = value;
+  }
+};
+
+TEST(ControlSession, RestoresEverythingItChanged) {
+  RecordingDevice device;
+  {
+    ControlSession session(device);
+    session.write(Control::sm_clock_lock_mhz, 1063.0);
+    session.write(Control::power_limit_w, 150.0);
+    session.write(Control::sm_clock_lock_mhz, 949.0);
+    EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], 949.0);
+    EXPECT_EQ(device.values[Control::power_limit_w], 150.0);
+  }  // destructor restores
+  EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], std::nullopt);
+  EXPECT_EQ(device.values[Control::power_limit_w], 250.0);
+}
+
+TEST(ControlSession, SkipsWritesThatChangeNothing) {
+  RecordingDevice device;
+  ControlSession session(device);
+  session.write(Control::power_limit_w, 250.0);  // already the value
+  EXPECT_EQ(device.writes, 0);
+  session.write(Control::sm_clock_lock_mhz, 1063.0);
+  session.write(Control::sm_clock_lock_mhz, 1063.0);
+  EXPECT_EQ(device.writes, 1);
+  EXPECT_EQ(session.writes(), 1);
+  session.restore();
+  EXPECT_EQ(device.writes, 2);
+}
+
+TEST(ControlSession, OutOfRangeIsRefusedBeforeAnyWrite) {
+  RecordingDevice device;
+  ControlSession session(device);
+  try {
+    session.write(Control::power_limit_w, 300.0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::usage);
+    EXPECT_NE(std::string(e.what()).find("GPU_POWER_LIMIT_CONTROL"), std::string::npos) << e.what();
+  }
+  Knobs knobs;
+  knobs.sm_clock_mhz = 1063.0;
+  knobs.power_limit_w = 50.0;  // out of range: nothing at all may be written
+  EXPECT_THROW(session.apply(knobs), Error);
+  EXPECT_EQ(device.writes, 0);
+  EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], std::nullopt);
+}
+
+TEST(ControlSession, WithoutPermissionNothingIsWritten) {
+  RecordingDevice device;
+  device.writable = false;
+  ControlSession session(device);
+  try {
+    session.write(Control::sm_clock_lock_mhz, 1063.0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("no permission"), std::string::npos);
+  }
+  EXPECT_EQ(device.writes, 0);
+  Knobs batch_only;  // batch size alone needs no device write
+  EXPECT_NO_THROW(session.apply(batch_only));
+}
+
+TEST(ControlSession, FailedApplyRollsBackItsEarlierWrites) {
+  RecordingDevice device;
+  device.fail_on = Control::power_limit_w;
+  ControlSession session(device);
+  Knobs knobs;
+  knobs.sm_clock_mhz = 1063.0;
+  knobs.power_limit_w = 150.0;
+  EXPECT_THROW(session.apply(knobs), Error);
+  EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], std::nullopt) << "SM clock write was rolled back";
+  EXPECT_EQ(device.values[Control::power_limit_w], 250.0);
+}
+
+TEST(ControlSession, FailedRestoreIsReportedNotSwallowed) {
+  RecordingDevice device;
+  ControlSession session(device);
+  session.write(Control::sm_clock_lock_mhz, 1063.0);
+  device.fail_on = Control::sm_clock_lock_mhz;
+  try {
+    session.restore();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device);
+    EXPECT_NE(std::string(e.what()).find("could not restore GPU_CORE_FREQUENCY_LOCK_CONTROL"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpucap::device

@@ -1,0 +1,151 @@
+#include "gpucap/runtime/runner.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/sim/catalog.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::runtime {
+namespace {
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  sim::Catalog catalog = sim::Catalog::load(test::data_dir());
+
+  SimJobSpec spec(const std::string& algorithm, double cap_w, const std::string& model = "inception_v1") {
+    SimJobSpec s;
+    s.gpu = "p40";
+    s.model = model;
+    s.dataset = "imagenet";
+    s.algorithm = algorithm;
+    s.schedule = CapSchedule::constant(cap_w);
+    return s;
+  }
+  std::pair<RunSummary, std::vector<TraceRow>> run(const SimJobSpec& s) {
+    std::vector<TraceRow> rows;
+    SimJob job(catalog, s);
+    const auto summary = job.run([&rows](const TraceRow& row) { rows.push_back(row); });
+    return {summary, rows};
+  }
+};
+
+TEST_F(RunnerTest, SummaryAgreesWithTheTrace) {
+  const auto [summary, rows] = run(spec("batchdvfs", 131));
+  EXPECT_TRUE(summary.simulated);
+  EXPECT_EQ(summary.images, 15000);
+  ASSERT_EQ(static_cast<std::size_t>(summary.windows), rows.size());
+  long long images = 0;
+  int over = 0;
+  for (const auto& row : rows) {
+    images += row.images;
+    over += row.over_cap ? 1 : 0;
+    EXPECT_DOUBLE_EQ(row.cap_w, 131);
+    EXPECT_GE(row.window_max_w, row.window_mean_w);
+    EXPECT_GT(row.samples, 0u);
+  }
+  EXPECT_EQ(images, 15000);
+  EXPECT_EQ(over, summary.windows_over_cap);
+  EXPECT_NEAR(rows.back().time_s, summary.duration_s, 1e-9);
+  EXPECT_NEAR(summary.mean_power_w * summary.duration_s, summary.energy_j, 1e-6 * summary.energy_j);
+  EXPECT_NEAR(summary.throughput_img_s, 15000 / summary.duration_s, 1e-9);
+  EXPECT_NEAR(summary.images_per_joule, 15000 / summary.energy_j, 1e-12);
+  EXPECT_GE(summary.max_power_w, rows.front().window_max_w);
+}
+
+TEST_F(RunnerTest, SameSeedSameRunOtherSeedOtherNoise) {
+  const auto a = run(spec("batchdvfs", 131)).first;
+  const auto b = run(spec("batchdvfs", 131)).first;
+  EXPECT_DOUBLE_EQ(a.duration_s, b.duration_s);
+  EXPECT_DOUBLE_EQ(a.energy_j, b.energy_j);
+  EXPECT_DOUBLE_EQ(a.max_power_w, b.max_power_w);
+  auto other = spec("batchdvfs", 131);
+  other.sim.seed = 99;
+  EXPECT_NE(run(other).first.energy_j, a.energy_j);
+}
+
+TEST_F(RunnerTest, TighterCapMeansSmallerBatchesAndLowerPower) {
+  const auto [loose, loose_rows] = run(spec("batchdvfs", 200, "resnet_v2_101"));
+  const auto [tight, tight_rows] = run(spec("batchdvfs", 90, "resnet_v2_101"));
+  EXPECT_LT(tight.mean_power_w, loose.mean_power_w);
+  EXPECT_LT(tight.throughput_img_s, loose.throughput_img_s);
+  EXPECT_LT(tight_rows.back().batch_size, loose_rows.back().batch_size);
+  EXPECT_LE(tight_rows.back().window_max_w, 90.0 * 1.05) << "settled near or under the cap";
+}
+
+TEST_F(RunnerTest, CapStepsAreFollowedAndJudgedPerSample) {
+  // BatchDVFS's InceptionV4 sensitivity run: 150 → 125 → 100 W every 85 s, for 255 s.
+  auto s = spec("batchdvfs", 150, "inception_v4");
+  s.schedule = CapSchedule::parse("0:150,85:125,170:100");
+  s.duration_s = 255.0;
+  const auto [summary, rows] = run(s);
+  bool saw_125 = false, saw_100 = false;
+  for (const auto& row : rows) {
+    EXPECT_DOUBLE_EQ(row.cap_w, s.schedule.cap_at(row.time_s));
+    saw_125 = saw_125 || row.cap_w == 125;
+    saw_100 = saw_100 || row.cap_w == 100;
+  }
+  EXPECT_TRUE(saw_125);
+  EXPECT_TRUE(saw_100);
+  EXPECT_NEAR(summary.duration_s, 255.0, 5.0) << "a duration-limited run";
+  EXPECT_GT(summary.images, 0);
+  EXPECT_LE(rows.back().window_max_w, 100.0 * 1.05);
+}
+
+TEST_F(RunnerTest, ControlsAreRestoredAfterTheRun) {
+  SimOptions options;
+  SimPlatform platform(catalog.gpu("p40"), catalog.model("resnet_v2_50"), sim::Precision::fp32, options);
+  auto controller = control::make_controller("dvfs", {}, platform.controller_limits());
+  RunConfig config;
+  config.images = 3000;
+  config.schedule = CapSchedule::constant(120);
+  const auto summary = run_job(platform, *controller, config);
+  EXPECT_GT(summary.device_writes, 0);
+  EXPECT_FALSE(platform.device().read_control(device::Control::sm_clock_lock_mhz).has_value());
+}
+
+TEST_F(RunnerTest, UnprivilegedBatchSizerRunsAndDvfsControllersRefuse) {
+  SimOptions options;
+  options.writes_permitted = false;
+  SimPlatform platform(catalog.gpu("p40"), catalog.model("resnet_v2_50"), sim::Precision::fp32, options);
+  RunConfig config;
+  config.images = 2000;
+  config.schedule = CapSchedule::constant(120);
+  auto batchsizer = control::make_controller("batchsizer", {}, platform.controller_limits());
+  EXPECT_EQ(run_job(platform, *batchsizer, config).images, 2000);
+  auto batchdvfs = control::make_controller("batchdvfs", {}, platform.controller_limits());
+  const double before_s = platform.clock().now_s();
+  try {
+    (void)run_job(platform, *batchdvfs, config);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("GPU_CORE_FREQUENCY_LOCK_CONTROL"), std::string::npos) << e.what();
+  }
+  EXPECT_DOUBLE_EQ(platform.clock().now_s(), before_s) << "refused before running anything";
+}
+
+TEST_F(RunnerTest, BadJobsAreRejectedBeforeRunning) {
+  EXPECT_THROW(SimJob(catalog, spec("batchdvfs", 5)), Error) << "below the P40's idle power";
+  EXPECT_THROW(SimJob(catalog, spec("batchdvfs", 300)), Error) << "above the P40's maximum power limit";
+  EXPECT_THROW(SimJob(catalog, spec("pid", 100)), Error);
+  auto s = spec("batchdvfs", 100);
+  s.model = "resnet18";
+  EXPECT_THROW(SimJob(catalog, s), Error);
+}
+
+TEST(TraceCsv, HeaderAndRowsAgree) {
+  const auto header = trace_csv_header();
+  TraceRow row;
+  row.time_s = 3.0;
+  row.cap_w = 131;
+  row.batch_size = 64;
+  const auto line = trace_csv_row(row, true);
+  EXPECT_EQ(std::count(header.begin(), header.end(), ','), std::count(line.begin(), line.end(), ','));
+  EXPECT_NE(line.find(",sim\n"), std::string::npos);
+  EXPECT_NE(header.find("window_max_w"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucap::runtime

@@ -1,0 +1,125 @@
+#include "gpucap/sim/catalog.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::sim {
+namespace {
+
+TEST(Catalog, LoadsTheProjectData) {
+  const auto catalog = Catalog::load(test::data_dir());
+  EXPECT_EQ(catalog.gpus().size(), 6u);
+  EXPECT_EQ(catalog.models().size(), 23u);
+  const auto slim = std::count_if(catalog.models().begin(), catalog.models().end(),
+                                  [](const ModelSpec& m) { return m.family == "tf-slim"; });
+  EXPECT_EQ(slim, 16) << "the 16 TF-slim models of the BatchDVFS matrix";
+  EXPECT_EQ(catalog.models().size() - static_cast<std::size_t>(slim), 7u) << "the 7 torchvision models of PctoDL";
+  EXPECT_EQ(catalog.dataset("imagenet").images, 15000);
+  EXPECT_EQ(catalog.dataset("caltech256").images, 20000);
+}
+
+TEST(Catalog, FindsByIdOrAliasIgnoringCaseAndPunctuation) {
+  const auto catalog = Catalog::load(test::data_dir());
+  EXPECT_EQ(catalog.gpu("Tesla-P40").id, "p40");
+  EXPECT_EQ(catalog.gpu("3080TI").id, "rtx3080ti");
+  EXPECT_EQ(catalog.model("MobilenetV1_05").id, "mobilenet_v1_0.5");
+  EXPECT_EQ(catalog.model("NASNet_A_Large_331").id, "nasnet_a_large");
+  EXPECT_EQ(catalog.model("mnasnet").id, "mnasnet1_0");
+  EXPECT_EQ(catalog.dataset("CalTech_256_20000").id, "caltech256");
+}
+
+TEST(Catalog, UnknownNamesListTheKnownOnes) {
+  const auto catalog = Catalog::load(test::data_dir());
+  try {
+    (void)catalog.gpu("k80");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::usage);
+    EXPECT_NE(std::string(e.what()).find("unknown GPU 'k80'; known: a100"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)catalog.model("resnet18"), Error);
+  EXPECT_THROW((void)catalog.dataset("coco"), Error);
+}
+
+TEST(Catalog, P40ClocksIncludeTheSeedLevels) {
+  const auto catalog = Catalog::load(test::data_dir());
+  const auto& p40 = catalog.gpu("p40");
+  EXPECT_EQ(p40.sm_clocks_mhz.size(), 79u);
+  EXPECT_DOUBLE_EQ(p40.min_sm_clock_mhz(), 544);
+  EXPECT_DOUBLE_EQ(p40.max_sm_clock_mhz(), 1531);
+  const std::vector<double> seed = {544, 632, 734, 835, 949, 1063, 1189, 1303, 1430, 1531};
+  EXPECT_EQ(p40.dvfs_levels_mhz, seed);
+  for (const double level : seed) {
+    EXPECT_NE(std::find(p40.sm_clocks_mhz.begin(), p40.sm_clocks_mhz.end(), level), p40.sm_clocks_mhz.end());
+  }
+}
+
+TEST(Catalog, ClockRangesExpandAndDefaultLadderIsSpread) {
+  const auto catalog = Catalog::load(test::data_dir());
+  const auto& a100 = catalog.gpu("a100");
+  EXPECT_EQ(a100.sm_clocks_mhz.size(), 81u);  // 210..1410 step 15
+  EXPECT_DOUBLE_EQ(a100.sm_clocks_mhz.front(), 210);
+  EXPECT_DOUBLE_EQ(a100.sm_clocks_mhz.back(), 1410);
+  EXPECT_EQ(a100.dvfs_levels_mhz.size(), 10u);
+  EXPECT_DOUBLE_EQ(a100.dvfs_levels_mhz.front(), 210);
+  EXPECT_DOUBLE_EQ(a100.dvfs_levels_mhz.back(), 1410);
+  EXPECT_TRUE(std::is_sorted(a100.dvfs_levels_mhz.begin(), a100.dvfs_levels_mhz.end()));
+}
+
+// A copy of the data directory with one file replaced.
+std::string data_dir_with(const test::TempDir& dir, const std::string& relative, const std::string& content) {
+  std::filesystem::copy(test::data_dir(), dir.path(), std::filesystem::copy_options::recursive);
+  return dir.write(relative, content), dir.path();
+}
+
+TEST(Catalog, MalformedFilesAreNamed) {
+  {
+    test::TempDir dir;
+    const auto root = data_dir_with(dir, "gpus/p40.json", "{\"id\": \"p40\",\n \"name\": }");
+    try {
+      (void)Catalog::load(root);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+      EXPECT_NE(std::string(e.what()).find("gpus/p40.json:2: invalid JSON"), std::string::npos) << e.what();
+    }
+  }
+  {
+    test::TempDir dir;
+    auto text = read_text_file(test::data_dir() + "/models/resnet50.json");
+    text.replace(text.find("\"gmacs\": 4.09"), 13, "\"gmacs\": -4.0");
+    const auto root = data_dir_with(dir, "models/resnet50.json", text);
+    try {
+      (void)Catalog::load(root);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("models/resnet50.json: gmacs: must be > 0"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Catalog, DuplicateNamesAreRejected) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/models/resnet50.json");
+  text.replace(text.find("\"id\": \"resnet50\""), 16, "\"id\": \"vgg19\"");
+  const auto root = data_dir_with(dir, "models/resnet50.json", text);
+  EXPECT_THROW((void)Catalog::load(root), Error);
+}
+
+TEST(Catalog, MissingDirectoryIsAnIoError) {
+  try {
+    (void)Catalog::load("/nonexistent/gpucap-data");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io);
+  }
+}
+
+}  // namespace
+}  // namespace gpucap::sim

@@ -1,0 +1,86 @@
+#include "gpucap/sim/gpu_twin.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/sim/catalog.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::sim {
+namespace {
+
+class GpuTwinTest : public ::testing::Test {
+ protected:
+  Catalog catalog = Catalog::load(test::data_dir());
+  GpuTwin make(const char* gpu, const char* model, std::uint64_t seed = 1) {
+    const auto& m = catalog.model(model);
+    return GpuTwin(catalog.gpu(gpu), m, m.precision, seed);
+  }
+};
+
+TEST_F(GpuTwinTest, SameSeedSameRun) {
+  auto a = make("p40", "inception_v3", 42);
+  auto b = make("p40", "inception_v3", 42);
+  auto c = make("p40", "inception_v3", 43);
+  for (int i = 0; i < 50; ++i) {
+    const auto ra = a.run_batch(16);
+    const auto rb = b.run_batch(16);
+    (void)c.run_batch(16);
+    EXPECT_DOUBLE_EQ(ra.end_s, rb.end_s);
+  }
+  EXPECT_DOUBLE_EQ(a.energy_j(), b.energy_j());
+  EXPECT_NE(a.now_s(), c.now_s()) << "latency jitter depends on the seed";
+}
+
+TEST_F(GpuTwinTest, VirtualTimeAndEnergyAdvanceTogether) {
+  auto twin = make("p40", "resnet_v2_50");
+  const auto record = twin.run_batch(32);
+  EXPECT_DOUBLE_EQ(record.start_s, 0.0);
+  EXPECT_GT(record.latency_s(), 0.0);
+  EXPECT_DOUBLE_EQ(twin.now_s(), record.end_s);
+  EXPECT_GT(record.busy_power_w, record.prep_power_w);
+  EXPECT_GT(twin.energy_j(), record.prep_power_w * record.latency_s());
+  EXPECT_LT(twin.energy_j(), record.busy_power_w * record.latency_s());
+  twin.idle(1.0);
+  EXPECT_DOUBLE_EQ(twin.now_s(), record.end_s + 1.0);
+  EXPECT_DOUBLE_EQ(twin.utilization(), 0.0);
+}
+
+TEST_F(GpuTwinTest, LockedClocksSnapToSupportedValues) {
+  auto twin = make("p40", "resnet_v2_50");
+  twin.lock_sm_clock(1000.4);
+  EXPECT_DOUBLE_EQ(*twin.sm_clock_lock_mhz(), 1000);
+  EXPECT_DOUBLE_EQ(twin.run_batch(8).sm_clock_mhz, 1000);
+  twin.lock_sm_clock(std::nullopt);
+  EXPECT_DOUBLE_EQ(twin.run_batch(8).sm_clock_mhz, 1531) << "unlocked: the boost clock";
+}
+
+TEST_F(GpuTwinTest, BoardPowerLimitThrottles) {
+  auto twin = make("p40", "resnet_v2_152");
+  EXPECT_FALSE(twin.run_batch(255).power_limited);
+  twin.set_power_limit(130.0);
+  const auto record = twin.run_batch(255);
+  EXPECT_TRUE(record.power_limited);
+  EXPECT_LT(record.sm_clock_mhz, 1531);
+  EXPECT_LE(record.busy_power_w, 135.0);
+  twin.set_power_limit(std::nullopt);
+  EXPECT_DOUBLE_EQ(twin.power_limit_w(), 250.0);
+}
+
+TEST_F(GpuTwinTest, SensorSeesTheInputPreparationDips) {
+  // Large 331x331 batches: the host-to-device copy (~28 ms) is longer than the P40 sensor's
+  // 20-ms period, so readings dip to idle-with-context power between compute phases.
+  auto twin = make("p40", "nasnet_a_large");
+  for (int i = 0; i < 5; ++i) (void)twin.run_batch(255);
+  const auto readings = twin.sensor().take_readings();
+  ASSERT_GT(readings.size(), 100u);
+  double max_w = 0.0, min_w = 1e9;
+  for (std::size_t i = 10; i < readings.size(); ++i) {  // after the first batch's start
+    max_w = std::max(max_w, readings[i].power_w);
+    min_w = std::min(min_w, readings[i].power_w);
+  }
+  EXPECT_GT(max_w, 150.0);
+  EXPECT_LT(min_w, 0.7 * max_w);
+}
+
+}  // namespace
+}  // namespace gpucap::sim

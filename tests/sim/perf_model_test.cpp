@@ -1,0 +1,110 @@
+#include "gpucap/sim/perf_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/sim/catalog.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::sim {
+namespace {
+
+class PerfModel : public ::testing::Test {
+ protected:
+  Catalog catalog = Catalog::load(test::data_dir());
+  const GpuSpec& p40 = catalog.gpu("p40");
+
+  double busy_power(const ModelSpec& model, int batch, double sm_mhz) const {
+    const OperatingPoint point{sm_mhz, p40.default_memory_clock_mhz};
+    const auto profile = profile_batch(p40, model, model.precision, batch, point);
+    return busy_power_w(p40, point, profile.sm_activity, profile.memory_activity);
+  }
+  double throughput(const ModelSpec& model, int batch, double sm_mhz) const {
+    const auto profile = profile_batch(p40, model, model.precision, batch, {sm_mhz, p40.default_memory_clock_mhz});
+    return batch / profile.latency_s();
+  }
+};
+
+TEST_F(PerfModel, PowerRisesWithBatchAndClock) {
+  for (const auto& model : catalog.models()) {
+    double previous = 0.0;
+    for (const int batch : {1, 2, 4, 8, 16, 32, 64, 128, 255}) {
+      const double power = busy_power(model, batch, 1063);
+      EXPECT_GE(power, previous - 1e-9) << model.id << " batch " << batch;
+      previous = power;
+    }
+    previous = 0.0;
+    for (const double clock : p40.dvfs_levels_mhz) {
+      const double power = busy_power(model, 64, clock);
+      EXPECT_GT(power, previous) << model.id << " at " << clock;
+      previous = power;
+    }
+  }
+}
+
+TEST_F(PerfModel, ThroughputRisesWithBatchAndClock) {
+  const auto& model = catalog.model("resnet_v2_50");
+  EXPECT_LT(throughput(model, 1, 1063), throughput(model, 16, 1063));
+  EXPECT_LT(throughput(model, 16, 1063), throughput(model, 128, 1063));
+  EXPECT_LT(throughput(model, 64, 544), throughput(model, 64, 1531));
+}
+
+TEST_F(PerfModel, EfficiencySaturatesWithBatch) {
+  // Doubling a large batch gains far less than doubling a small one.
+  const auto& model = catalog.model("inception_v3");
+  const double small_gain = throughput(model, 2, 1303) / throughput(model, 1, 1303);
+  const double large_gain = throughput(model, 256, 1303) / throughput(model, 128, 1303);
+  EXPECT_GT(small_gain, 1.3);
+  EXPECT_LT(large_gain, 1.1);
+}
+
+TEST_F(PerfModel, MemoryBoundModelsGainLessFromClock) {
+  // Throughput of a compute-heavy net scales with the SM clock more than a depthwise one's.
+  const auto gain = [&](const char* name) {
+    const auto& model = catalog.model(name);
+    return throughput(model, 128, 1531) / throughput(model, 128, 544);
+  };
+  EXPECT_GT(gain("resnet_v2_152"), gain("mobilenet_v2_1.0"));
+}
+
+TEST_F(PerfModel, P40IdleWithContextMatchesTheLogs) {
+  // nvidia-smi logs of the BatchDVFS runs: ~47-52 W with a loaded context at 1063-1303 MHz.
+  EXPECT_NEAR(idle_loaded_power_w(p40, {1063, 3615}), 47.0, 3.0);
+  EXPECT_NEAR(idle_loaded_power_w(p40, {1303, 3615}), 50.0, 3.0);
+  EXPECT_LT(idle_loaded_power_w(p40, {544, 3615}), idle_loaded_power_w(p40, {1531, 3615}));
+}
+
+TEST_F(PerfModel, BusyPhaseDrawsMoreThanPreparation) {
+  const auto& model = catalog.model("resnet_v2_101");
+  const OperatingPoint point{1303, 3615};
+  const auto profile = profile_batch(p40, model, model.precision, 32, point);
+  EXPECT_GT(profile.prep_s, 0.0);
+  EXPECT_GT(busy_power_w(p40, point, profile.sm_activity, profile.memory_activity),
+            idle_loaded_power_w(p40, point) + 20.0);
+  EXPECT_LT(average_batch_power_w(p40, profile, point),
+            busy_power_w(p40, point, profile.sm_activity, profile.memory_activity));
+}
+
+TEST_F(PerfModel, FirmwareLimitLowersTheClockUntilPowerFits) {
+  const auto& model = catalog.model("resnet_v2_152");
+  const OperatingPoint top{1531, 3615};
+  const double unlimited = power_limited_sm_clock_mhz(p40, model, model.precision, 255, top, 250);
+  EXPECT_DOUBLE_EQ(unlimited, 1531) << "under the default 250 W limit nothing throttles";
+  const double limited = power_limited_sm_clock_mhz(p40, model, model.precision, 255, top, 130);
+  EXPECT_LT(limited, 1531);
+  const OperatingPoint at{limited, 3615};
+  EXPECT_LE(average_batch_power_w(p40, profile_batch(p40, model, model.precision, 255, at), at), 130.0);
+  // One supported step higher would not fit.
+  const auto it = std::upper_bound(p40.sm_clocks_mhz.begin(), p40.sm_clocks_mhz.end(), limited);
+  ASSERT_NE(it, p40.sm_clocks_mhz.end());
+  const OperatingPoint above{*it, 3615};
+  EXPECT_GT(average_batch_power_w(p40, profile_batch(p40, model, model.precision, 255, above), above), 130.0);
+}
+
+TEST_F(PerfModel, NearestClock) {
+  EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 1000.4), 1000);
+  EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 100), 544);
+  EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 5000), 1531);
+}
+
+}  // namespace
+}  // namespace gpucap::sim
