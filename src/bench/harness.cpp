@@ -217,6 +217,10 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
       "exactly.\n\n",
       matrix.description, command, options.seed, options.sample_hz);
 
+  out +=
+      "How to read it: *throughput* is images / run time; *windows over cap* is the share of control windows in "
+      "which at least one power sample exceeded the cap in force when it was taken; *energy per image* is the "
+      "board energy of the run / images. Means are unweighted over jobs.\n\n";
   out += "## Means over all jobs\n\n";
   out += "| algorithm | throughput (img/s) | windows over cap (%) | energy per image (J) | jobs with > 5 % of windows over cap |\n";
   out += "|---|---:|---:|---:|---:|\n";
