@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", global.data_dir,
                  "Directory of GPU/model/dataset/matrix files (default: $GPUCAP_DATA_DIR or the source tree's data/)");
   bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "Log progress and device writes to stderr");
+  app.add_flag("-v,--verbose", verbose, "Log every control decision to stderr");
 
   const std::vector<gpucap::cli::Command> commands = {
       gpucap::cli::add_run_command(app, global),
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("gpucap"));
-  spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   spdlog::set_pattern("gpucap: %l: %v");
   try {
     chosen->run();

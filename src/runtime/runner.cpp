@@ -1,6 +1,7 @@
 #include "gpucap/runtime/runner.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <vector>
@@ -72,6 +73,8 @@ class JobRun {
       if (samples.empty()) continue;  // no reading yet: a decision needs a measurement
       const auto observation = close_window(samples, now_s);
       knobs_ = controller_.decide(observation);
+      spdlog::debug("t={:.2f}s cap={:g}W max={:.1f}W mean={:.1f}W -> {} [{}]", observation.time_s, observation.cap_w,
+                   observation.power.max_w, observation.power.mean_w, describe(knobs_), controller_.describe_state());
       session.apply(knobs_);
     }
     if (window_.batches > 0) {
