@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/sim/noise.hpp"

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/json_file.hpp"
 #include "gpucap/core/text.hpp"
 
@@ -53,10 +53,9 @@ std::string matrix_path(const std::string& data_dir, const std::string& name_or_
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     std::vector<std::string> known;
-    for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(data_dir) / "matrices", ec)) {
-      if (entry.path().extension() == ".json") known.push_back(entry.path().stem().string());
+    for (const auto& file : list_files((std::filesystem::path(data_dir) / "matrices").string(), ".json")) {
+      known.push_back(std::filesystem::path(file).stem().string());
     }
-    std::sort(known.begin(), known.end());
     throw usage_error(fmt::format("unknown matrix '{}'; known: {}", name_or_path, join(known, ", ")));
   }
   return path.string();

@@ -12,6 +12,7 @@
 #include "gpucap/bench/matrix.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap::cli {

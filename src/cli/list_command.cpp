@@ -3,14 +3,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "gpucap/bench/matrix.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/control/registry.hpp"
-#include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/sim/catalog.hpp"
 
@@ -92,14 +91,7 @@ void list_algorithms(bool json) {
 }
 
 void list_matrices(const std::string& data_dir, bool json) {
-  const auto dir = std::filesystem::path(data_dir) / "matrices";
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
-  }
-  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot list ({})", dir.string(), ec.message()));
-  std::sort(files.begin(), files.end());
+  const auto files = list_files((std::filesystem::path(data_dir) / "matrices").string(), ".json");
   nlohmann::json out = nlohmann::json::array();
   for (const auto& file : files) {
     const auto matrix = bench::load_matrix(file);

@@ -2,28 +2,21 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <iostream>
 
 #include "gpucap/bench/replay.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/control/registry.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 
 namespace gpucap::cli {
 
 namespace {
 
 std::vector<std::string> csv_files(const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".csv") files.push_back(entry.path().string());
-  }
-  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot list ({})", dir, ec.message()));
+  auto files = list_files(dir, ".csv");
   if (files.empty()) throw Error(ErrorCode::invalid_data, fmt::format("{}: no .csv logs", dir));
-  std::sort(files.begin(), files.end());
   return files;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap {

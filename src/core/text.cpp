@@ -1,17 +1,8 @@
 #include "gpucap/core/text.hpp"
 
-#include <fmt/format.h>
-
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
-#include "gpucap/core/error.hpp"
 
 namespace gpucap {
 
@@ -80,36 +71,6 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
     joined += parts[i];
   }
   return joined;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, fmt::format("{}: cannot open for reading ({})", path, std::strerror(errno)));
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::io, fmt::format("{}: read failed", path));
-  return content.str();
-}
-
-void write_text_file(const std::string& path, std::string_view content) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
-    }
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw Error(ErrorCode::io, fmt::format("{}: write failed", path));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorCode::io, fmt::format("{}: cannot write ({})", path, std::strerror(saved)));
-  }
 }
 
 }  // namespace gpucap

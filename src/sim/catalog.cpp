@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/json_file.hpp"
 #include "gpucap/core/text.hpp"
 
@@ -177,16 +178,7 @@ DatasetSpec load_dataset_spec(const std::string& path) {
 namespace {
 
 std::vector<std::string> json_files_in(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw Error(ErrorCode::io, fmt::format("{}: not a directory (data directory incomplete?)", dir.string()));
-  }
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path().string());
-  }
-  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot list ({})", dir.string(), ec.message()));
-  std::sort(files.begin(), files.end());  // deterministic order for listings
+  auto files = list_files(dir.string(), ".json");
   if (files.empty()) throw Error(ErrorCode::invalid_data, fmt::format("{}: no .json files", dir.string()));
   return files;
 }

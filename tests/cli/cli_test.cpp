@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "support/paths.hpp"
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap {
@@ -41,7 +42,7 @@ TEST(Text, SplitKeepsEmptyFields) {
   EXPECT_EQ(parts[3], "");
 }
 
-TEST(Text, WriteIsAtomicAndReadBack) {
+TEST(Files, WriteIsAtomicAndReadBack) {
   test::TempDir dir;
   const auto path = dir.file("out.txt");
   write_text_file(path, "hello\n");
@@ -49,7 +50,19 @@ TEST(Text, WriteIsAtomicAndReadBack) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
-TEST(Text, UnreadableAndUnwritableFilesAreIoErrors) {
+TEST(Files, ListsBySuffixInOrder) {
+  test::TempDir dir;
+  dir.write("b.json", "{}");
+  dir.write("a.json", "{}");
+  dir.write("c.csv", "");
+  const auto files = list_files(dir.path(), ".json");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0], dir.file("a.json"));
+  EXPECT_EQ(files[1], dir.file("b.json"));
+  EXPECT_THROW((void)list_files(dir.file("missing"), ".json"), Error);
+}
+
+TEST(Files, UnreadableAndUnwritableFilesAreIoErrors) {
   try {
     (void)read_text_file("/nonexistent/file.csv");
     FAIL();

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "support/paths.hpp"
 

@@ -22,11 +22,4 @@ namespace gpucap {
 
 [[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
-// Reads a whole file; throws Error(io) naming the file when it cannot be read.
-[[nodiscard]] std::string read_text_file(const std::string& path);
-
-// Writes a file atomically (temporary file + rename) so a failure never leaves half a file;
-// throws Error(io) naming the file.
-void write_text_file(const std::string& path, std::string_view content);
-
 }  // namespace gpucap

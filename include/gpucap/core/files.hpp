@@ -1,0 +1,21 @@
+#pragma once
+// Reading, writing and listing files, with errors that name the file.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpucap {
+
+// Reads a whole file; throws Error(io) naming the file when it cannot be read.
+[[nodiscard]] std::string read_text_file(const std::string& path);
+
+// Writes a file atomically (temporary file + rename) so a failure never leaves half a file;
+// throws Error(io) naming the file.
+void write_text_file(const std::string& path, std::string_view content);
+
+// Regular files in `dir` (not recursive) whose name ends in `extension` (e.g. ".json"), sorted
+// by path. Throws Error(io) if the folder cannot be listed.
+[[nodiscard]] std::vector<std::string> list_files(const std::string& dir, std::string_view extension);
+
+}  // namespace gpucap
