@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "gpucap/core/csv.hpp"
@@ -128,6 +130,93 @@ P40Log read_p40_log(const std::string& path, P40LogKind kind) {
   }
   if (log.rows.empty()) throw data_error(path, 0, "no data rows after the header");
   return log;
+}
+
+namespace {
+
+// "12 %" / "12" / "9.81 W" → the number; the unit, if any, must be the expected one.
+double number_with_unit(const CsvReader& reader, const CsvRow& row, std::size_t column, std::string_view name,
+                        std::string_view unit) {
+  reader.require_columns(row, column + 1);
+  auto text = row.fields[column];
+  if (text.size() >= unit.size() && text.substr(text.size() - unit.size()) == unit) {
+    text = trim(text.substr(0, text.size() - unit.size()));
+  }
+  const auto value = parse_double(text);
+  if (!value || *value < 0.0) {
+    throw data_error(reader.path(), row.line,
+                     fmt::format("column {} ({}): '{}' is not a non-negative number", column + 1, name,
+                                 row.fields[column]));
+  }
+  return *value;
+}
+
+// "2020/12/22 16:27:13.789" → seconds since 1970 reading the stamp as UTC.
+std::optional<double> parse_smi_timestamp(std::string_view text) {
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0;
+  double second = 0.0;
+  const std::string copy(text);
+  char tail = 0;
+  if (std::sscanf(copy.c_str(), "%4d/%2d/%2d %2d:%2d:%lf%c", &year, &month, &day, &hour, &minute, &second, &tail) !=
+      6) {
+    return std::nullopt;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second < 0.0 || second >= 61.0) {
+    return std::nullopt;
+  }
+  // Days from the civil date (proleptic Gregorian), as in H. Hinnant's days_from_civil.
+  const int y = year - (month <= 2 ? 1 : 0);
+  const int era = (y >= 0 ? y : y - 399) / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const long long days = static_cast<long long>(era) * 146097 + doe - 719468;
+  return static_cast<double>(days) * 86400.0 + hour * 3600.0 + minute * 60.0 + second;
+}
+
+}  // namespace
+
+std::vector<SmiSample> read_nvidia_smi_log(const std::string& path) {
+  CsvReader reader(path);
+  CsvRow row;
+  if (!reader.next(row) || row.blank()) throw data_error(path, 1, "empty file: expected a header line");
+  if (name_key(row.fields.front()) != "timestamp" || row.fields.size() < 5) {
+    throw data_error(path, row.line,
+                     "expected the header 'timestamp, utilization.gpu [%], utilization.memory [%], power.draw [W], "
+                     "clocks.current.sm [MHz]'");
+  }
+  std::vector<SmiSample> samples;
+  while (reader.next(row)) {
+    if (row.blank() || row.fields.front().empty()) break;  // summary block
+    SmiSample s;
+    s.line = row.line;
+    const auto time = parse_smi_timestamp(row.fields.front());
+    if (!time) throw data_error(path, row.line, fmt::format("'{}' is not a YYYY/MM/DD HH:MM:SS.sss time", row.fields[0]));
+    s.time_s = *time;
+    s.gpu_util_pct = number_with_unit(reader, row, 1, "utilization.gpu", "%");
+    s.mem_util_pct = number_with_unit(reader, row, 2, "utilization.memory", "%");
+    s.power_w = number_with_unit(reader, row, 3, "power.draw", "W");
+    s.sm_clock_mhz = number_with_unit(reader, row, 4, "clocks.sm", "MHz");
+    if (!samples.empty() && s.time_s < samples.back().time_s) throw data_error(path, row.line, "time goes backwards");
+    samples.push_back(s);
+  }
+  if (samples.empty()) throw data_error(path, 0, "no samples after the header");
+  return samples;
+}
+
+double smi_time_offset_s(const std::vector<SmiSample>& smi, const P40Log& log) {
+  double best_offset = 0.0;
+  double best_gap = std::numeric_limits<double>::infinity();
+  for (int hours = -14; hours <= 14; ++hours) {
+    const double offset = hours * 3600.0;
+    const double gap = std::abs(smi.front().time_s + offset - log.rows.front().time_s) +
+                       std::abs(smi.back().time_s + offset - log.rows.back().time_s);
+    if (gap < best_gap) {
+      best_gap = gap;
+      best_offset = offset;
+    }
+  }
+  return best_offset;
 }
 
 }  // namespace gpucap::bench

@@ -30,6 +30,7 @@ struct RunFlags {
   std::uint64_t seed = 1;
   double sample_hz = 100.0;
   std::optional<std::string> precision;
+  std::string input_pipeline = "none";
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
@@ -70,9 +71,9 @@ void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, co
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
   fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
-  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}\n", model.id,
+  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}\n", model.id,
              sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
-             spec.algorithm, spec.schedule.to_string());
+             spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline));
   const auto line = [](const char* label, const std::string& value) {
     fmt::print("  {:<22} {:>14}  [simulated]\n", label, value);
   };
@@ -127,6 +128,10 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", flags->seed, "Seed of the twin's noise (same seed, same run)")->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
   cmd->add_option("--precision", flags->precision, "fp32 or fp16 (default: the model's)");
+  cmd->add_option("--input-pipeline", flags->input_pipeline,
+                  "Host-side JPEG decode per image (cost from the dataset file): none, serial (decode, then "
+                  "compute, as the BatchDVFS harness did) or overlapped")
+      ->capture_default_str();
   cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   flags->controller.add_to(*cmd);
@@ -144,6 +149,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                    if (flags->duration_s && *flags->duration_s <= 0.0) throw usage_error("--duration must be > 0 s");
                    spec.duration_s = flags->duration_s.value_or(0.0);
                    spec.precision = precision(*flags);
+                   spec.pipeline = sim::parse_pipeline_mode(flags->input_pipeline);
                    spec.controller = flags->controller.options();
                    spec.sim.seed = flags->seed;
                    spec.sim.sample_hz = flags->sample_hz;

@@ -81,6 +81,14 @@ double JsonFields::fraction(std::string_view key) const {
   return value;
 }
 
+double JsonFields::positive_or(std::string_view key, double fallback) const {
+  return has(key) ? positive(key) : fallback;
+}
+
+double JsonFields::non_negative_or(std::string_view key, double fallback) const {
+  return has(key) ? non_negative(key) : fallback;
+}
+
 long long JsonFields::integer(std::string_view key) const {
   const auto& value = at(key);
   if (!value.is_number_integer()) throw error(key, "must be an integer");

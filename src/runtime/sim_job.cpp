@@ -18,7 +18,13 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   check_cap_schedule(spec.schedule, gpu);
   if (spec.images < 0) throw usage_error(fmt::format("image count {} must be >= 1", spec.images));
   if (spec.duration_s < 0.0) throw usage_error(fmt::format("duration {:g} s must be > 0", spec.duration_s));
-  platform_ = std::make_unique<SimPlatform>(gpu, model, spec.precision.value_or(model.precision), spec.sim);
+  auto options = spec.sim;
+  options.pipeline = sim::InputPipeline{spec.pipeline, sim::host_seconds_per_image(dataset, model)};
+  if (spec.pipeline != sim::PipelineMode::none && options.pipeline.seconds_per_image <= 0.0) {
+    throw usage_error(fmt::format("dataset {} has no host decode cost (host_s_per_image) for an input pipeline",
+                                  dataset.id));
+  }
+  platform_ = std::make_unique<SimPlatform>(gpu, model, spec.precision.value_or(model.precision), options);
   controller_ = control::make_controller(spec.algorithm, spec.controller, platform_->controller_limits());
   config_.images = spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images);
   config_.duration_s = spec.duration_s;

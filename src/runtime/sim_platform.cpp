@@ -40,15 +40,20 @@ std::vector<PowerSample> SimPowerMeter::take(double start_s, double end_s) {
 
 SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, sim::Precision precision,
                          const SimOptions& options)
-    : twin_(gpu, model, precision, options.seed),
+    : twin_(gpu, model, precision, options.seed, options.pipeline),
       clock_(twin_),
       engine_(twin_),
       device_(twin_, options.writes_permitted),
       meter_(twin_.sensor(), options.sample_hz) {}
 
 std::string SimPlatform::description() const {
-  return fmt::format("simulated {} running {} ({})", twin_.gpu().name, twin_.model().id,
-                     sim::to_string(twin_.precision()));
+  const auto& pipeline = twin_.pipeline();
+  const auto input = pipeline.mode == sim::PipelineMode::none
+                         ? std::string()
+                         : fmt::format(", {} input pipeline at {:.2f} ms/image", sim::to_string(pipeline.mode),
+                                       pipeline.seconds_per_image * 1e3);
+  return fmt::format("simulated {} running {} ({}{})", twin_.gpu().name, twin_.model().id,
+                     sim::to_string(twin_.precision()), input);
 }
 
 control::PlatformLimits SimPlatform::controller_limits() const {

@@ -17,6 +17,27 @@ namespace fs = std::filesystem;
 
 const char* to_string(Precision precision) { return precision == Precision::fp16 ? "fp16" : "fp32"; }
 
+const char* to_string(PipelineMode mode) {
+  switch (mode) {
+    case PipelineMode::none: return "none";
+    case PipelineMode::serial: return "serial";
+    case PipelineMode::overlapped: return "overlapped";
+  }
+  return "?";
+}
+
+PipelineMode parse_pipeline_mode(std::string_view text) {
+  if (text == "none") return PipelineMode::none;
+  if (text == "serial") return PipelineMode::serial;
+  if (text == "overlapped") return PipelineMode::overlapped;
+  throw usage_error(fmt::format("input pipeline '{}' must be none, serial or overlapped", text));
+}
+
+double host_seconds_per_image(const DatasetSpec& dataset, const ModelSpec& model) {
+  const double mpixels = static_cast<double>(model.input_size) * model.input_size / 1e6;
+  return dataset.host_s_per_image + dataset.host_s_per_mpixel * mpixels;
+}
+
 namespace {
 
 bool contains_clock(const std::vector<double>& clocks, double mhz) {
@@ -107,6 +128,8 @@ GpuSpec load_gpu_spec(const std::string& path) {
   }
   gpu.saturation_gmac_per_sm = f.positive("saturation_gmac_per_sm");
   gpu.latency_jitter_fraction = f.non_negative("latency_jitter_fraction");
+  gpu.busy_overlap_exponent = f.non_negative_or("busy_overlap_exponent", 0.0);
+  gpu.fp16_efficiency_scale = f.positive_or("fp16_efficiency_scale", 1.0);
 
   const auto voltage = f.object("voltage");
   gpu.voltage.min_v = voltage.positive("min_v");
@@ -161,6 +184,7 @@ ModelSpec load_model_spec(const std::string& path) {
   const auto efficiency = f.object("compute_efficiency");
   model.fp32_efficiency = efficiency.fraction("fp32");
   model.fp16_efficiency = efficiency.fraction("fp16");
+  model.power_intensity = f.positive_or("power_intensity", 1.0);
   return model;
 }
 
@@ -172,6 +196,8 @@ DatasetSpec load_dataset_spec(const std::string& path) {
   dataset.name = f.string("name");
   dataset.aliases = f.strings_or_empty("aliases");
   dataset.images = f.positive_integer("images");
+  dataset.host_s_per_image = f.non_negative_or("host_s_per_image", 0.0);
+  dataset.host_s_per_mpixel = f.non_negative_or("host_s_per_mpixel", 0.0);
   return dataset;
 }
 

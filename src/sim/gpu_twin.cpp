@@ -12,10 +12,11 @@ constexpr std::uint64_t kSensorStream = 1;
 constexpr std::uint64_t kLatencyStream = 2;
 }  // namespace
 
-GpuTwin::GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_t seed)
+GpuTwin::GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_t seed, InputPipeline pipeline)
     : gpu_(std::move(gpu)),
       model_(std::move(model)),
       precision_(precision),
+      pipeline_(pipeline),
       sensor_(gpu_.sensor,
               idle_loaded_power_w(gpu_, OperatingPoint{gpu_.boost_clock_mhz, gpu_.default_memory_clock_mhz}),
               derive_seed(seed, kSensorStream)),
@@ -56,6 +57,9 @@ void GpuTwin::emit(double duration_s, double power_w) {
 
 BatchRecord GpuTwin::run_batch(int batch_size) {
   if (batch_size < 1) throw Error(ErrorCode::internal, "twin: batch size must be >= 1");
+  if (pipeline_.mode != PipelineMode::none && !(pipeline_.seconds_per_image >= 0.0)) {
+    throw Error(ErrorCode::internal, "twin: host seconds per image must be >= 0");
+  }
   const OperatingPoint requested{requested_sm_clock_mhz(), memory_clock_mhz()};
   const double sm_mhz =
       power_limited_sm_clock_mhz(gpu_, model_, precision_, batch_size, requested, power_limit_w());
@@ -73,11 +77,25 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   record.power_limited = sm_mhz < requested.sm_clock_mhz;
   record.prep_power_w = idle_loaded_power_w(gpu_, point);
   record.busy_power_w = busy_power_w(gpu_, point, profile.sm_activity, profile.memory_activity);
+  const double host_s = pipeline_.seconds_per_image * batch_size;
+  switch (pipeline_.mode) {
+    case PipelineMode::none:
+      record.host_s = 0.0;
+      break;
+    case PipelineMode::serial:  // the CPU decodes the whole batch first; the GPU waits
+      record.host_s = host_s;
+      break;
+    case PipelineMode::overlapped:  // decoding the next batch hides behind this batch's compute
+      record.host_s = std::max(0.0, host_s - profile.busy_s);
+      break;
+  }
+  if (pipeline_.mode == PipelineMode::serial) emit(record.host_s, record.prep_power_w);
   emit(profile.prep_s, record.prep_power_w);
   emit(profile.busy_s, record.busy_power_w);
+  if (pipeline_.mode == PipelineMode::overlapped) emit(record.host_s, record.prep_power_w);
   record.end_s = now_s_;
   current_sm_mhz_ = sm_mhz;
-  utilization_ = profile.busy_s / profile.latency_s();
+  utilization_ = profile.busy_s / record.latency_s();
   return record;
 }
 

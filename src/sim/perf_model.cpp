@@ -11,8 +11,16 @@ constexpr double kBytesFp16 = 2.0;
 
 double bytes_per_value(Precision precision) { return precision == Precision::fp16 ? kBytesFp16 : kBytesFp32; }
 
-double efficiency(const ModelSpec& model, Precision precision) {
-  return precision == Precision::fp16 ? model.fp16_efficiency : model.fp32_efficiency;
+double efficiency(const GpuSpec& gpu, const ModelSpec& model, Precision precision) {
+  return precision == Precision::fp16 ? model.fp16_efficiency * gpu.fp16_efficiency_scale : model.fp32_efficiency;
+}
+
+// Busy time from its three limits: the maximum (roofline) or a p-norm when the GPU file asks for
+// partial overlap of compute, memory traffic and launches.
+double combine_busy_s(const GpuSpec& gpu, double compute_s, double memory_s, double launch_s) {
+  const double k = gpu.busy_overlap_exponent;
+  if (k <= 0.0) return std::max({compute_s, memory_s, launch_s});
+  return std::pow(std::pow(compute_s, k) + std::pow(memory_s, k) + std::pow(launch_s, k), 1.0 / k);
 }
 
 // (V/Vmax)²·(f/fmax): dynamic power relative to the top of the V-f curve.
@@ -48,7 +56,8 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
   const double b_half = half_saturation_batch(gpu, model);
 
   const double compute_s =
-      flops_per_image * (b + b_half) / (peak_flops(gpu, precision, point.sm_clock_mhz) * efficiency(model, precision));
+      flops_per_image * (b + b_half) /
+      (peak_flops(gpu, precision, point.sm_clock_mhz) * efficiency(gpu, model, precision));
   const double bandwidth_bps =
       gpu.memory_bandwidth_gbps * 1e9 * point.memory_clock_mhz / gpu.max_memory_clock_mhz();
   // Weights are read once per batch; feature maps are written and read back once per image.
@@ -59,9 +68,9 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
   const double input_bytes = b * 3.0 * model.input_size * model.input_size * value_bytes;
   BatchProfile profile;
   profile.prep_s = gpu.host.batch_sync_s + input_bytes / (gpu.host.pcie_gbps * 1e9);
-  profile.busy_s = std::max({compute_s, memory_s, launch_s});
+  profile.busy_s = combine_busy_s(gpu, compute_s, memory_s, launch_s);
   const double occupancy = b / (b + b_half);
-  profile.sm_activity = occupancy * compute_s / profile.busy_s;
+  profile.sm_activity = std::min(1.0, occupancy * compute_s / profile.busy_s) * model.power_intensity;
   profile.memory_activity = std::min(1.0, bytes / (profile.busy_s * bandwidth_bps));
   return profile;
 }

@@ -40,4 +40,23 @@ struct P40Log {
 // header lacks a column the kind needs.
 [[nodiscard]] P40Log read_p40_log(const std::string& path, P40LogKind kind);
 
+// One line of a 1-Hz `nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,
+// power.draw,clocks.sm` log.
+struct SmiSample {
+  std::size_t line = 0;
+  double time_s = 0.0;       // the timestamp read as UTC (nvidia-smi writes local time; see align)
+  double gpu_util_pct = 0.0; // share of the last sample period in which a kernel ran
+  double mem_util_pct = 0.0;
+  double power_w = 0.0;
+  double sm_clock_mhz = 0.0;
+};
+
+// Reads such a log (units after the numbers are optional; the summary block after the data is
+// ignored). Error(io) / Error(invalid_data) "FILE:LINE: ..." as read_p40_log.
+[[nodiscard]] std::vector<SmiSample> read_nvidia_smi_log(const std::string& path);
+
+// nvidia-smi stamps local time, the controller logs Unix time: the whole-hour shift (−14..+14 h)
+// that best lines the two logs' spans up, in seconds, to add to SmiSample::time_s.
+[[nodiscard]] double smi_time_offset_s(const std::vector<SmiSample>& smi, const P40Log& log);
+
 }  // namespace gpucap::bench

@@ -27,6 +27,9 @@ class JsonFields {
   [[nodiscard]] double positive(std::string_view key) const;       // > 0
   [[nodiscard]] double non_negative(std::string_view key) const;   // >= 0
   [[nodiscard]] double fraction(std::string_view key) const;       // in (0, 1]
+  // Optional keys: the fallback when absent, else the checked value.
+  [[nodiscard]] double positive_or(std::string_view key, double fallback) const;
+  [[nodiscard]] double non_negative_or(std::string_view key, double fallback) const;
   [[nodiscard]] long long integer(std::string_view key) const;
   [[nodiscard]] long long positive_integer(std::string_view key) const;
   [[nodiscard]] std::vector<double> numbers(std::string_view key) const;

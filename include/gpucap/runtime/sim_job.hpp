@@ -22,6 +22,7 @@ struct SimJobSpec {
   long long images = 0;                    // 0: the dataset's size, or no limit if duration_s is set
   double duration_s = 0.0;                 // 0: no time limit
   std::optional<sim::Precision> precision; // default: the model's
+  sim::PipelineMode pipeline = sim::PipelineMode::none;  // host-side decode cost from the dataset
   control::ControllerOptions controller;
   SimOptions sim;
 };

@@ -21,17 +21,20 @@ struct BatchRecord {
   double memory_clock_mhz = 0.0;
   double prep_power_w = 0.0;
   double busy_power_w = 0.0;
+  double host_s = 0.0;             // host-side input preparation that kept the GPU idle
   bool power_limited = false;      // the firmware lowered the clock for this batch
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
 };
 
 class GpuTwin {
  public:
-  GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_t seed);
+  GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_t seed,
+          InputPipeline pipeline = InputPipeline{});
 
   [[nodiscard]] const GpuSpec& gpu() const { return gpu_; }
   [[nodiscard]] const ModelSpec& model() const { return model_; }
   [[nodiscard]] Precision precision() const { return precision_; }
+  [[nodiscard]] const InputPipeline& pipeline() const { return pipeline_; }
 
   // Controls. nullopt = not locked / driver default. Values must already be validated against
   // the ranges; clocks snap to the nearest supported clock, as the driver does.
@@ -63,6 +66,7 @@ class GpuTwin {
   GpuSpec gpu_;
   ModelSpec model_;
   Precision precision_;
+  InputPipeline pipeline_;
   PowerSensor sensor_;
   Noise latency_noise_;
   std::optional<double> sm_lock_mhz_;

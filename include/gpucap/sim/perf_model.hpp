@@ -1,7 +1,7 @@
 #pragma once
 // The twin's performance and power model: pure functions of the GPU and model parameters.
 //
-// One batch = an input-preparation phase (per-batch synchronisation + host-to-device copy of the
+// One batch = (optionally the host decoding its images, see InputPipeline) an input-preparation phase (per-batch synchronisation + host-to-device copy of the
 // input; the GPU holds its clocks but computes nothing) followed by a busy phase (the layers'
 // kernels). The busy phase lasts as long as the slowest of
 //   compute  = FLOPs·(b + b_half) / (peak(f)·efficiency)      (partly-filled GPU at small batch)
@@ -23,7 +23,7 @@ struct OperatingPoint {
 struct BatchProfile {
   double prep_s = 0.0;            // input copy + synchronisation: GPU idle at its clocks
   double busy_s = 0.0;            // kernels running
-  double sm_activity = 0.0;       // fraction of SM capacity busy during busy_s, 0..1
+  double sm_activity = 0.0;       // SM switching activity during busy_s: busy share × the model's power intensity
   double memory_activity = 0.0;   // fraction of memory bandwidth used during busy_s, 0..1
   [[nodiscard]] double latency_s() const { return prep_s + busy_s; }
 };

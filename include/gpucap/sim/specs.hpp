@@ -3,6 +3,7 @@
 // docs/simulator.md gives the source of every number.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpucap::sim {
@@ -67,6 +68,10 @@ struct GpuSpec {
   double idle_power_w = 0.0;            // board idle, no context, lowest P-state
   std::vector<double> dvfs_levels_mhz;  // clock levels the seed DVFS controllers step through
   double saturation_gmac_per_sm = 0.0;  // per-layer work per SM that half-fills the GPU
+  // How compute, memory and launch time combine into the busy time: the p-norm
+  // (t_c^k + t_m^k + t_l^k)^(1/k); 0 means the maximum (a pure roofline, k → ∞).
+  double busy_overlap_exponent = 0.0;
+  double fp16_efficiency_scale = 1.0;   // tensor-core efficiency of this GPU relative to the model's figure
   double latency_jitter_fraction = 0.0;
   VoltageCurve voltage;
   PowerParams power;
@@ -91,6 +96,7 @@ struct ModelSpec {
   Precision precision = Precision::fp32;  // what the seed systems ran it in
   double fp32_efficiency = 0.0;       // achievable fraction of FP32 peak at full occupancy
   double fp16_efficiency = 0.0;       // achievable fraction of FP16 peak at full occupancy
+  double power_intensity = 1.0;       // switching activity per busy SM relative to a dense convnet
 };
 
 struct DatasetSpec {
@@ -98,6 +104,30 @@ struct DatasetSpec {
   std::string name;
   std::vector<std::string> aliases;
   long long images = 0;
+  // Host-side input preparation on one CPU thread (JPEG decode + resize), used when a run models
+  // its input pipeline: seconds per image = host_s_per_image + host_s_per_mpixel · (H·W / 10⁶),
+  // H×W being the model's input size.
+  double host_s_per_image = 0.0;
+  double host_s_per_mpixel = 0.0;
 };
+
+// Whether the host's per-image input preparation is part of a batch, and how.
+enum class PipelineMode {
+  none,        // inputs are ready (default): the GPU is the bottleneck
+  serial,      // decode, then compute (the BatchDVFS TF1 harness: the GPU idles while the CPU decodes)
+  overlapped,  // the next batch is decoded while this one computes
+};
+
+struct InputPipeline {
+  PipelineMode mode = PipelineMode::none;
+  double seconds_per_image = 0.0;
+};
+
+[[nodiscard]] const char* to_string(PipelineMode mode);
+// "none", "serial" or "overlapped"; throws Error(usage).
+[[nodiscard]] PipelineMode parse_pipeline_mode(std::string_view text);
+
+// Host seconds per image for a dataset and a model's input size.
+[[nodiscard]] double host_seconds_per_image(const DatasetSpec& dataset, const ModelSpec& model);
 
 }  // namespace gpucap::sim
