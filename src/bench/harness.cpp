@@ -34,28 +34,35 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
   spec.schedule = job.schedule;
   spec.images = job.images;
   spec.duration_s = job.duration_s;
+  spec.controller = job.controller;
   spec.sim.sample_hz = options.sample_hz;
   // Same noise for every algorithm on a job (common random numbers), different across jobs.
   spec.sim.seed = sim::derive_seed(options.seed, job_index);
   return spec;
 }
 
-void validate(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options) {
+
+}  // namespace
+
+void validate_bench(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options) {
   if (options.algorithms.empty()) throw usage_error("no algorithms given");
-  if (options.threads < 1) throw usage_error(fmt::format("--jobs {} must be >= 1", options.threads));
-  const auto& gpu = catalog.gpu(matrix.gpu);
-  for (const auto& job : matrix.jobs) {
-    try {
-      (void)catalog.model(job.model);
-      (void)catalog.dataset(job.dataset);
-      runtime::check_cap_schedule(job.schedule, gpu);
-    } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("matrix {} job {}: {}", matrix.id, job.id, e.what()));
+  if (options.threads < 1 || options.threads > 256) {
+    throw usage_error(fmt::format("--jobs {} must be between 1 and 256", options.threads));
+  }
+  (void)catalog.gpu(matrix.gpu);
+  for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
+    for (const auto& algorithm : options.algorithms) {
+      try {
+        // Building the run checks exactly what running it would check; nothing is simulated yet.
+        runtime::SimJob check(catalog, job_spec(matrix, j, algorithm, options));
+      } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("matrix {} job {} ({}): {}", matrix.id, matrix.jobs[j].id, algorithm, e.what()));
+      }
     }
   }
-  const control::PlatformLimits limits{gpu.dvfs_levels_mhz, gpu.sm_clocks_mhz};
-  for (const auto& algorithm : options.algorithms) (void)control::make_controller(algorithm, {}, limits);
 }
+
+namespace {
 
 std::string trace_file(const std::string& dir, const std::string& job, const std::string& algorithm) {
   return (std::filesystem::path(dir) / fmt::format("{}-{}.csv", job, algorithm)).string();
@@ -83,7 +90,7 @@ BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const Bench
 }  // namespace
 
 std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options) {
-  validate(matrix, catalog, options);
+  validate_bench(matrix, catalog, options);
   std::vector<Task> tasks;
   for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
     for (std::size_t a = 0; a < options.algorithms.size(); ++a) tasks.push_back(Task{j, a});
@@ -113,10 +120,12 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
     }
   };
   const auto thread_count = std::min<std::size_t>(static_cast<std::size_t>(options.threads), tasks.size());
-  std::vector<std::thread> threads;
-  for (std::size_t t = 1; t < thread_count; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& thread : threads) thread.join();
+  {
+    // jthreads join when this block ends, also if starting one of them throws.
+    std::vector<std::jthread> threads;
+    for (std::size_t t = 1; t < thread_count; ++t) threads.emplace_back(worker);
+    worker();
+  }
   if (failure) std::rethrow_exception(failure);
   return runs;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 
@@ -26,6 +28,13 @@ Matrix load_matrix(const std::string& path) {
     const JsonFields job_fields(jobs[i], path, fmt::format("jobs[{}].", i));
     MatrixJob job;
     job.id = job_fields.string("id");
+    // Ids name trace files: letters, digits, '.', '_' and '-' only, so they stay inside --out.
+    const bool safe = std::all_of(job.id.begin(), job.id.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+    });
+    if (!safe || job.id == "." || job.id == "..") {
+      throw job_fields.error("id", fmt::format("'{}' may only contain letters, digits, '.', '_' and '-'", job.id));
+    }
     if (!ids.insert(job.id).second) throw job_fields.error("id", fmt::format("duplicate job id '{}'", job.id));
     job.model = job_fields.string("model");
     job.dataset = job_fields.string("dataset");
@@ -42,6 +51,14 @@ Matrix load_matrix(const std::string& path) {
     }
     if (job_fields.has("images")) job.images = job_fields.positive_integer("images");
     if (job_fields.has("duration_s")) job.duration_s = job_fields.positive("duration_s");
+    if (job_fields.has("alpha")) job.controller.alpha = job_fields.fraction("alpha");
+    if (job_fields.has("window")) {
+      try {
+        job.controller.window = control::DecisionPeriod::parse(job_fields.string("window"));
+      } catch (const Error& e) {
+        throw job_fields.error("window", e.what());
+      }
+    }
     matrix.jobs.push_back(std::move(job));
   }
   return matrix;

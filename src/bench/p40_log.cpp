@@ -109,6 +109,19 @@ P40LogRow parse_row(const CsvReader& reader, const CsvRow& row, const Columns& c
 
 }  // namespace
 
+namespace {
+// Upstream ends its logs with a blank line and a summary block whose rows start with an empty
+// field (" ,min, ..."). Anything else after the data means a damaged log, not its end.
+void expect_only_summary(CsvReader& reader, std::size_t data_end_line) {
+  CsvRow row;
+  while (reader.next(row)) {
+    if (row.blank() || row.fields.front().empty()) continue;
+    throw data_error(reader.path(), row.line,
+                     fmt::format("data continues after the blank line at line {} (a damaged log?)", data_end_line));
+  }
+}
+}  // namespace
+
 P40Log read_p40_log(const std::string& path, P40LogKind kind) {
   CsvReader reader(path);
   P40Log log;
@@ -121,7 +134,10 @@ P40Log read_p40_log(const std::string& path, P40LogKind kind) {
   CsvRow row;
   while (reader.next(row)) {
     // The data ends at a blank line; upstream appends a summary block (" ,min, ...") after it.
-    if (row.blank() || row.fields.front().empty()) break;
+    if (row.blank() || row.fields.front().empty()) {
+      expect_only_summary(reader, row.line);
+      break;
+    }
     auto parsed = parse_row(reader, row, columns);
     if (!log.rows.empty() && parsed.time_s < log.rows.back().time_s) {
       throw data_error(path, row.line, "time stamp goes backwards");
@@ -137,7 +153,7 @@ namespace {
 // "12 %" / "12" / "9.81 W" → the number; the unit, if any, must be the expected one.
 double number_with_unit(const CsvReader& reader, const CsvRow& row, std::size_t column, std::string_view name,
                         std::string_view unit) {
-  reader.require_columns(row, column + 1);
+  reader.require_column(row, column, name);
   auto text = row.fields[column];
   if (text.size() >= unit.size() && text.substr(text.size() - unit.size()) == unit) {
     text = trim(text.substr(0, text.size() - unit.size()));
@@ -187,7 +203,10 @@ std::vector<SmiSample> read_nvidia_smi_log(const std::string& path) {
   }
   std::vector<SmiSample> samples;
   while (reader.next(row)) {
-    if (row.blank() || row.fields.front().empty()) break;  // summary block
+    if (row.blank() || row.fields.front().empty()) {  // the summary block
+      expect_only_summary(reader, row.line);
+      break;
+    }
     SmiSample s;
     s.line = row.line;
     const auto time = parse_smi_timestamp(row.fields.front());

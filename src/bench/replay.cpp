@@ -180,7 +180,17 @@ ReplayResult replay_p40_log(const P40Log& log, const ReplayOptions& options) {
   if (!(options.alpha > 0.0 && options.alpha <= 1.0)) {
     throw usage_error(fmt::format("--alpha {:g} must be in (0, 1]", options.alpha));
   }
-  if (!(options.window_s > 0.0)) throw usage_error(fmt::format("--window {:g} must be > 0 s", options.window_s));
+  if (!(options.window_s > 0.0 && options.window_s <= control::kMaxWindowS)) {
+    throw usage_error(fmt::format("--window {:g} must be > 0 and at most {:g} s", options.window_s, control::kMaxWindowS));
+  }
+  if (!options.clock_levels_mhz.empty()) {
+    if (log.kind == P40LogKind::clipper) throw usage_error("--clock-levels does not apply to clipper (no DVFS)");
+    for (std::size_t i = 1; i < options.clock_levels_mhz.size(); ++i) {
+      if (options.clock_levels_mhz[i] <= options.clock_levels_mhz[i - 1]) {
+        throw usage_error("--clock-levels must be strictly increasing");
+      }
+    }
+  }
   if (log.rows.size() < 2) throw data_error(log.path, 0, "replay needs at least two data rows");
   const auto levels = options.clock_levels_mhz.empty() ? control::seed_p40_clock_levels_mhz() : options.clock_levels_mhz;
   const auto period = control::DecisionPeriod::every_seconds(options.window_s);

@@ -24,7 +24,7 @@ struct BenchFlags {
   std::string algorithms = "all";
   std::string out_dir;
   int jobs = 1;
-  std::uint64_t seed = 1;
+  std::string seed = "1";
   double sample_hz = 100.0;
   bool json = false;
 };
@@ -84,9 +84,10 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    const auto catalog = sim::Catalog::load(data_dir);
                    bench::BenchOptions options;
                    options.algorithms = algorithm_list(flags->algorithms);
-                   options.seed = flags->seed;
+                   options.seed = parse_seed(flags->seed);
                    options.threads = flags->jobs;
                    options.sample_hz = flags->sample_hz;
+                   bench::validate_bench(matrix, catalog, options);  // before anything is written
                    if (!flags->out_dir.empty()) {
                      prepare_out_dir(flags->out_dir);
                      options.trace_dir = (std::filesystem::path(flags->out_dir) / "traces").string();

@@ -1,6 +1,10 @@
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
 
 #ifndef GPUCAP_DEFAULT_DATA_DIR
 #error "GPUCAP_DEFAULT_DATA_DIR must be defined by the build"
@@ -12,6 +16,12 @@ std::string resolve_data_dir(const GlobalOptions& global) {
   if (!global.data_dir.empty()) return global.data_dir;
   if (const char* env = std::getenv("GPUCAP_DATA_DIR"); env != nullptr && *env != '\0') return env;
   return GPUCAP_DEFAULT_DATA_DIR;
+}
+
+std::uint64_t parse_seed(const std::string& text) {
+  const auto value = parse_integer(text);
+  if (!value || *value < 0) throw usage_error(fmt::format("--seed '{}' must be a whole number from 0 to 2^63-1", text));
+  return static_cast<std::uint64_t>(*value);
 }
 
 void ControllerFlags::add_to(CLI::App& app) {

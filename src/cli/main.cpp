@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <exception>
+#include <iostream>
 #include <vector>
 
 #include "gpucap/cli/commands.hpp"
@@ -43,8 +44,10 @@ int main(int argc, char** argv) {
       gpucap::cli::add_bench_command(app, global),
   };
 
-  // Unknown words are collected (not rejected by CLI11) so the error can name them.
+  // Unknown words are collected (not rejected by CLI11) so the error can name them, and the global
+  // options may also follow the command (`gpucap run ... --data-dir DIR`).
   app.allow_extras();
+  for (const auto& command : commands) command.app->fallthrough();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -77,6 +80,12 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("gpucap: %l: %v");
   try {
     chosen->run();
+    // Results that never reached their reader are a failure (a full disk, a closed pipe).
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+      std::fprintf(stderr, "gpucap: error: cannot write the output to standard output\n");
+      return gpucap::exit_code(gpucap::ErrorCode::io);
+    }
     return 0;
   } catch (const gpucap::Error& e) {
     std::fprintf(stderr, "gpucap: error: %s\n", e.what());

@@ -27,7 +27,7 @@ struct RunFlags {
   std::optional<std::string> cap_schedule;
   std::optional<long long> images;
   std::optional<double> duration_s;
-  std::uint64_t seed = 1;
+  std::string seed = "1";
   double sample_hz = 100.0;
   std::optional<std::string> precision;
   std::string input_pipeline = "none";
@@ -55,7 +55,15 @@ class TraceFile {
 };
 
 CapSchedule cap_schedule(const RunFlags& flags) {
-  if (flags.cap_schedule) return CapSchedule::parse(*flags.cap_schedule, flags.power_cap_w ? &*flags.power_cap_w : nullptr);
+  if (flags.cap_schedule) {
+    const auto schedule =
+        CapSchedule::parse(*flags.cap_schedule, flags.power_cap_w ? &*flags.power_cap_w : nullptr);
+    if (flags.power_cap_w && schedule.steps().front().cap_w != *flags.power_cap_w) {
+      throw usage_error("--power-cap only sets the cap before the first step of --cap-schedule, and this schedule "
+                        "starts at 0 s; drop one of them");
+    }
+    return schedule;
+  }
   if (!flags.power_cap_w) throw usage_error("give --power-cap W or --cap-schedule \"T:W,...\"");
   return CapSchedule::constant(*flags.power_cap_w);
 }
@@ -144,14 +152,17 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                    spec.dataset = flags->dataset;
                    spec.algorithm = flags->algorithm;
                    spec.schedule = cap_schedule(*flags);
-                   if (flags->images && *flags->images < 1) throw usage_error("--images must be >= 1");
+                   if (flags->images && (*flags->images < 1 || *flags->images > runtime::kMaxRunImages)) {
+                     throw usage_error(
+                         fmt::format("--images must be between 1 and {}", runtime::kMaxRunImages));
+                   }
                    spec.images = flags->images.value_or(0);
                    if (flags->duration_s && *flags->duration_s <= 0.0) throw usage_error("--duration must be > 0 s");
                    spec.duration_s = flags->duration_s.value_or(0.0);
                    spec.precision = precision(*flags);
                    spec.pipeline = sim::parse_pipeline_mode(flags->input_pipeline);
                    spec.controller = flags->controller.options();
-                   spec.sim.seed = flags->seed;
+                   spec.sim.seed = parse_seed(flags->seed);
                    spec.sim.sample_hz = flags->sample_hz;
 
                    runtime::SimJob job(catalog, spec);  // validates before any file is created

@@ -20,13 +20,17 @@ DecisionPeriod DecisionPeriod::parse(std::string_view text) {
   if (trimmed.back() == 'b') {
     const auto count = parse_integer(trimmed.substr(0, trimmed.size() - 1));
     if (!count) throw bad();
-    if (*count < 1 || *count > 1'000'000) throw usage_error(fmt::format("window of {} batches must be >= 1", *count));
+    if (*count < 1 || *count > 1'000'000) {
+      throw usage_error(fmt::format("window of {} batches must be between 1 and 1000000", *count));
+    }
     return every_batches(static_cast<int>(*count));
   }
   const auto number = trimmed.back() == 's' ? trimmed.substr(0, trimmed.size() - 1) : trimmed;
   const auto seconds = parse_double(number);
   if (!seconds) throw bad();
-  if (*seconds <= 0.0) throw usage_error(fmt::format("window of {:g} s must be > 0", *seconds));
+  if (*seconds <= 0.0 || *seconds > kMaxWindowS) {
+    throw usage_error(fmt::format("window of {:g} s must be > 0 and at most {:g} s", *seconds, kMaxWindowS));
+  }
   return every_seconds(*seconds);
 }
 

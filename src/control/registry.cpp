@@ -36,11 +36,23 @@ double checked_alpha(const ControllerOptions& options, double fallback) {
   return alpha;
 }
 
+DecisionPeriod checked_period(const ControllerOptions& options, DecisionPeriod fallback) {
+  const auto period = options.window.value_or(fallback);
+  const bool by_batches = period.batches > 0;
+  if (by_batches ? period.batches > 1'000'000 : !(period.seconds > 0.0 && period.seconds <= kMaxWindowS)) {
+    throw usage_error(fmt::format("window {} is out of range (0 to {:g} s, or 1 to 1000000 batches)",
+                                  period.to_string(), kMaxWindowS));
+  }
+  return period;
+}
+
 std::vector<int> checked_batch_sizes(const ControllerOptions& options, std::vector<int> fallback) {
   auto sizes = options.batch_sizes.value_or(std::move(fallback));
   if (sizes.empty()) throw usage_error("batch size set is empty");
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] < 1) throw usage_error(fmt::format("batch size {} must be >= 1", sizes[i]));
+    if (sizes[i] < 1 || sizes[i] > 1'000'000) {
+      throw usage_error(fmt::format("batch size {} must be between 1 and 1000000", sizes[i]));
+    }
     if (i > 0 && sizes[i] <= sizes[i - 1]) throw usage_error("batch sizes must be strictly increasing");
   }
   return sizes;
@@ -92,7 +104,7 @@ std::unique_ptr<Controller> make_batchsizer(const ControllerOptions& o) {
   reject(o.fixed_batch.has_value(), "--batch", "batchsizer");
   BatchSizerParams p;
   p.alpha = checked_alpha(o, p.alpha);
-  p.period = o.window.value_or(p.period);
+  p.period = checked_period(o, p.period);
   p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
   p.start_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch) : 0;
   return std::make_unique<BatchSizerController>(std::move(p));
@@ -102,7 +114,7 @@ std::unique_ptr<Controller> make_batchdvfs(const ControllerOptions& o, const Pla
   reject(o.fixed_batch.has_value(), "--batch", "batchdvfs");
   BatchDvfsParams p;
   p.alpha = checked_alpha(o, p.alpha);
-  p.period = o.window.value_or(p.period);
+  p.period = checked_period(o, p.period);
   p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
   p.clock_levels_mhz = checked_clock_levels(o, limits);
   p.start_batch_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch) : 0;
@@ -115,9 +127,11 @@ std::unique_ptr<Controller> make_dvfs(const ControllerOptions& o, const Platform
   reject(o.start_batch.has_value(), "--start-batch", "dvfs (fixed batch; use --batch)");
   DvfsParams p;
   p.alpha = checked_alpha(o, p.alpha);
-  p.period = o.window.value_or(p.period);
+  p.period = checked_period(o, p.period);
   p.batch_size = o.fixed_batch.value_or(p.batch_size);
-  if (p.batch_size < 1) throw usage_error(fmt::format("--batch {} must be >= 1", p.batch_size));
+  if (p.batch_size < 1 || p.batch_size > 1'000'000) {
+    throw usage_error(fmt::format("--batch {} must be between 1 and 1000000", p.batch_size));
+  }
   p.clock_levels_mhz = checked_clock_levels(o, limits);
   p.start_clock_index = start_clock_index(o, p.clock_levels_mhz);
   return std::make_unique<DvfsController>(std::move(p));
@@ -129,7 +143,7 @@ std::unique_ptr<Controller> make_clipper(const ControllerOptions& o) {
   reject(o.fixed_batch.has_value(), "--batch", "clipper");
   ClipperParams p;
   p.alpha = checked_alpha(o, p.alpha);
-  p.period = o.window.value_or(p.period);
+  p.period = checked_period(o, p.period);
   p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
   p.start_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch) : 0;
   return std::make_unique<ClipperController>(std::move(p));

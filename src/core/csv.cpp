@@ -34,14 +34,15 @@ bool CsvReader::next(CsvRow& row) {
   return true;
 }
 
-void CsvReader::require_columns(const CsvRow& row, std::size_t count) const {
-  if (row.fields.size() < count) {
-    throw data_error(path_, row.line, fmt::format("expected {} columns, found {}", count, row.fields.size()));
+void CsvReader::require_column(const CsvRow& row, std::size_t column, std::string_view name) const {
+  if (row.fields.size() <= column) {
+    throw data_error(path_, row.line, fmt::format("missing column {} ({}): the row has {} columns", column + 1, name,
+                                                  row.fields.size()));
   }
 }
 
 double CsvReader::number(const CsvRow& row, std::size_t column, std::string_view name) const {
-  require_columns(row, column + 1);
+  require_column(row, column, name);
   const auto value = parse_double(row.fields[column]);
   if (!value) {
     throw data_error(path_, row.line,
@@ -51,7 +52,7 @@ double CsvReader::number(const CsvRow& row, std::size_t column, std::string_view
 }
 
 long long CsvReader::integer(const CsvRow& row, std::size_t column, std::string_view name) const {
-  require_columns(row, column + 1);
+  require_column(row, column, name);
   const auto value = parse_integer(row.fields[column]);
   if (!value) {
     throw data_error(path_, row.line,

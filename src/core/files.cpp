@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,17 @@
 namespace gpucap {
 
 std::string read_text_file(const std::string& path) {
+  // Data files are small (the largest shipped one is ~1 MB); the cap keeps a wrong path such as
+  // /dev/zero from exhausting memory.
+  constexpr std::uintmax_t kMaxBytes = 256ull << 20;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw Error(ErrorCode::io, fmt::format("{}: not a regular file", path));
+  }
+  if (!ec && std::filesystem::is_regular_file(status) && std::filesystem::file_size(path, ec) > kMaxBytes) {
+    throw Error(ErrorCode::io, fmt::format("{}: larger than {} MiB", path, kMaxBytes >> 20));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::io, fmt::format("{}: cannot open for reading ({})", path, std::strerror(errno)));
   std::ostringstream content;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "gpucap/core/error.hpp"
@@ -27,6 +28,11 @@ nlohmann::json load_json_file(const std::string& path) {
     std::string reason = e.what();
     if (const auto colon = reason.rfind(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
     throw data_error(path, line_of_byte(text, e.byte), "invalid JSON: " + reason);
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. a number too large for a double (out_of_range.406)
+    std::string reason = e.what();
+    if (const auto bracket = reason.find("] "); bracket != std::string::npos) reason = reason.substr(bracket + 2);
+    throw data_error(path, 0, "invalid JSON: " + reason);
   }
 }
 
@@ -92,6 +98,9 @@ double JsonFields::non_negative_or(std::string_view key, double fallback) const 
 long long JsonFields::integer(std::string_view key) const {
   const auto& value = at(key);
   if (!value.is_number_integer()) throw error(key, "must be an integer");
+  if (value.is_number_unsigned() && value.get<unsigned long long>() > static_cast<unsigned long long>(LLONG_MAX)) {
+    throw error(key, "is too large");
+  }
   return value.get<long long>();
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "gpucap/core/error.hpp"
@@ -39,6 +40,17 @@ struct Window {
   int batches = 0;
   long long images = 0;
   double latency_sum_s = 0.0;
+  WindowAccumulator power;
+  long long samples_over_cap = 0;  // each judged against the cap in force when it was taken
+
+  void restart(double now_s) {
+    start_s = now_s;
+    batches = 0;
+    images = 0;
+    latency_sum_s = 0.0;
+    power.reset();
+    samples_over_cap = 0;
+  }
 };
 
 class JobRun {
@@ -48,9 +60,7 @@ class JobRun {
 
   RunSummary run() {
     check_permissions(platform_.device(), controller_);
-    if (config_.images < 0 || config_.duration_s < 0.0 || (config_.images == 0 && config_.duration_s == 0.0)) {
-      throw usage_error("a run needs a positive number of images or a positive duration");
-    }
+    check_run_limits(config_.images, config_.duration_s);
     device::ControlSession session(platform_.device());
     knobs_ = controller_.initial_knobs();
     session.apply(knobs_);
@@ -68,19 +78,21 @@ class JobRun {
       window_.images += result.images;
       window_.latency_sum_s += result.latency_s();
       const double now_s = platform_.clock().now_s();
+      collect_samples(now_s);
       if (!controller_.period().due(now_s - window_.start_s, window_.batches)) continue;
-      auto samples = platform_.meter().take(window_.start_s, now_s);
-      if (samples.empty()) continue;  // no reading yet: a decision needs a measurement
-      const auto observation = close_window(samples, now_s);
+      if (window_.power.count() == 0) continue;  // no reading yet: a decision needs a measurement
+      const auto observation = close_window(now_s);
       knobs_ = controller_.decide(observation);
       spdlog::debug("t={:.2f}s cap={:g}W max={:.1f}W mean={:.1f}W -> {} [{}]", observation.time_s, observation.cap_w,
                    observation.power.max_w, observation.power.mean_w, describe(knobs_), controller_.describe_state());
       session.apply(knobs_);
     }
     if (window_.batches > 0) {
+      // The last, partial window is a window only if it holds a measurement; its images count in
+      // the summary either way.
       const double now_s = platform_.clock().now_s();
-      const auto samples = platform_.meter().take(window_.start_s, now_s);
-      close_window(samples, now_s);
+      collect_samples(now_s);
+      if (window_.power.count() > 0) close_window(now_s);
     }
     summary_.energy_j = platform_.device().read(device::Signal::energy_j) - energy_start_j;
     summary_.device_writes = session.writes();
@@ -94,11 +106,20 @@ class JobRun {
     return config_.duration_s > 0.0 && platform_.clock().now_s() - start_s_ >= config_.duration_s;
   }
 
-  Observation close_window(const std::vector<PowerSample>& samples, double now_s) {
+  // Streams the meter's new samples into the window: statistics and the per-sample cap check.
+  void collect_samples(double now_s) {
+    platform_.meter().collect(now_s, [this](const PowerSample& sample) {
+      window_.power.add(sample.power_w);
+      summary_.max_power_w = std::max(summary_.max_power_w, sample.power_w);
+      if (sample.power_w > config_.schedule.cap_at(sample.time_s - start_s_)) ++window_.samples_over_cap;
+    });
+  }
+
+  Observation close_window(double now_s) {
     Observation obs;
     obs.time_s = now_s - start_s_;
     obs.cap_w = config_.schedule.cap_at(obs.time_s);
-    obs.power = summarize_window(samples, window_.start_s - start_s_, obs.time_s);
+    obs.power = window_.power.stats(window_.start_s - start_s_, obs.time_s);
     const double duration_s = now_s - window_.start_s;
     obs.throughput_img_s = duration_s > 0.0 ? static_cast<double>(window_.images) / duration_s : 0.0;
     obs.mean_batch_latency_s = window_.latency_sum_s / window_.batches;
@@ -117,21 +138,11 @@ class JobRun {
     row.memory_clock_mhz = platform_.device().read(device::Signal::memory_clock_mhz);
     row.throughput_img_s = obs.throughput_img_s;
     row.images = window_.images;
-    row.over_cap = count_over_cap(samples) > 0;
+    row.over_cap = window_.samples_over_cap > 0;
+    summary_.time_over_cap_s += static_cast<double>(window_.samples_over_cap) / platform_.meter().sample_hz();
     record(row);
-    window_ = Window{now_s, 0, 0, 0.0};
+    window_.restart(now_s);
     return obs;
-  }
-
-  // Each sample is judged against the cap in force when it was taken.
-  int count_over_cap(const std::vector<PowerSample>& samples) {
-    int over = 0;
-    for (const auto& sample : samples) {
-      summary_.max_power_w = std::max(summary_.max_power_w, sample.power_w);
-      if (sample.power_w > config_.schedule.cap_at(sample.time_s - start_s_)) ++over;
-    }
-    summary_.time_over_cap_s += over / platform_.meter().sample_hz();
-    return over;
   }
 
   void record(const TraceRow& row) {
@@ -163,6 +174,16 @@ class JobRun {
 };
 
 }  // namespace
+
+void check_run_limits(long long images, double duration_s) {
+  if (images < 0 || images > kMaxRunImages) {
+    throw usage_error(fmt::format("image count {} must be between 1 and {}", images, kMaxRunImages));
+  }
+  if (!std::isfinite(duration_s) || duration_s < 0.0 || duration_s > kMaxRunDurationS) {
+    throw usage_error(fmt::format("duration {:g} s must be a number between 0 and {:g} s", duration_s, kMaxRunDurationS));
+  }
+  if (images == 0 && duration_s == 0.0) throw usage_error("a run needs a number of images or a duration");
+}
 
 RunSummary run_job(Platform& platform, control::Controller& controller, const RunConfig& config,
                    const TraceSink& sink) {

@@ -2,13 +2,24 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "gpucap/sim/perf_model.hpp"
+
 #include "gpucap/core/error.hpp"
 
 namespace gpucap::runtime {
 
+double lowest_loaded_power_w(const sim::GpuSpec& gpu) {
+  return sim::idle_loaded_power_w(gpu, {gpu.min_sm_clock_mhz(), gpu.memory_clocks_mhz.front()});
+}
+
 void check_cap_schedule(const CapSchedule& schedule, const sim::GpuSpec& gpu) {
-  schedule.check_range(gpu.idle_power_w, gpu.power_limit_max_w,
-                       fmt::format("what the {} can draw (idle power to maximum power limit)", gpu.name));
+  // Below the idle power with a model loaded at the lowest clocks no controller can meet the cap.
+  schedule.check_range(std::round(lowest_loaded_power_w(gpu) * 10.0) / 10.0, gpu.power_limit_max_w,
+                       fmt::format("what the {} can draw with a model loaded (idle at its lowest clocks to its "
+                                   "maximum power limit)",
+                                   gpu.name));
 }
 
 SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
@@ -16,8 +27,7 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   const auto& model = catalog.model(spec.model);
   const auto& dataset = catalog.dataset(spec.dataset);
   check_cap_schedule(spec.schedule, gpu);
-  if (spec.images < 0) throw usage_error(fmt::format("image count {} must be >= 1", spec.images));
-  if (spec.duration_s < 0.0) throw usage_error(fmt::format("duration {:g} s must be > 0", spec.duration_s));
+  check_run_limits(spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images), spec.duration_s);
   auto options = spec.sim;
   options.pipeline = sim::InputPipeline{spec.pipeline, sim::host_seconds_per_image(dataset, model)};
   if (spec.pipeline != sim::PipelineMode::none && options.pipeline.seconds_per_image <= 0.0) {

@@ -11,12 +11,12 @@ namespace gpucap::runtime {
 
 SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz)
     : sensor_(sensor), sample_hz_(sample_hz), latest_(sensor.latest()) {
-  if (!(sample_hz > 0.0) || !std::isfinite(sample_hz)) {
-    throw usage_error(fmt::format("sampling rate {:g} Hz must be > 0", sample_hz));
+  if (!(sample_hz >= 1.0 && sample_hz <= 10000.0)) {
+    throw usage_error(fmt::format("sampling rate {:g} Hz must be between 1 and 10000 Hz", sample_hz));
   }
 }
 
-std::vector<PowerSample> SimPowerMeter::take(double start_s, double end_s) {
+void SimPowerMeter::collect(double end_s, const SampleSink& sink) {
   for (const auto& reading : sensor_.take_readings()) readings_.push_back(reading);
   // Sample every 1/rate up to end_s; each sample returns the sensor's latest reading, as an
   // NVML query would (several samples may see the same reading).
@@ -27,15 +27,9 @@ std::vector<PowerSample> SimPowerMeter::take(double start_s, double end_s) {
       latest_ = readings_.front();
       readings_.pop_front();
     }
-    samples_.push_back(PowerSample{t, latest_.power_w});
+    sink(PowerSample{t, latest_.power_w});
     ++next_sample_;
   }
-  std::vector<PowerSample> window;
-  for (const auto& sample : samples_) {
-    if (sample.time_s > start_s && sample.time_s <= end_s) window.push_back(sample);
-  }
-  while (!samples_.empty() && samples_.front().time_s <= end_s) samples_.pop_front();
-  return window;
 }
 
 SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, sim::Precision precision,

@@ -53,6 +53,7 @@ std::vector<double> clock_list(const JsonFields& fields, std::string_view key) {
     const double max_mhz = range.positive("max");
     const double step_mhz = range.positive("step");
     if (max_mhz < min_mhz) throw fields.error(key, "max must be >= min");
+    if ((max_mhz - min_mhz) / step_mhz > 10000.0) throw fields.error(key, "more than 10000 clock levels");
     // Counted down from the top, as NVIDIA lists supported clocks; the minimum is always included.
     for (double mhz = max_mhz; mhz > min_mhz + 1e-9; mhz -= step_mhz) clocks.push_back(mhz);
     clocks.push_back(min_mhz);

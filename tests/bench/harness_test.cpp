@@ -8,13 +8,25 @@
 namespace gpucap::bench {
 namespace {
 
+MatrixJob job(std::string id, std::string model, std::string dataset, CapSchedule schedule, long long images,
+              std::string note = {}) {
+  MatrixJob j;
+  j.id = std::move(id);
+  j.model = std::move(model);
+  j.dataset = std::move(dataset);
+  j.schedule = std::move(schedule);
+  j.images = images;
+  j.note = std::move(note);
+  return j;
+}
+
 Matrix small_matrix() {
   Matrix m;
   m.id = "small";
   m.gpu = "p40";
-  m.jobs = {MatrixJob{"a", "inception_v1", "imagenet", CapSchedule::constant(131), 3000, 0.0, ""},
-            MatrixJob{"b", "mobilenet_v1_1.0", "imagenet", CapSchedule::constant(98), 3000, 0.0, ""},
-            MatrixJob{"c", "resnet_v2_50", "caltech256", CapSchedule::parse("0:150,10:100"), 4000, 0.0, "steps"}};
+  m.jobs = {job("a", "inception_v1", "imagenet", CapSchedule::constant(131), 3000),
+            job("b", "mobilenet_v1_1.0", "imagenet", CapSchedule::constant(98), 3000),
+            job("c", "resnet_v2_50", "caltech256", CapSchedule::parse("0:150,10:100"), 4000, "steps")};
   return m;
 }
 
@@ -58,22 +70,67 @@ TEST(Harness, SummaryAndReportHaveEveryRun) {
   EXPECT_NE(report.find("Job c: steps"), std::string::npos);
 }
 
-TEST(Harness, InvalidInputIsRejectedBeforeAnyRun) {
+void expect_usage_error_and_no_runs(const Matrix& matrix, const BenchOptions& options, const std::string& fragment) {
   const auto catalog = sim::Catalog::load(test::data_dir());
+  std::size_t runs_done = 0;
+  auto counting = options;
+  counting.progress = [&runs_done](std::size_t, std::size_t) { ++runs_done; };
+  try {
+    (void)run_matrix(matrix, catalog, counting);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::usage) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(runs_done, 0u) << "nothing may run before the whole matrix is validated";
+}
+
+TEST(Harness, InvalidInputIsRejectedBeforeAnyRun) {
   BenchOptions options;
   options.algorithms = {"batchdvfs", "nope"};
-  EXPECT_THROW((void)run_matrix(small_matrix(), catalog, options), Error);
+  expect_usage_error_and_no_runs(small_matrix(), options, "unknown algorithm 'nope'");
   options.algorithms = {"batchdvfs"};
   auto matrix = small_matrix();
-  matrix.jobs[1].schedule = CapSchedule::constant(400);
+  matrix.jobs[2].schedule = CapSchedule::constant(400);
+  expect_usage_error_and_no_runs(matrix, options, "matrix small job c (batchdvfs): power cap 400 W");
+  matrix = small_matrix();
+  matrix.jobs[2].images = 1'000'000'000'000;
+  expect_usage_error_and_no_runs(matrix, options, "job c");
+  options.threads = 0;
+  expect_usage_error_and_no_runs(small_matrix(), options, "--jobs 0");
+  options.threads = 1;
+  options.sample_hz = 0.0;
+  expect_usage_error_and_no_runs(small_matrix(), options, "sampling rate");
+}
+
+TEST(Harness, AFailingRunStopsTheBenchWithItsError) {
+  // Traces into a folder that does not exist: every worker's first write fails.
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  BenchOptions options;
+  options.algorithms = {"batchdvfs", "clipper"};
+  options.threads = 2;
+  options.trace_dir = "/nonexistent/gpucap-traces";
   try {
-    (void)run_matrix(matrix, catalog, options);
+    (void)run_matrix(small_matrix(), catalog, options);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("matrix small job b: power cap 400 W"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), ErrorCode::io);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/gpucap-traces/"), std::string::npos) << e.what();
   }
-  options.threads = 0;
-  EXPECT_THROW((void)run_matrix(small_matrix(), catalog, options), Error);
+}
+
+TEST(Harness, JobControllerOptionsReachEveryAlgorithm) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  BenchOptions options;
+  options.algorithms = {"batchdvfs"};
+  auto matrix = small_matrix();
+  matrix.jobs.resize(1);
+  matrix.jobs[0].images = 0;
+  matrix.jobs[0].duration_s = 60.0;
+  const auto plain = run_matrix(matrix, catalog, options);
+  matrix.jobs[0].controller.window = control::DecisionPeriod::every_seconds(1.0);
+  const auto faster = run_matrix(matrix, catalog, options);
+  EXPECT_GT(faster[0].summary.windows, 2 * plain[0].summary.windows);
 }
 
 }  // namespace

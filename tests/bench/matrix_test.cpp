@@ -12,6 +12,14 @@ TEST(Matrix, BatchDvfsP40HasTheSeedJobsAndCaps) {
   const auto matrix = load_matrix(matrix_path(test::data_dir(), "batchdvfs-p40"));
   EXPECT_EQ(matrix.gpu, "p40");
   ASSERT_EQ(matrix.jobs.size(), 34u);
+  // seed-systems.md §1.8, jobs 1..30 (job 30 at the 88 W of every logged result)
+  const double caps[] = {131, 123, 228, 84, 145, 89, 112, 89,  164, 83,  159, 246, 143, 167, 237,
+                         125, 192, 80,  245, 98, 120, 92, 208, 152, 135, 86,  136, 198, 236, 88};
+  for (std::size_t j = 0; j < 30; ++j) {
+    EXPECT_EQ(matrix.jobs[j].id, std::to_string(j + 1));
+    EXPECT_DOUBLE_EQ(matrix.jobs[j].schedule.cap_at(0), caps[j]) << "job " << j + 1;
+    EXPECT_EQ(matrix.jobs[j].dataset, j < 15 ? "imagenet" : "caltech256");
+  }
   // seed-systems.md §1.8
   EXPECT_EQ(matrix.jobs[0].model, "inception_v1");
   EXPECT_DOUBLE_EQ(matrix.jobs[0].schedule.cap_at(0), 131);
@@ -49,6 +57,16 @@ TEST(Matrix, MalformedMatricesAreNamed) {
                                                     {"id": "1", "model": "x", "dataset": "y", "cap_w": 100}]})",
                "duplicate job id");
   expect_error("{", "invalid JSON");
+  expect_error(R"({"id": "m", "gpu": "p40", "jobs": [{"id": "../x", "model": "x", "dataset": "y", "cap_w": 100}]})",
+               "may only contain letters");
+  expect_error(R"({"id": "m", "gpu": "p40", "jobs": [{"id": "1", "model": "x", "dataset": "y", "cap_w": 1e400}]})",
+               "invalid JSON");
+  expect_error(R"({"id": "m", "gpu": "p40", "jobs": [{"id": "1", "model": "x", "dataset": "y", "cap_w": 100,
+                   "images": 18446744073709551615}]})",
+               "images: is too large");
+  expect_error(R"({"id": "m", "gpu": "p40", "jobs": [{"id": "1", "model": "x", "dataset": "y", "cap_w": 100,
+                   "window": "never"}]})",
+               "jobs[0].window");
 }
 
 TEST(Matrix, UnknownNameListsTheKnownMatrices) {

@@ -130,6 +130,42 @@ TEST(Cli, RunRejectsBadInput) {
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
 }
 
+TEST(Cli, RunRejectsValuesThatWouldNeverEndOrExhaustMemory) {
+  const std::vector<std::string> base = {"run", "--model", "inception_v1", "--algorithm", "dvfs", "--power-cap", "131"};
+  expect_error(with(base, {"--sample-hz", "1e9"}), 2, "sampling rate");
+  expect_error(with(base, {"--sample-hz", "0.001"}), 2, "sampling rate");
+  expect_error(with(base, {"--batch", "1000000000"}), 2, "--batch 1000000000");
+  expect_error(with(base, {"--duration", "inf"}), 2, "duration");
+  expect_error(with(base, {"--duration", "nan"}), 2, "duration");
+  expect_error(with(base, {"--duration", "1e12"}), 2, "duration");
+  expect_error(with(base, {"--images", "99999999999999999999"}), 2, "--images");
+  expect_error(with(base, {"--images", "1000000000"}), 2, "--images must be between 1 and 100000000");
+  expect_error(with(base, {"--window", "1e308"}), 2, "window");
+  expect_error(with(base, {"--window", "1000001b"}), 2, "between 1 and 1000000");
+  expect_error(with(base, {"--seed", "-1"}), 2, "--seed '-1'");
+  expect_error(with(base, {"--seed", "99999999999999999999999"}), 2, "--seed");
+  expect_error({"run", "--model", "inception_v1", "--algorithm", "dvfs", "--power-cap", "500", "--cap-schedule",
+                "0:150,85:125"},
+               2, "--power-cap only sets the cap before the first step");
+  expect_error({"run", "--model", "inception_v1", "--algorithm", "dvfs", "--power-cap", "20"}, 2,
+               "power cap 20 W is outside what the Tesla P40 can draw with a model loaded");
+}
+
+TEST(Cli, GlobalOptionsMayFollowTheCommand) {
+  const auto status = std::system(
+      (quote(GPUCAP_CLI_PATH) + " list gpus --data-dir " + quote(test::data_dir()) + " > /dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
+  const auto status = std::system((quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(test::data_dir()) +
+                                   " list gpus > /dev/full 2>/dev/null")
+                                      .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 4);
+}
+
 TEST(Cli, UnwritableTraceIsAnIoErrorAndNothingRuns) {
   expect_error(with(kRun, {"--power-cap", "131", "--trace", "/nonexistent/dir/t.csv"}), 4, "/nonexistent/dir/t.csv");
   // Validation comes first: a bad model never creates the trace file.
@@ -178,13 +214,23 @@ TEST(Cli, ReplayRejectsBadInput) {
   expect_error({"replay", "--algorithm", "batchdvfs", "--trace", bad}, 3, "missing column 'minBS'");
   expect_error({"replay", "--algorithm", "dvfs", "--trace", "/nonexistent.csv"}, 4, "/nonexistent.csv");
   expect_error({"replay", "--algorithm", "pid", "--trace", bad}, 2, "replay supports batchdvfs, clipper and dvfs");
-  expect_error({"replay", "--algorithm", "dvfs", "--trace", bad, "--window", "-1"}, 3, "column 4");
   expect_error({"replay", "--algorithm", "dvfs"}, 2, "--trace FILE or --trace-dir DIR");
   expect_error({"replay", "--algorithm", "dvfs", "--trace", bad, "--trace-dir", dir.path()}, 2, "excludes");
   test::TempDir empty;
   expect_error({"replay", "--algorithm", "dvfs", "--trace-dir", empty.path()}, 3, "no .csv logs");
   const auto good = test::shared_file("batchdvfs-p40/dvfs256/01_InceptionV1_DVFS.csv");
   expect_error({"replay", "--algorithm", "dvfs", "--trace", good, "--window", "-1"}, 2, "--window -1");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", good, "--window", "inf"}, 2, "--window inf");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", good, "--clock-levels", "1063,544"}, 2,
+               "strictly increasing");
+  const auto clipper = test::shared_file("batchdvfs-p40/clipper/01_InceptionV1_Clipper.csv");
+  expect_error({"replay", "--algorithm", "clipper", "--trace", clipper, "--clock-levels", "1,2"}, 2,
+               "does not apply to clipper");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", dir.path()}, 4, "not a regular file");
+  expect_error({"replay", "--algorithm", "dvfs", "--trace", "/dev/zero"}, 4, "not a regular file");
+  const auto crlf = dir.write("crlf.csv", "time stamp, Througput (image/sec), power cap, power, batch size, DVFS\r\n"
+                                          "1.0,2.0,131,120,256,1063\r\n5.0,2.0,131,120,256,1063\r\n");
+  EXPECT_EQ(gpucap({"replay", "--algorithm", "dvfs", "--trace", crlf}).exit_code, 0);
 }
 
 TEST(Cli, ListsWhatItKnows) {
@@ -225,6 +271,14 @@ TEST(Cli, BenchRejectsBadInput) {
   const auto bad = dir.write("bad.json", R"({"id": "x", "gpu": "p40", "jobs": [{"id": "1"}]})");
   expect_error({"bench", "--matrix", bad}, 3, "missing key 'jobs[0].model'");
   expect_error({"bench", "--matrix", "batchdvfs-p40", "--out", "/proc/gpucap-out"}, 4, "/proc/gpucap-out");
+  // Rejected input leaves no output folder behind.
+  const auto out = dir.file("never");
+  expect_error({"bench", "--matrix", "batchdvfs-p40", "--jobs", "0", "--out", out}, 2, "--jobs 0");
+  expect_error({"bench", "--matrix", "batchdvfs-p40", "--sample-hz", "0", "--out", out}, 2, "sampling rate");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const auto escape = dir.write("escape.json", R"({"id": "x", "gpu": "p40", "jobs": [
+      {"id": "../../evil", "model": "inception_v1", "dataset": "imagenet", "cap_w": 131}]})");
+  expect_error({"bench", "--matrix", escape, "--out", out}, 3, "may only contain letters");
 }
 
 }  // namespace

@@ -19,27 +19,34 @@ class SimPlatformTest : public ::testing::Test {
   }
 };
 
-TEST_F(SimPlatformTest, MeterSamplesAtItsRateInConsecutiveWindows) {
+std::vector<PowerSample> collect(PowerMeter& meter, double end_s) {
+  std::vector<PowerSample> samples;
+  meter.collect(end_s, [&samples](const PowerSample& s) { samples.push_back(s); });
+  return samples;
+}
+
+TEST_F(SimPlatformTest, MeterStreamsSamplesAtItsRateWithoutRepeats) {
   auto platform = make(50.0);
   while (platform.clock().now_s() < 1.0) (void)platform.engine().run_batch(8);
   const double t1 = platform.clock().now_s();
-  const auto first = platform.meter().take(0.0, t1);
+  const auto first = collect(platform.meter(), t1);
   ASSERT_FALSE(first.empty());
   EXPECT_NEAR(first.front().time_s, 0.02, 1e-12);
   EXPECT_NEAR(static_cast<double>(first.size()), t1 * 50.0, 1.0);
   for (std::size_t i = 1; i < first.size(); ++i) EXPECT_NEAR(first[i].time_s - first[i - 1].time_s, 0.02, 1e-9);
+  EXPECT_LE(first.back().time_s, t1);
   while (platform.clock().now_s() < 2.0) (void)platform.engine().run_batch(8);
-  const auto second = platform.meter().take(t1, platform.clock().now_s());
+  const auto second = collect(platform.meter(), platform.clock().now_s());
   ASSERT_FALSE(second.empty());
   EXPECT_GT(second.front().time_s, t1);
-  EXPECT_LE(second.front().time_s, t1 + 0.02 + 1e-9);
-  EXPECT_TRUE(platform.meter().take(0.0, t1).empty()) << "earlier samples were consumed";
+  EXPECT_NEAR(second.front().time_s - first.back().time_s, 0.02, 1e-9) << "the stream continues where it stopped";
+  EXPECT_TRUE(collect(platform.meter(), platform.clock().now_s()).empty()) << "nothing new";
 }
 
 TEST_F(SimPlatformTest, SamplesReflectTheWorkload) {
   auto platform = make(100.0);
   while (platform.clock().now_s() < 2.0) (void)platform.engine().run_batch(64);
-  const auto busy = platform.meter().take(0.0, platform.clock().now_s());
+  const auto busy = collect(platform.meter(), platform.clock().now_s());
   double mean_w = 0.0;
   for (const auto& s : busy) mean_w += s.power_w / static_cast<double>(busy.size());
   EXPECT_GT(mean_w, 100.0) << "ResNet-50 at batch 64 and 1531 MHz draws well above idle";
@@ -49,6 +56,8 @@ TEST_F(SimPlatformTest, SamplesReflectTheWorkload) {
 TEST_F(SimPlatformTest, InvalidRateIsAUsageError) {
   EXPECT_THROW(make(0.0), Error);
   EXPECT_THROW(make(-5.0), Error);
+  EXPECT_THROW(make(0.5), Error);
+  EXPECT_THROW(make(20000.0), Error);
 }
 
 TEST_F(SimPlatformTest, DescribesItselfAsSimulated) {

@@ -34,7 +34,11 @@ struct BenchRun {
   runtime::RunSummary summary;
 };
 
-// Validates all names up front (Error(usage)), then runs. Results are in matrix order, then
+// Checks every (job, algorithm) pair as a run would — names, caps, limits, options — and throws
+// the first problem as Error(usage), naming the job.
+void validate_bench(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options);
+
+// Validates (validate_bench) before anything runs, then runs. Results are in matrix order, then
 // algorithm order.
 [[nodiscard]] std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catalog,
                                                const BenchOptions& options);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "gpucap/control/registry.hpp"
 #include "gpucap/core/cap_schedule.hpp"
 
 namespace gpucap::bench {
@@ -16,6 +17,9 @@ struct MatrixJob {
   long long images = 0;     // 0: the dataset's size (or no limit when duration_s is set)
   double duration_s = 0.0;  // 0: until the images are done
   std::string note;
+  // Controller options of the job (e.g. the band of BatchDVFS's sensitivity runs), applied to
+  // every algorithm that runs it.
+  control::ControllerOptions controller;
 };
 
 struct Matrix {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ Command add_list_command(CLI::App& app, const GlobalOptions& global);
 Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
+
+// --seed: a whole number from 0 to 2^63-1; Error(usage) otherwise.
+[[nodiscard]] std::uint64_t parse_seed(const std::string& text);
 
 // The controller options shared by `run` (and later `bench`): --alpha, --window,
 // --batch-sizes, --clock-levels, --start-batch, --start-clock, --batch.

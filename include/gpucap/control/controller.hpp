@@ -12,6 +12,8 @@
 
 namespace gpucap::control {
 
+inline constexpr double kMaxWindowS = 3600.0;
+
 // How long a window lasts: a time (the seeds' "every W = 3 s", checked between batches, so a
 // window is really max(W, batch time)) or a number of batches (BatchSizer: 10 batches).
 struct DecisionPeriod {

@@ -29,7 +29,7 @@ class CsvReader {
   // Typed field access with FILE:LINE errors ("column 3 (power): 'x' is not a number").
   [[nodiscard]] double number(const CsvRow& row, std::size_t column, std::string_view name) const;
   [[nodiscard]] long long integer(const CsvRow& row, std::size_t column, std::string_view name) const;
-  void require_columns(const CsvRow& row, std::size_t count) const;
+  void require_column(const CsvRow& row, std::size_t column, std::string_view name) const;
 
  private:
   std::string path_;

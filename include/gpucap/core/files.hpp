@@ -7,7 +7,8 @@
 
 namespace gpucap {
 
-// Reads a whole file; throws Error(io) naming the file when it cannot be read.
+// Reads a whole regular file (at most 256 MiB); throws Error(io) naming the file when it cannot be
+// read or is not a regular file.
 [[nodiscard]] std::string read_text_file(const std::string& path);
 
 // Writes a file atomically (temporary file + rename) so a failure never leaves half a file;

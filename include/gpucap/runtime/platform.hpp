@@ -2,6 +2,7 @@
 // A platform bundles what the Runner drives: a clock, an engine, a device and a power meter.
 // The simulated platform and the real one differ only here.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,13 @@ class Clock {
 // Reads the board power at a fixed sampling rate.
 class PowerMeter {
  public:
+  using SampleSink = std::function<void(const PowerSample&)>;
+
   virtual ~PowerMeter() = default;
   [[nodiscard]] virtual double sample_hz() const = 0;
-  // Samples taken in (start_s, end_s], oldest first. Samples at or before end_s are then
-  // discarded: windows are consecutive.
-  [[nodiscard]] virtual std::vector<PowerSample> take(double start_s, double end_s) = 0;
+  // Hands every sample taken after the previous call and up to end_s to `sink`, oldest first.
+  // Samples are streamed, never stored in bulk, so memory does not grow with the window.
+  virtual void collect(double end_s, const SampleSink& sink) = 0;
 };
 
 class Platform {

@@ -13,8 +13,13 @@
 
 namespace gpucap::runtime {
 
-// A job ends after `images` images or `duration_s` seconds, whichever comes first; 0 means no
-// limit of that kind (at least one must be set).
+// Bounds that keep a run finite in time and memory.
+inline constexpr long long kMaxRunImages = 100'000'000;
+inline constexpr double kMaxRunDurationS = 1e6;
+
+// A job ends after `images` images or `duration_s` seconds, whichever comes first (it stops at
+// the first batch boundary after the duration); 0 means no limit of that kind, at least one must
+// be set. check_run_limits() enforces that and the bounds above with Error(usage).
 struct RunConfig {
   long long images = 0;
   double duration_s = 0.0;
@@ -54,6 +59,8 @@ struct RunSummary {
 };
 
 using TraceSink = std::function<void(const TraceRow&)>;
+
+void check_run_limits(long long images, double duration_s);
 
 // Runs the job to the last image. Throws Error(unsupported) before touching the device if the
 // controller needs a control the device cannot write. Every control written is restored.

@@ -27,7 +27,11 @@ struct SimJobSpec {
   SimOptions sim;
 };
 
-// Checks that every cap lies in [GPU idle power, highest board power limit]; Error(usage).
+// The least the twin draws with a model loaded: idle at its lowest SM and memory clocks.
+[[nodiscard]] double lowest_loaded_power_w(const sim::GpuSpec& gpu);
+
+// Checks that every cap lies between lowest_loaded_power_w() (rounded to 0.1 W) and the highest
+// board power limit; Error(usage).
 void check_cap_schedule(const CapSchedule& schedule, const sim::GpuSpec& gpu);
 
 class SimJob {

@@ -17,7 +17,7 @@ class SimPowerMeter final : public PowerMeter {
  public:
   SimPowerMeter(sim::PowerSensor& sensor, double sample_hz);
   [[nodiscard]] double sample_hz() const override { return sample_hz_; }
-  [[nodiscard]] std::vector<PowerSample> take(double start_s, double end_s) override;
+  void collect(double end_s, const SampleSink& sink) override;
 
  private:
   sim::PowerSensor& sensor_;
@@ -25,7 +25,6 @@ class SimPowerMeter final : public PowerMeter {
   long long next_sample_ = 1;  // sample k is taken at k / sample_hz
   std::deque<sim::SensorReading> readings_;
   sim::SensorReading latest_;
-  std::deque<PowerSample> samples_;
 };
 
 struct SimOptions {
