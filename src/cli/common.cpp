@@ -18,6 +18,11 @@ std::string resolve_data_dir(const GlobalOptions& global) {
   return GPUCAP_DEFAULT_DATA_DIR;
 }
 
+std::string resolve_shared_dir() {
+  if (const char* env = std::getenv("GPUCAP_SHARED_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return GPUCAP_DEFAULT_SHARED_DIR;
+}
+
 std::uint64_t parse_seed(const std::string& text) {
   const auto value = parse_integer(text);
   if (!value || *value < 0) throw usage_error(fmt::format("--seed '{}' must be a whole number from 0 to 2^63-1", text));

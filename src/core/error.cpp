@@ -11,6 +11,7 @@ int exit_code(ErrorCode code) noexcept {
     case ErrorCode::io: return 4;
     case ErrorCode::unsupported: return 5;
     case ErrorCode::device: return 6;
+    case ErrorCode::not_converged: return 7;
     case ErrorCode::internal: return 70;
   }
   return 70;
@@ -23,6 +24,7 @@ const char* error_kind(ErrorCode code) noexcept {
     case ErrorCode::io: return "i/o";
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::device: return "device";
+    case ErrorCode::not_converged: return "not converged";
     case ErrorCode::internal: return "internal";
   }
   return "internal";

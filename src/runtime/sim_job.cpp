@@ -29,7 +29,8 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   check_cap_schedule(spec.schedule, gpu);
   check_run_limits(spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images), spec.duration_s);
   auto options = spec.sim;
-  options.pipeline = sim::InputPipeline{spec.pipeline, sim::host_seconds_per_image(dataset, model)};
+  options.pipeline =
+      sim::InputPipeline{spec.pipeline, sim::host_seconds_per_image(dataset, model), dataset.host_s_per_batch};
   if (spec.pipeline != sim::PipelineMode::none && options.pipeline.seconds_per_image <= 0.0) {
     throw usage_error(fmt::format("dataset {} has no host decode cost (host_s_per_image) for an input pipeline",
                                   dataset.id));

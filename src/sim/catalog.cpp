@@ -82,6 +82,18 @@ std::vector<double> spread_levels(const std::vector<double>& clocks, std::size_t
   return levels;
 }
 
+std::map<std::string, double> read_priors(const JsonFields& f) {
+  std::map<std::string, double> priors;
+  if (!f.has("_prior")) return priors;
+  const auto& object = f.at("_prior");
+  if (!object.is_object()) throw f.error("_prior", "must be an object of numbers");
+  for (const auto& [key, value] : object.items()) {
+    if (!value.is_number()) throw f.error("_prior", fmt::format("{} must be a number", key));
+    priors[key] = value.get<double>();
+  }
+  return priors;
+}
+
 void require(bool condition, const JsonFields& fields, std::string_view key, std::string_view message) {
   if (!condition) throw fields.error(key, message);
 }
@@ -93,6 +105,8 @@ GpuSpec load_gpu_spec(const std::string& path) {
   const JsonFields f(json, path);
   GpuSpec gpu;
   gpu.id = f.string("id");
+  gpu.source_file = path;
+  gpu.priors = read_priors(f);
   gpu.name = f.string("name");
   gpu.aliases = f.strings_or_empty("aliases");
   gpu.sm_count = static_cast<int>(f.positive_integer("sm_count"));
@@ -127,10 +141,12 @@ GpuSpec load_gpu_spec(const std::string& path) {
   } else {
     gpu.dvfs_levels_mhz = spread_levels(gpu.sm_clocks_mhz, 10);
   }
-  gpu.saturation_gmac_per_sm = f.positive("saturation_gmac_per_sm");
+  gpu.saturation_kelems_per_sm = f.positive("saturation_kelems_per_sm");
   gpu.latency_jitter_fraction = f.non_negative("latency_jitter_fraction");
   gpu.busy_overlap_exponent = f.non_negative_or("busy_overlap_exponent", 0.0);
   gpu.fp16_efficiency_scale = f.positive_or("fp16_efficiency_scale", 1.0);
+  gpu.fp32_efficiency_scale = f.positive_or("fp32_efficiency_scale", 1.0);
+  gpu.clock_scaling_exponent = f.positive_or("clock_scaling_exponent", 1.0);
 
   const auto voltage = f.object("voltage");
   gpu.voltage.min_v = voltage.positive("min_v");
@@ -166,6 +182,8 @@ ModelSpec load_model_spec(const std::string& path) {
   const JsonFields f(json, path);
   ModelSpec model;
   model.id = f.string("id");
+  model.source_file = path;
+  model.priors = read_priors(f);
   model.name = f.string("name");
   model.aliases = f.strings_or_empty("aliases");
   model.family = f.string("family");
@@ -194,11 +212,14 @@ DatasetSpec load_dataset_spec(const std::string& path) {
   const JsonFields f(json, path);
   DatasetSpec dataset;
   dataset.id = f.string("id");
+  dataset.source_file = path;
+  dataset.priors = read_priors(f);
   dataset.name = f.string("name");
   dataset.aliases = f.strings_or_empty("aliases");
   dataset.images = f.positive_integer("images");
   dataset.host_s_per_image = f.non_negative_or("host_s_per_image", 0.0);
   dataset.host_s_per_mpixel = f.non_negative_or("host_s_per_mpixel", 0.0);
+  dataset.host_s_per_batch = f.non_negative_or("host_s_per_batch", 0.0);
   return dataset;
 }
 

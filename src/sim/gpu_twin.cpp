@@ -77,7 +77,7 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   record.power_limited = sm_mhz < requested.sm_clock_mhz;
   record.prep_power_w = idle_loaded_power_w(gpu_, point);
   record.busy_power_w = busy_power_w(gpu_, point, profile.sm_activity, profile.memory_activity);
-  const double host_s = pipeline_.seconds_per_image * batch_size;
+  const double host_s = pipeline_.seconds_per_batch + pipeline_.seconds_per_image * batch_size;
   switch (pipeline_.mode) {
     case PipelineMode::none:
       record.host_s = 0.0;

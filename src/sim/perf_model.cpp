@@ -12,7 +12,8 @@ constexpr double kBytesFp16 = 2.0;
 double bytes_per_value(Precision precision) { return precision == Precision::fp16 ? kBytesFp16 : kBytesFp32; }
 
 double efficiency(const GpuSpec& gpu, const ModelSpec& model, Precision precision) {
-  return precision == Precision::fp16 ? model.fp16_efficiency * gpu.fp16_efficiency_scale : model.fp32_efficiency;
+  return precision == Precision::fp16 ? model.fp16_efficiency * gpu.fp16_efficiency_scale
+                                      : model.fp32_efficiency * gpu.fp32_efficiency_scale;
 }
 
 // Busy time from its three limits: the maximum (roofline) or a p-norm when the GPU file asks for
@@ -39,17 +40,21 @@ double voltage_v(const GpuSpec& gpu, double sm_clock_mhz) {
 }
 
 double half_saturation_batch(const GpuSpec& gpu, const ModelSpec& model) {
-  const double gmac_per_layer_per_image = model.gmacs / model.layers;
-  return gpu.saturation_gmac_per_sm * gpu.sm_count / gmac_per_layer_per_image;
+  // A layer's kernels run about one thread per output element: a layer fills the GPU when its
+  // feature map (summed over the batch) is large against the GPU's width.
+  const double kelems_per_layer_per_image = model.activation_melems * 1e3 / model.layers;
+  return gpu.saturation_kelems_per_sm * gpu.sm_count / kelems_per_layer_per_image;
 }
 
 double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz) {
-  if (precision == Precision::fp16) return gpu.fp16_tflops * 1e12 * sm_clock_mhz / gpu.boost_clock_mhz;
-  return 2.0 * gpu.sm_count * gpu.fp32_lanes_per_sm * sm_clock_mhz * 1e6;
+  const double at_boost = precision == Precision::fp16
+                              ? gpu.fp16_tflops * 1e12
+                              : 2.0 * gpu.sm_count * gpu.fp32_lanes_per_sm * gpu.boost_clock_mhz * 1e6;
+  return at_boost * std::pow(sm_clock_mhz / gpu.boost_clock_mhz, gpu.clock_scaling_exponent);
 }
 
 BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
-                           OperatingPoint point) {
+                           OperatingPoint point, bool copy_input) {
   const double b = batch;
   const double value_bytes = bytes_per_value(precision);
   const double flops_per_image = 2.0 * model.gmacs * 1e9;
@@ -67,7 +72,7 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
 
   const double input_bytes = b * 3.0 * model.input_size * model.input_size * value_bytes;
   BatchProfile profile;
-  profile.prep_s = gpu.host.batch_sync_s + input_bytes / (gpu.host.pcie_gbps * 1e9);
+  profile.prep_s = gpu.host.batch_sync_s + (copy_input ? input_bytes / (gpu.host.pcie_gbps * 1e9) : 0.0);
   profile.busy_s = combine_busy_s(gpu, compute_s, memory_s, launch_s);
   const double occupancy = b / (b + b_half);
   profile.sm_activity = std::min(1.0, occupancy * compute_s / profile.busy_s) * model.power_intensity;

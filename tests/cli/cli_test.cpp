@@ -281,5 +281,59 @@ TEST(Cli, BenchRejectsBadInput) {
   expect_error({"bench", "--matrix", escape, "--out", out}, 3, "may only contain letters");
 }
 
+// A copy of the data folder, for commands that write to it.
+std::string copied_data_dir(const test::TempDir& dir) {
+  std::filesystem::copy(test::data_dir(), dir.file("data"), std::filesystem::copy_options::recursive);
+  return dir.file("data");
+}
+
+TEST(Cli, CalibrateFitsAndWritesOnlyWhenAsked) {
+  test::TempDir dir;
+  const auto data = copied_data_dir(dir);
+  const auto v100 = data + "/gpus/v100.json";
+  const auto before = read_text_file(v100);
+  const auto run = [&](const std::string& extra) {
+    const auto command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data) + " calibrate --sources published " +
+                         extra + " > " + quote(dir.file("out")) + " 2> " + quote(dir.file("err"));
+    return std::system(command.c_str());
+  };
+  ASSERT_EQ(run("--dry-run"), 0) << read_text_file(dir.file("err"));
+  EXPECT_NE(read_text_file(dir.file("out")).find("published: "), std::string::npos);
+  EXPECT_NE(read_text_file(dir.file("out")).find("dry run: no data file was changed"), std::string::npos);
+  EXPECT_EQ(read_text_file(v100), before);
+  ASSERT_EQ(run(""), 0) << read_text_file(dir.file("err"));
+  const auto after = read_text_file(v100);
+  EXPECT_NE(after, before);
+  EXPECT_NE(after.find("\"_calibration\""), std::string::npos);
+  // The fit starts from the priors, so calibrating again gives the same files.
+  ASSERT_EQ(run(""), 0);
+  EXPECT_EQ(read_text_file(v100), after);
+  expect_error({"calibrate", "--sources", "mlperf"}, 2, "unknown calibration source 'mlperf'");
+  expect_error({"calibrate", "--sources", "p40", "--p40-logs", "/nonexistent"}, 4, "/nonexistent");
+}
+
+TEST(Cli, FidelityOfAFolderOfLogsEndsWithThePowerLine) {
+  test::TempDir dir;
+  const auto logs = test::shared_file("batchdvfs-p40/batchdvfs");
+  std::filesystem::create_directories(dir.file("logs/nvidia-smi"));
+  const std::string stem = "13_ResNetV2_50_BatchDVFS";
+  std::filesystem::copy(logs + "/" + stem + ".csv", dir.file("logs/" + stem + ".csv"));
+  std::filesystem::copy(logs + "/nvidia-smi/" + stem + ".txt_nvidiasmi_output.csv",
+                        dir.file("logs/nvidia-smi/" + stem + ".txt_nvidiasmi_output.csv"));
+  const auto r = gpucap({"fidelity", "--p40-logs", dir.file("logs"), "--plots", dir.file("plots"), "--report",
+                         dir.file("fidelity.md")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("p40 power median_ape=", 0), 0u) << last;
+  EXPECT_NE(last.find("% p90_ape="), std::string::npos) << last;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("plots/" + stem + ".svg")));
+  EXPECT_NE(read_text_file(dir.file("plots/" + stem + ".svg")).find("<svg"), std::string::npos);
+  EXPECT_NE(read_text_file(dir.file("fidelity.md")).find("# Fidelity of the GPU twin"), std::string::npos);
+  const auto json = nlohmann::json::parse(gpucap({"fidelity", "--p40-logs", dir.file("logs"), "--json"}).out);
+  EXPECT_GT(json["p40_power"]["median_ape_pct"].get<double>(), 0.0);
+  test::TempDir empty;
+  expect_error({"fidelity", "--p40-logs", empty.path()}, 3, "no controller logs");
+}
+
 }  // namespace
 }  // namespace gpucap

@@ -27,8 +27,12 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global);
 Command add_replay_command(CLI::App& app, const GlobalOptions& global);
 Command add_list_command(CLI::App& app, const GlobalOptions& global);
 Command add_bench_command(CLI::App& app, const GlobalOptions& global);
+Command add_calibrate_command(CLI::App& app, const GlobalOptions& global);
+Command add_fidelity_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
+// The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.
+[[nodiscard]] std::string resolve_shared_dir();
 
 // --seed: a whole number from 0 to 2^63-1; Error(usage) otherwise.
 [[nodiscard]] std::uint64_t parse_seed(const std::string& text);

@@ -13,6 +13,7 @@ enum class ErrorCode {
   io,             // a file that cannot be read or written
   unsupported,    // a signal or control the device does not have
   device,         // a device call that failed
+  not_converged,  // a calibration fit that did not converge (nothing was written)
   internal,       // a bug: an invariant that should never break
 };
 

@@ -30,13 +30,16 @@ struct BatchProfile {
 
 [[nodiscard]] double voltage_v(const GpuSpec& gpu, double sm_clock_mhz);
 
-// Batch size at which the GPU is half filled: per-layer work per image against the GPU's width.
+// Batch size at which the GPU is half filled: a layer's feature-map elements per image against
+// the GPU's width.
 [[nodiscard]] double half_saturation_batch(const GpuSpec& gpu, const ModelSpec& model);
 
 [[nodiscard]] double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz);
 
+// `copy_input` = false: the input already sits in GPU memory (a benchmark that reuses one tensor,
+// as PctoDL's profiler does), so preparation is the per-batch synchronisation alone.
 [[nodiscard]] BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
-                                         OperatingPoint point);
+                                         OperatingPoint point, bool copy_input = true);
 
 // Power with a model loaded and nothing running (P0 at the given clocks).
 [[nodiscard]] double idle_loaded_power_w(const GpuSpec& gpu, OperatingPoint point);

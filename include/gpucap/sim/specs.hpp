@@ -2,6 +2,7 @@
 // Parameters of the GPU twin, read from data files (data/gpus, data/models, data/datasets).
 // docs/simulator.md gives the source of every number.
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,9 @@ struct HostParams {
 
 struct GpuSpec {
   std::string id;
+  std::string source_file;  // the data file it was read from
+  // Values of fitted keys before calibration (the file's "_prior" object, dotted keys).
+  std::map<std::string, double> priors;
   std::string name;
   std::vector<std::string> aliases;
   int sm_count = 0;
@@ -67,11 +71,15 @@ struct GpuSpec {
   double power_limit_default_w = 0.0;
   double idle_power_w = 0.0;            // board idle, no context, lowest P-state
   std::vector<double> dvfs_levels_mhz;  // clock levels the seed DVFS controllers step through
-  double saturation_gmac_per_sm = 0.0;  // per-layer work per SM that half-fills the GPU
+  double saturation_kelems_per_sm = 0.0;  // feature-map elements per layer, per SM, that half-fill the GPU (thousands)
   // How compute, memory and launch time combine into the busy time: the p-norm
   // (t_c^k + t_m^k + t_l^k)^(1/k); 0 means the maximum (a pure roofline, k → ∞).
   double busy_overlap_exponent = 0.0;
   double fp16_efficiency_scale = 1.0;   // tensor-core efficiency of this GPU relative to the model's figure
+  double fp32_efficiency_scale = 1.0;   // FP32 efficiency of this GPU (and its usual framework) likewise
+  // Achieved compute rate ∝ (f / boost)^exponent: 1 is ideal clock scaling; below 1, parts of the
+  // chip that do not follow the SM clock (L2, crossbar) make throughput less clock-sensitive.
+  double clock_scaling_exponent = 1.0;
   double latency_jitter_fraction = 0.0;
   VoltageCurve voltage;
   PowerParams power;
@@ -85,6 +93,9 @@ struct GpuSpec {
 
 struct ModelSpec {
   std::string id;
+  std::string source_file;  // the data file it was read from
+  // Values of fitted keys before calibration (the file's "_prior" object, dotted keys).
+  std::map<std::string, double> priors;
   std::string name;
   std::vector<std::string> aliases;
   std::string family;                 // "tf-slim" or "torchvision"
@@ -101,6 +112,9 @@ struct ModelSpec {
 
 struct DatasetSpec {
   std::string id;
+  std::string source_file;  // the data file it was read from
+  // Values of fitted keys before calibration (the file's "_prior" object, dotted keys).
+  std::map<std::string, double> priors;
   std::string name;
   std::vector<std::string> aliases;
   long long images = 0;
@@ -109,6 +123,7 @@ struct DatasetSpec {
   // H×W being the model's input size.
   double host_s_per_image = 0.0;
   double host_s_per_mpixel = 0.0;
+  double host_s_per_batch = 0.0;  // fixed host cost of a batch in the pipeline (e.g. re-creating an iterator)
 };
 
 // Whether the host's per-image input preparation is part of a batch, and how.
@@ -121,6 +136,7 @@ enum class PipelineMode {
 struct InputPipeline {
   PipelineMode mode = PipelineMode::none;
   double seconds_per_image = 0.0;
+  double seconds_per_batch = 0.0;
 };
 
 [[nodiscard]] const char* to_string(PipelineMode mode);

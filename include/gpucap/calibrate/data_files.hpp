@@ -1,0 +1,21 @@
+#pragma once
+// Writing fitted values back into the twin's data files.
+
+#include <string>
+#include <vector>
+
+#include "gpucap/calibrate/model.hpp"
+
+namespace gpucap::calibrate {
+
+// Sets every parameter's key in its data file to the fitted value (6 significant digits) and
+// records the fit's starting value under "_prior" unless a prior is already there (so repeated
+// calibrations always start from the hand estimate). `note` goes to "_calibration". Each file is
+// rewritten atomically with its keys in their original order. Error(io/invalid_data).
+void write_fitted_parameters(const TwinParams& start, const TwinParams& fitted,
+                             const std::vector<FitParameter>& parameters, const std::string& note);
+
+// A value rounded to 6 significant digits, as written to the files.
+[[nodiscard]] double round_for_file(double value);
+
+}  // namespace gpucap::calibrate

@@ -1,0 +1,49 @@
+#pragma once
+// Calibration observations from the P40 runs, and the twin's predictions they are compared with.
+//
+// The BatchDVFS harness decoded each batch's JPEGs on one CPU thread before computing it, so the
+// GPU idled most of each step (mean utilisation 1–25 %). Four kinds of observation follow, each
+// per run and (batch size, clock) group of steps:
+//   idle_power_w     1-Hz nvidia-smi samples with 0 % utilisation (model loaded, nothing running)
+//   busy_power_w     logged window maxima that caught a compute phase (above idle + a margin);
+//                    half weight for Clipper runs, whose clocks the GPU chose
+//   busy_s           GPU busy time per step: mean utilisation × step time (nvidia-smi)
+//   throughput_img_s logged per-step throughput (decode + compute: the twin's serial pipeline)
+
+#include <vector>
+
+#include "gpucap/calibrate/model.hpp"
+#include "gpucap/calibrate/p40_runs.hpp"
+
+namespace gpucap::calibrate {
+
+inline constexpr const char* kP40 = "p40";
+inline constexpr double kP40MemoryClockMhz = 3615.0;
+
+// Twin predictions for one step of a P40 run (the clock is snapped to a supported one).
+[[nodiscard]] double p40_idle_power_w(const TwinParams& params, double clock_mhz);
+[[nodiscard]] double p40_busy_power_w(const TwinParams& params, const std::string& model, int batch, double clock_mhz);
+// What a window maximum that caught a compute phase reads: the P40's sensor averages over its
+// window, so a burst shorter than the window reads between idle and busy power.
+[[nodiscard]] double p40_caught_power_w(const TwinParams& params, const std::string& model, int batch,
+                                        double clock_mhz);
+[[nodiscard]] double p40_busy_s(const TwinParams& params, const std::string& model, int batch, double clock_mhz);
+// Host decode + input copy + compute: the step time of the serial input pipeline.
+[[nodiscard]] double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset,
+                                int batch, double clock_mhz);
+
+struct P40ObservationOptions {
+  double caught_margin_w = 10.0;  // a window maximum this far above idle caught a compute phase
+  std::size_t min_rows = 3;       // steps a (batch, clock) group needs
+  std::size_t min_smi_samples = 10;
+};
+
+// Observations from these runs; their group is "job N".
+[[nodiscard]] std::vector<Observation> p40_observations(const std::vector<P40Run>& runs,
+                                                        const P40ObservationOptions& options = {});
+
+// The parameters a P40 fit adjusts: the P40's power and timing coefficients, the power intensity
+// and FP32 efficiency of every model the runs use, and the decode cost of their datasets.
+[[nodiscard]] std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs);
+
+}  // namespace gpucap::calibrate

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Regenerates docs/fidelity.md (and the plots in docs/fidelity/): the twin's error against the
+# P40 logs (leave-one-job-out), the PctoDL fit (held-out grid points) and published curves.
+# Takes about two minutes on 2 cores: every P40 fold refits the twin. Needs gnuplot (scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+gpucap=${GPUCAP:-build/gpucap}
+if [ ! -x "$gpucap" ]; then
+  echo "make-fidelity: $gpucap not found; build first (cmake --preset dev && cmake --build --preset dev)" >&2
+  exit 1
+fi
+plots=$(mktemp -d)
+trap 'rm -rf "$plots"' EXIT
+"$gpucap" fidelity --report docs/fidelity.md --plots "$plots" > /dev/null
+
+# A few runs as pictures (all 60 would bloat the repository; `gpucap fidelity --plots DIR` draws them all).
+mkdir -p docs/fidelity
+rm -f docs/fidelity/*.svg
+shown=(15_ResNetV2_152_DVFS 01_InceptionV1_BatchDVFS 05_MobilenetV1_1_BatchDVFS 15_ResNetV2_152_Clipper)
+{
+  echo
+  echo "## Plots"
+  echo
+  echo "Logged window maxima of the real P40 (points), the twin's prediction for each step (line) and the cap,"
+  echo "for four runs; \`gpucap fidelity --plots DIR\` draws every run."
+  echo
+  for run in "${shown[@]}"; do
+    cp "$plots/$run.svg" docs/fidelity/
+    echo "![$run](fidelity/$run.svg)"
+    echo
+  done
+} >> docs/fidelity.md
+echo "make-fidelity: wrote docs/fidelity.md and docs/fidelity/*.svg"

@@ -1,0 +1,223 @@
+#include "gpucap/calibrate/p40_observations.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "gpucap/sim/perf_model.hpp"
+
+namespace gpucap::calibrate {
+
+namespace {
+
+sim::OperatingPoint p40_point(const sim::GpuSpec& gpu, double clock_mhz) {
+  return {sim::nearest_clock_mhz(gpu.sm_clocks_mhz, clock_mhz), kP40MemoryClockMhz};
+}
+
+sim::BatchProfile p40_profile(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
+  const auto& gpu = params.gpus.at(kP40);
+  const auto& spec = params.models.at(model);
+  return sim::profile_batch(gpu, spec, spec.precision, batch, p40_point(gpu, clock_mhz));
+}
+
+// A group's weight grows with the steps behind it (a median of 30 steps is worth more than one of
+// 3), saturating at 30.
+double weight_of(std::size_t steps) { return std::sqrt(static_cast<double>(std::min<std::size_t>(steps, 30)) / 30.0); }
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const auto n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+struct GroupKey {
+  int batch;
+  double clock_mhz;
+  bool operator<(const GroupKey& o) const { return batch != o.batch ? batch < o.batch : clock_mhz < o.clock_mhz; }
+};
+
+struct Group {
+  std::vector<std::size_t> rows;
+};
+
+// Median power of 0-% samples per reported clock, over all runs: the reference that tells a caught
+// compute phase from an idle window.
+std::map<double, double> measured_idle_by_clock(const std::vector<P40Run>& runs) {
+  std::map<double, std::vector<double>> by_clock;
+  for (const auto& run : runs) {
+    for (const auto& s : run.smi) {
+      if (s.gpu_util_pct == 0.0 && s.mem_util_pct == 0.0 && s.power_w > 25.0) by_clock[s.sm_clock_mhz].push_back(s.power_w);
+    }
+  }
+  std::map<double, double> idle;
+  for (auto& [clock, values] : by_clock) {
+    if (values.size() >= 3) idle[clock] = median(values);
+  }
+  return idle;
+}
+
+double idle_reference(const std::map<double, double>& idle, double clock_mhz) {
+  if (idle.empty()) return 50.0;
+  const auto above = idle.lower_bound(clock_mhz);
+  if (above == idle.end()) return std::prev(above)->second;
+  if (above == idle.begin() || above->first == clock_mhz) return above->second;
+  const auto below = std::prev(above);
+  return (clock_mhz - below->first) < (above->first - clock_mhz) ? below->second : above->second;
+}
+
+}  // namespace
+
+double p40_idle_power_w(const TwinParams& params, double clock_mhz) {
+  const auto& gpu = params.gpus.at(kP40);
+  return sim::idle_loaded_power_w(gpu, p40_point(gpu, clock_mhz));
+}
+
+double p40_busy_power_w(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
+  const auto& gpu = params.gpus.at(kP40);
+  const auto profile = p40_profile(params, model, batch, clock_mhz);
+  return sim::busy_power_w(gpu, p40_point(gpu, clock_mhz), profile.sm_activity, profile.memory_activity);
+}
+
+double p40_caught_power_w(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
+  const auto& gpu = params.gpus.at(kP40);
+  const double idle = p40_idle_power_w(params, clock_mhz);
+  const double busy = p40_busy_power_w(params, model, batch, clock_mhz);
+  const double share = std::min(1.0, p40_busy_s(params, model, batch, clock_mhz) / gpu.sensor.averaging_window_s);
+  return idle + (busy - idle) * share;
+}
+
+double p40_busy_s(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
+  return p40_profile(params, model, batch, clock_mhz).busy_s;
+}
+
+double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch,
+                  double clock_mhz) {
+  const auto& data = params.datasets.at(dataset);
+  const double host_s = data.host_s_per_batch + sim::host_seconds_per_image(data, params.models.at(model)) * batch;
+  return host_s + p40_profile(params, model, batch, clock_mhz).latency_s();
+}
+
+std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const P40ObservationOptions& options) {
+  std::vector<Observation> observations;
+  const auto idle = measured_idle_by_clock(runs);
+  for (const auto& run : runs) {
+    const auto group = fmt::format("job {}", run.job);
+    const auto& rows = run.log.rows;
+    if (rows.size() < 3) continue;
+    const double start_s = rows.front().time_s;
+    const double end_s = rows.back().time_s;
+
+    // Idle with the model loaded, per clock nvidia-smi reported during the run.
+    std::map<double, std::vector<double>> idle_samples;
+    for (const auto& s : run.smi) {
+      if (s.time_s < start_s || s.time_s > end_s) continue;
+      if (s.gpu_util_pct == 0.0 && s.mem_util_pct == 0.0 && s.power_w > 25.0) {
+        idle_samples[s.sm_clock_mhz].push_back(s.power_w);
+      }
+    }
+    for (const auto& [clock, values] : idle_samples) {
+      if (values.size() < options.min_smi_samples) continue;
+      const double f = clock;
+      observations.push_back(Observation{"p40", "idle_power_w", fmt::format("{} idle at {:g} MHz", run.name, f), group,
+                                         median(values), weight_of(values.size()),
+                                         [f](const TwinParams& p) { return p40_idle_power_w(p, f); }});
+    }
+
+    // Steps grouped by (batch, clock); the first step (graph loading) and the last (a truncated
+    // batch) are left out.
+    std::map<GroupKey, Group> groups;
+    for (std::size_t i = 1; i + 1 < rows.size(); ++i) groups[{rows[i].batch_size, run.clock_mhz[i]}].rows.push_back(i);
+    for (const auto& [key, g] : groups) {
+      if (g.rows.size() < options.min_rows) continue;
+      const int b = key.batch;
+      const double f = key.clock_mhz;
+      const std::string model = run.model;
+      const std::string dataset = run.dataset;
+      const auto label = fmt::format("{} batch {} at {:g} MHz", run.name, b, f);
+
+      std::vector<double> caught, throughput, step;
+      const double caught_above = idle_reference(idle, f) + options.caught_margin_w;
+      for (const auto i : g.rows) {
+        // The first row after a window closed may hold samples of the previous batch (upstream's
+        // sampler appended them late); only later rows measure this group's compute phase.
+        const bool fresh_window = run.window_closed[i - 1];
+        if (!fresh_window && rows[i].power_w > caught_above) caught.push_back(rows[i].power_w);
+        throughput.push_back(rows[i].throughput_img_s);
+        step.push_back(run.step_s(i));
+      }
+      if (caught.size() >= 2) {
+        // Clipper left the clock to the GPU and the group's clock is what 1-Hz nvidia-smi saw
+        // during its steps: weighted at half.
+        const double certainty = run.log.kind == bench::P40LogKind::clipper ? 0.5 : 1.0;
+        observations.push_back(Observation{"p40", "busy_power_w", label, group, median(caught),
+                                           certainty * weight_of(caught.size()),
+                                           [model, b, f](const TwinParams& p) {
+                                             return p40_caught_power_w(p, model, b, f);
+                                           }});
+      }
+      observations.push_back(Observation{"p40", "throughput_img_s", label, group, median(throughput),
+                                         weight_of(throughput.size()),
+                                         [model, dataset, b, f](const TwinParams& p) {
+                                           return b / p40_step_s(p, model, dataset, b, f);
+                                         }});
+      // GPU busy time per step from the utilisation nvidia-smi saw during the group's steps.
+      std::vector<double> util;
+      for (const auto i : g.rows) {
+        const double from = rows[i - 1].time_s;
+        const double to = rows[i].time_s;
+        const auto first = std::lower_bound(run.smi.begin(), run.smi.end(), from,
+                                            [](const bench::SmiSample& s, double t) { return s.time_s < t; });
+        for (auto it = first; it != run.smi.end() && it->time_s <= to; ++it) util.push_back(it->gpu_util_pct / 100.0);
+      }
+      if (util.size() >= options.min_smi_samples) {
+        double mean_util = 0.0;
+        for (const double u : util) mean_util += u / static_cast<double>(util.size());
+        const double busy_s = mean_util * median(step);
+        if (busy_s > 1e-3) {
+          observations.push_back(Observation{"p40", "busy_s", label, group, busy_s, weight_of(util.size()),
+                                             [model, b, f](const TwinParams& p) { return p40_busy_s(p, model, b, f); }});
+        }
+      }
+    }
+  }
+  return observations;
+}
+
+std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
+  std::vector<FitParameter> parameters = {
+      {FileKind::gpu, kP40, "voltage.min_v", 0.6, 1.06, 0.0},
+      {FileKind::gpu, kP40, "voltage.knee_mhz", 560.0, 1500.0, 0.0},
+      {FileKind::gpu, kP40, "power_model.constant_w", 1.0, 80.0, 0.0},
+      {FileKind::gpu, kP40, "power_model.static_w", 1.0, 80.0, 0.0},
+      {FileKind::gpu, kP40, "power_model.clock_tree_w", 0.5, 80.0, 0.0},
+      {FileKind::gpu, kP40, "power_model.sm_dynamic_w", 20.0, 400.0, 0.0},
+      {FileKind::gpu, kP40, "power_model.memory_dynamic_w", 1.0, 100.0, 1.0},
+      {FileKind::gpu, kP40, "saturation_kelems_per_sm", 0.5, 2000.0, 1.0},
+      {FileKind::gpu, kP40, "host.batch_sync_s", 1e-5, 0.05, 1.0},
+      {FileKind::gpu, kP40, "host.layer_launch_s", 1e-6, 1e-3, 2.0},
+      {FileKind::gpu, kP40, "busy_overlap_exponent", 1.0, 16.0, 1.0},
+      {FileKind::gpu, kP40, "sensor.averaging_window_s", 0.02, 1.0, 1.0},
+  };
+  std::set<std::string> models, datasets;
+  for (const auto& run : runs) {
+    models.insert(run.model);
+    datasets.insert(run.dataset);
+  }
+  for (const auto& model : models) {
+    parameters.push_back({FileKind::model, model, "power_intensity", 0.2, 3.0, 2.0});
+    parameters.push_back({FileKind::model, model, "compute_efficiency.fp32", 0.02, 1.0, 2.0});
+    parameters.push_back({FileKind::model, model, "activation_melems", 0.05, 2000.0, 2.0});
+  }
+  for (const auto& dataset : datasets) {
+    parameters.push_back({FileKind::dataset, dataset, "host_s_per_image", 1e-4, 0.1, 1.0});
+    parameters.push_back({FileKind::dataset, dataset, "host_s_per_mpixel", 1e-5, 0.5, 1.0});
+    parameters.push_back({FileKind::dataset, dataset, "host_s_per_batch", 1e-5, 0.5, 1.0});
+  }
+  return parameters;
+}
+
+}  // namespace gpucap::calibrate

@@ -1,0 +1,107 @@
+// gpucap calibrate: fit the twin's parameters to measurements and write them to the data files.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "gpucap/calibrate/calibration.hpp"
+#include "gpucap/calibrate/data_files.hpp"
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/sim/catalog.hpp"
+
+namespace gpucap::cli {
+
+namespace {
+
+struct CalibrateFlags {
+  std::string sources = "all";
+  std::string p40_logs;
+  std::string pctodl_params;
+  std::string published;
+  bool dry_run = false;
+  bool json = false;
+};
+
+calibrate::SourcePaths source_paths(const CalibrateFlags& flags, const std::string& data_dir) {
+  const std::filesystem::path shared(resolve_shared_dir());
+  calibrate::SourcePaths paths;
+  paths.p40_logs = flags.p40_logs.empty() ? (shared / "batchdvfs-p40").string() : flags.p40_logs;
+  paths.pctodl_params = flags.pctodl_params.empty() ? (shared / "pctodl").string() : flags.pctodl_params;
+  paths.published =
+      flags.published.empty() ? (std::filesystem::path(data_dir) / "calibration" / "published.json").string()
+                              : flags.published;
+  return paths;
+}
+
+}  // namespace
+
+Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
+  auto flags = std::make_shared<CalibrateFlags>();
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit the twin's GPU, model and dataset parameters to measurements (Ceres least squares) and write them to the "
+      "data files; every fit starts from the hand estimates kept under \"_prior\"");
+  cmd->add_option("--sources", flags->sources, "p40, pctodl, published (comma-separated) or all")
+      ->capture_default_str();
+  cmd->add_option("--p40-logs", flags->p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
+  cmd->add_option("--pctodl-params", flags->pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
+  cmd->add_option("--published", flags->published, "Published curves file (default: DATA_DIR/calibration/published.json)");
+  cmd->add_flag("--dry-run", flags->dry_run, "Fit and report, but write nothing");
+  cmd->add_flag("--json", flags->json, "Print the fits as JSON");
+
+  return Command{cmd, [flags, &global] {
+                   const auto data_dir = resolve_data_dir(global);
+                   const auto catalog = sim::Catalog::load(data_dir);
+                   const auto sources = calibrate::parse_sources(flags->sources);
+                   const auto fits = calibrate::calibrate_sources(catalog, sources, source_paths(*flags, data_dir));
+                   // Nothing is written unless every fit converged.
+                   for (const auto& fit : fits) {
+                     if (!fit.result.report.converged) {
+                       throw Error(ErrorCode::not_converged,
+                                   fmt::format("calibration of {} did not converge ({}); no data file was changed",
+                                               calibrate::to_string(fit.source), fit.result.report.message));
+                     }
+                   }
+                   nlohmann::json json = nlohmann::json::array();
+                   for (const auto& fit : fits) {
+                     const auto& r = fit.result.report;
+                     nlohmann::json params = nlohmann::json::array();
+                     if (!flags->json) {
+                       fmt::print("{}: {} residuals, {} parameters, converged in {} iterations (cost {:.4g} -> {:.4g})\n",
+                                  calibrate::to_string(fit.source), r.residuals, fit.parameters.size(), r.iterations,
+                                  r.initial_cost, r.final_cost);
+                     }
+                     for (const auto& p : fit.parameters) {
+                       const double before = calibrate::parameter_value(fit.start, p);
+                       const double after = calibrate::round_for_file(calibrate::parameter_value(fit.result.params, p));
+                       if (flags->json) {
+                         params.push_back({{"parameter", p.name()}, {"prior", before}, {"fitted", after}});
+                       } else {
+                         fmt::print("  {:<48} {:>12.6g} -> {:<12.6g}\n", p.name(), before, after);
+                       }
+                     }
+                     json.push_back({{"source", calibrate::to_string(fit.source)}, {"converged", r.converged},
+                                     {"iterations", r.iterations}, {"initial_cost", r.initial_cost},
+                                     {"final_cost", r.final_cost}, {"parameters", params}});
+                   }
+                   if (!flags->dry_run) {
+                     for (const auto& fit : fits) {
+                       calibrate::write_fitted_parameters(
+                           fit.start, fit.result.params, fit.parameters,
+                           fmt::format("fitted by `gpucap calibrate` to the {} data (docs/fidelity.md)",
+                                       calibrate::to_string(fit.source)));
+                     }
+                   }
+                   if (flags->json) {
+                     std::cout << json.dump(2) << "\n";
+                   } else {
+                     fmt::print("{}\n", flags->dry_run ? "dry run: no data file was changed"
+                                                       : fmt::format("wrote the fitted values to {}", data_dir));
+                   }
+                 }};
+}
+
+}  // namespace gpucap::cli

@@ -1,0 +1,110 @@
+#include "gpucap/calibrate/p40_runs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "gpucap/calibrate/p40_emulation.hpp"
+#include "gpucap/calibrate/p40_observations.hpp"
+#include "gpucap/core/error.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::calibrate {
+namespace {
+
+const sim::Catalog& catalog() {
+  static const auto instance = sim::Catalog::load(test::data_dir());
+  return instance;
+}
+
+const std::vector<P40Run>& shared_runs() {
+  static const auto runs = load_p40_runs(test::shared_file("batchdvfs-p40"), catalog());
+  return runs;
+}
+
+TEST(P40Runs, LoadsEveryLogWithItsJobModelAndNvidiaSmiLog) {
+  const auto& runs = shared_runs();
+  ASSERT_EQ(runs.size(), 60u) << "runtimes.csv is not a log";
+  const auto& first = runs.front();
+  EXPECT_EQ(first.name, "01_InceptionV1_BatchDVFS");
+  EXPECT_EQ(first.job, 1);
+  EXPECT_EQ(first.model, "inception_v1");
+  EXPECT_EQ(first.dataset, "imagenet");
+  ASSERT_FALSE(first.smi.empty());
+  // nvidia-smi's local-time stamps moved onto the log's Unix clock: the first sample is seconds
+  // before the first step.
+  EXPECT_NEAR(first.smi.front().time_s, first.log.rows.front().time_s, 60.0);
+  EXPECT_TRUE(first.window_closed.front());
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.clock_mhz.size(), run.log.rows.size()) << run.name;
+    if (run.job > 15) {
+      EXPECT_EQ(run.dataset, "caltech256");
+    }
+  }
+}
+
+TEST(P40Runs, ClipperClocksComeFromNvidiaSmi) {
+  for (const auto& run : shared_runs()) {
+    if (run.name != "18_InceptionV3_Clipper") continue;
+    // The GPU held this run mostly at 1303 MHz (nvidia-smi), not at the 1531-MHz boost clock.
+    std::size_t at_1303 = 0;
+    for (const double f : run.clock_mhz) at_1303 += f == 1303.0 ? 1u : 0u;
+    EXPECT_GT(at_1303, run.clock_mhz.size() / 2);
+    return;
+  }
+  FAIL() << "18_InceptionV3_Clipper not found";
+}
+
+TEST(P40Runs, BadFolderContentsAreReported) {
+  test::TempDir dir;
+  EXPECT_THROW((void)load_p40_runs(dir.path(), catalog()), Error) << "no logs";
+  dir.write("01_InceptionV1_Frobnicate.csv", "x\n");
+  EXPECT_THROW((void)load_p40_runs(dir.path(), catalog()), Error) << "unknown controller";
+  test::TempDir model;
+  model.write("01_ResNet18_BatchDVFS.csv", "x\n");
+  EXPECT_THROW((void)load_p40_runs(model.path(), catalog()), Error) << "unknown model";
+  EXPECT_THROW((void)load_p40_runs("/nonexistent", catalog()), Error);
+}
+
+TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
+  const auto observations = p40_observations(shared_runs());
+  const auto params = TwinParams::from(catalog());
+  std::map<std::string, int> kinds;
+  for (const auto& o : observations) {
+    ++kinds[o.quantity];
+    EXPECT_GT(o.target, 0.0) << o.label;
+    EXPECT_TRUE(std::isfinite(o.predict(params))) << o.label;
+  }
+  EXPECT_GT(kinds["idle_power_w"], 50);
+  EXPECT_GT(kinds["busy_power_w"], 100);
+  EXPECT_GT(kinds["busy_s"], 50);
+  EXPECT_GT(kinds["throughput_img_s"], 300);
+  // The measured idle with a model loaded: 45-57 W at steady temperature, up to ~70 W hot.
+  for (const auto& o : observations) {
+    if (o.quantity == "idle_power_w") {
+      EXPECT_GT(o.target, 40.0) << o.label;
+      EXPECT_LT(o.target, 75.0) << o.label;
+    }
+  }
+}
+
+TEST(P40Emulation, PredictsEveryLoggedRowDeterministically) {
+  const auto params = TwinParams::from(catalog());
+  for (const auto& run : shared_runs()) {
+    if (run.name != "15_ResNetV2_152_DVFS") continue;
+    const auto rows = emulate_p40_run(run, params);
+    ASSERT_EQ(rows.size(), run.log.rows.size() - 2) << "all but the first and last row";
+    EXPECT_EQ(emulate_p40_run(run, params).front().power_w, rows.front().power_w);
+    // A heavy model at batch 256: every window catches a long compute phase near 190-200 W.
+    std::size_t close = 0;
+    for (const auto& r : rows) close += std::abs(r.power_w - r.logged_power_w) / r.logged_power_w < 0.1 ? 1u : 0u;
+    EXPECT_GT(close, rows.size() * 8 / 10);
+    return;
+  }
+  FAIL() << "15_ResNetV2_152_DVFS not found";
+}
+
+}  // namespace
+}  // namespace gpucap::calibrate

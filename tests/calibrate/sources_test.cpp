@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include "gpucap/calibrate/calibration.hpp"
+#include "gpucap/calibrate/pctodl_source.hpp"
+#include "gpucap/calibrate/published_source.hpp"
+#include "gpucap/core/error.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::calibrate {
+namespace {
+
+const sim::Catalog& catalog() {
+  static const auto instance = sim::Catalog::load(test::data_dir());
+  return instance;
+}
+
+TEST(PctodlSource, GridOfTwoQuantitiesWithAFifthHeldOut) {
+  const auto observations = pctodl_observations(test::shared_file("pctodl"), catalog());
+  // (2 RTX 3080 Ti sets x 7 models + A100 x 6 models, maxvit_t's copy left out) x 6 batches x 10 clocks x 2
+  EXPECT_EQ(observations.size(), (2u * 7u + 6u) * 6u * 10u * 2u);
+  std::size_t held_out = 0;
+  const auto params = TwinParams::from(catalog());
+  for (const auto& o : observations) {
+    held_out += o.group == "held-out" ? 1u : 0u;
+    EXPECT_TRUE(std::isfinite(o.predict(params))) << o.label;
+    EXPECT_EQ(o.label.find("a100 maxvit_t"), std::string::npos);
+  }
+  EXPECT_EQ(held_out, observations.size() / 5);
+}
+
+TEST(PublishedSource, CurvesLoadAndMalformedOnesAreNamed) {
+  const auto curves = load_published_curves(test::data_dir() + "/calibration/published.json", catalog());
+  ASSERT_GE(curves.size(), 4u);
+  const auto observations = published_observations(curves);
+  const auto params = TwinParams::from(catalog());
+  for (const auto& o : observations) EXPECT_TRUE(std::isfinite(o.predict(params))) << o.label;
+  test::TempDir dir;
+  const auto bad = dir.write("p.json", R"({"curves": [{"id": "x", "use": "maybe", "gpu": "v100", "model": "resnet50",
+      "precision": "fp32", "x": "batch", "y": "throughput_img_s", "source": "s", "points": [[1, 2]]}]})");
+  try {
+    (void)load_published_curves(bad, catalog());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("curves[0].use"), std::string::npos) << e.what();
+  }
+  const auto no_points = dir.write("q.json", R"({"curves": [{"id": "x", "use": "fit", "gpu": "v100",
+      "model": "resnet50", "precision": "fp32", "x": "batch", "y": "throughput_img_s", "source": "s", "points": []}]})");
+  EXPECT_THROW((void)load_published_curves(no_points, catalog()), Error);
+}
+
+TEST(Calibration, SourcesParseAndPriorsRestore) {
+  EXPECT_EQ(parse_sources("all").size(), 3u);
+  EXPECT_EQ(parse_sources("p40, published").size(), 2u);
+  EXPECT_THROW((void)parse_sources("p40,p40"), Error);
+  EXPECT_THROW((void)parse_sources("mlperf"), Error);
+  auto current = TwinParams::from(catalog());
+  const FitParameter p{FileKind::gpu, "p40", "power_model.sm_dynamic_w", 1, 1000, 0};
+  current.gpus.at("p40").power.sm_dynamic_w = 999.0;
+  const auto restored = at_priors(current, catalog(), {p});
+  const auto& priors = catalog().gpu("p40").priors;
+  if (priors.count(p.key) != 0) {
+    EXPECT_DOUBLE_EQ(restored.gpus.at("p40").power.sm_dynamic_w, priors.at(p.key));
+  } else {
+    EXPECT_DOUBLE_EQ(restored.gpus.at("p40").power.sm_dynamic_w, 999.0);
+  }
+}
+
+TEST(Calibration, ErrorStatistics) {
+  const auto stats = error_stats({0.01, 0.02, 0.03, 0.04, 0.10});
+  EXPECT_EQ(stats.n, 5u);
+  EXPECT_NEAR(stats.median_ape, 3.0, 1e-9);
+  EXPECT_NEAR(stats.p90_ape, 7.6, 1e-9);
+  EXPECT_NEAR(stats.mape, 4.0, 1e-9);
+}
+
+TEST(Calibration, FidelityOfAFolderOfLogsWithTheCurrentFiles) {
+  test::TempDir dir;
+  const auto logs = test::shared_file("batchdvfs-p40/dvfs256");
+  std::filesystem::create_directories(dir.file("nvidia-smi"));
+  for (const char* stem : {"13_ResNetV2_50_DVFS", "15_ResNetV2_152_DVFS"}) {
+    std::filesystem::copy(logs + "/" + stem + ".csv", dir.file(std::string(stem) + ".csv"));
+    std::filesystem::copy(logs + "/nvidia-smi/" + stem + ".txt_nvidiasmi_output.csv",
+                          dir.file(std::string("nvidia-smi/") + stem + ".txt_nvidiasmi_output.csv"));
+  }
+  FidelityOptions options;
+  options.sources = {Source::p40};
+  options.paths.p40_logs = dir.path();
+  options.p40_cross_validate = false;
+  const auto report = measure_fidelity(catalog(), options);
+  EXPECT_EQ(report.p40_runs.size(), 2u);
+  EXPECT_GT(report.p40_power.n, 80u);
+  EXPECT_LT(report.p40_power.median_ape, 10.0) << "heavy models at batch 256: compute phases always caught";
+  const auto text = fidelity_text(report);
+  const auto last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("p40 power median_ape=", 0), 0u) << last;
+  EXPECT_NE(fidelity_markdown(report, catalog(), "cmd").find("| p40 | window_max_power_w |"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucap::calibrate
