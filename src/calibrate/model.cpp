@@ -47,6 +47,9 @@ auto& gpu_field(Gpu& g, const std::string& key) {
   if (key == "host.layer_launch_s") return g.host.layer_launch_s;
   if (key == "sensor.averaging_window_s") return g.sensor.averaging_window_s;
   if (key == "clock_scaling_exponent") return g.clock_scaling_exponent;
+  if (key == "activity_spread") return g.activity_spread;
+  if (key == "autotune_compute_factor") return g.autotune_compute_factor;
+  if (key == "autotune_fixed_s") return g.autotune_fixed_s;
   throw usage_error(fmt::format("calibration cannot fit GPU key '{}'", key));
 }
 
@@ -56,6 +59,7 @@ auto& model_field(Model& m, const std::string& key) {
   if (key == "compute_efficiency.fp16") return m.fp16_efficiency;
   if (key == "power_intensity") return m.power_intensity;
   if (key == "activation_melems") return m.activation_melems;
+  if (key == "launch_scale") return m.launch_scale;
   throw usage_error(fmt::format("calibration cannot fit model key '{}'", key));
 }
 
@@ -113,9 +117,10 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "power_model.clock_tree_w", "power_model.memory_clock_w", "power_model.sm_dynamic_w",
       "power_model.memory_dynamic_w", "saturation_kelems_per_sm", "busy_overlap_exponent", "fp16_efficiency_scale",
       "fp32_efficiency_scale", "memory_efficiency", "host.batch_sync_s", "host.layer_launch_s",
-      "sensor.averaging_window_s", "clock_scaling_exponent"};
+      "sensor.averaging_window_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
+      "autotune_fixed_s"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
-                                                 "power_intensity", "activation_melems"};
+                                                 "power_intensity", "activation_melems", "launch_scale"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch"};
   switch (kind) {
     case FileKind::gpu: return gpu;

@@ -66,12 +66,20 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
 
   Waveform wave;
   for (std::size_t j = 1; j < rows.size(); ++j) {
+    // Within the step: idle while the CPU decodes, then (for a new batch size) the autotuning,
+    // then the batch's compute: its wide layers, then its narrow ones. What does not fit in the
+    // logged step is cut from the front.
+    const auto phases =
+        p40_step_phases(params, run.model, rows[j].batch_size, run.clock_mhz[j], run.new_batch_size[j]);
+    double t = rows[j].time_s;
     const double start = rows[j - 1].time_s;
-    const double end = rows[j].time_s;
-    const double idle = p40_idle_power_w(params, run.clock_mhz[j]);
-    const double busy_s = std::min(end - start, p40_busy_s(params, run.model, rows[j].batch_size, run.clock_mhz[j]));
-    wave.add(start, end - busy_s, idle);
-    wave.add(end - busy_s, end, p40_busy_power_w(params, run.model, rows[j].batch_size, run.clock_mhz[j]));
+    const double second_from = std::max(start, t - phases.compute_s / 2.0);
+    const double first_from = std::max(start, second_from - phases.compute_s / 2.0);
+    const double autotune_from = std::max(start, first_from - phases.autotune_s);
+    wave.add(start, autotune_from, phases.idle_w);
+    wave.add(autotune_from, first_from, phases.busy_w);
+    wave.add(first_from, second_from, phases.halves.first_w);
+    wave.add(second_from, t, phases.halves.second_w);
   }
 
   const double averaging_s = gpu.sensor.averaging_window_s;
@@ -86,7 +94,10 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
       r.row = i;
       r.logged_power_w = rows[i].power_w;
       r.logged_throughput = rows[i].throughput_img_s;
-      r.throughput = rows[i].batch_size / p40_step_s(params, run.model, run.dataset, rows[i].batch_size, run.clock_mhz[i]);
+      const int batch = rows[i].batch_size;
+      const double autotune_s =
+          run.new_batch_size[i] ? p40_autotune_s(params, run.model, batch, run.clock_mhz[i]) : 0.0;
+      r.throughput = batch / (p40_step_s(params, run.model, run.dataset, batch, run.clock_mhz[i]) + autotune_s);
       std::vector<double> maxima;
       for (int k = 0; k < harness.phases; ++k) {
         const double phase = (k + 0.5) / harness.phases * harness.sampler_period_s;

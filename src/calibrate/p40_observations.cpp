@@ -44,6 +44,12 @@ struct Group {
   std::vector<std::size_t> rows;
 };
 
+struct FirstStep {  // a run's first step at a new batch size
+  int batch;
+  double clock_mhz;
+  double extra_s;   // how much longer it took than the steady steps of its group
+};
+
 // Median power of 0-% samples per reported clock, over all runs: the reference that tells a caught
 // compute phase from an idle window.
 std::map<double, double> measured_idle_by_clock(const std::vector<P40Run>& runs) {
@@ -84,14 +90,32 @@ double p40_busy_power_w(const TwinParams& params, const std::string& model, int 
 
 double p40_caught_power_w(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
   const auto& gpu = params.gpus.at(kP40);
-  const double idle = p40_idle_power_w(params, clock_mhz);
-  const double busy = p40_busy_power_w(params, model, batch, clock_mhz);
-  const double share = std::min(1.0, p40_busy_s(params, model, batch, clock_mhz) / gpu.sensor.averaging_window_s);
-  return idle + (busy - idle) * share;
+  const auto point = p40_point(gpu, clock_mhz);
+  const auto profile = p40_profile(params, model, batch, clock_mhz);
+  return sim::peak_reading_w(profile, sim::busy_halves_w(gpu, point, profile), sim::idle_loaded_power_w(gpu, point),
+                             gpu.sensor.averaging_window_s);
 }
 
 double p40_busy_s(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
   return p40_profile(params, model, batch, clock_mhz).busy_s;
+}
+
+double p40_autotune_s(const TwinParams& params, const std::string& model, int batch, double clock_mhz) {
+  return sim::autotune_s(params.gpus.at(kP40), p40_profile(params, model, batch, clock_mhz));
+}
+
+P40StepPhases p40_step_phases(const TwinParams& params, const std::string& model, int batch, double clock_mhz,
+                              bool new_batch_size) {
+  const auto& gpu = params.gpus.at(kP40);
+  const auto point = p40_point(gpu, clock_mhz);
+  const auto profile = p40_profile(params, model, batch, clock_mhz);
+  P40StepPhases phases;
+  phases.idle_w = sim::idle_loaded_power_w(gpu, point);
+  phases.busy_w = sim::busy_power_w(gpu, point, profile.sm_activity, profile.memory_activity);
+  phases.halves = sim::busy_halves_w(gpu, point, profile);
+  phases.compute_s = profile.busy_s;
+  phases.autotune_s = new_batch_size ? sim::autotune_s(gpu, profile) : 0.0;
+  return phases;
 }
 
 double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch,
@@ -131,6 +155,7 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
     // batch) are left out.
     std::map<GroupKey, Group> groups;
     for (std::size_t i = 1; i + 1 < rows.size(); ++i) groups[{rows[i].batch_size, run.clock_mhz[i]}].rows.push_back(i);
+    std::vector<FirstStep> first_steps;
     for (const auto& [key, g] : groups) {
       if (g.rows.size() < options.min_rows) continue;
       const int b = key.batch;
@@ -140,14 +165,24 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
       const auto label = fmt::format("{} batch {} at {:g} MHz", run.name, b, f);
 
       std::vector<double> caught, throughput, step;
+      std::vector<std::size_t> steady;  // rows without autotuning
       const double caught_above = idle_reference(idle, f) + options.caught_margin_w;
       for (const auto i : g.rows) {
         // The first row after a window closed may hold samples of the previous batch (upstream's
         // sampler appended them late); only later rows measure this group's compute phase.
         const bool fresh_window = run.window_closed[i - 1];
         if (!fresh_window && rows[i].power_w > caught_above) caught.push_back(rows[i].power_w);
+        if (run.new_batch_size[i]) continue;
+        steady.push_back(i);
         throughput.push_back(rows[i].throughput_img_s);
         step.push_back(run.step_s(i));
+      }
+      if (steady.size() < options.min_rows) continue;
+      // The first step at a new batch size: the autotuning is what it took beyond the steady steps.
+      const double steady_step_s = median(step);
+      for (const auto i : g.rows) {
+        const double extra_s = run.step_s(i) - steady_step_s;
+        if (run.new_batch_size[i] && extra_s > options.min_autotune_s) first_steps.push_back({b, f, extra_s});
       }
       if (caught.size() >= 2) {
         // Clipper left the clock to the GPU and the group's clock is what 1-Hz nvidia-smi saw
@@ -166,7 +201,7 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
                                          }});
       // GPU busy time per step from the utilisation nvidia-smi saw during the group's steps.
       std::vector<double> util;
-      for (const auto i : g.rows) {
+      for (const auto i : steady) {
         const double from = rows[i - 1].time_s;
         const double to = rows[i].time_s;
         const auto first = std::lower_bound(run.smi.begin(), run.smi.end(), from,
@@ -176,12 +211,27 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
       if (util.size() >= options.min_smi_samples) {
         double mean_util = 0.0;
         for (const double u : util) mean_util += u / static_cast<double>(util.size());
-        const double busy_s = mean_util * median(step);
+        const double busy_s = mean_util * steady_step_s;
         if (busy_s > 1e-3) {
           observations.push_back(Observation{"p40", "busy_s", label, group, busy_s, weight_of(util.size()),
                                              [model, b, f](const TwinParams& p) { return p40_busy_s(p, model, b, f); }});
         }
       }
+    }
+    // One observation per run: the median autotuning time of its first steps at new batch sizes
+    // (single steps are noisy, and a run that changes batch size often should not outweigh the rest).
+    if (first_steps.size() >= options.min_rows) {
+      std::vector<double> extra;
+      for (const auto& s : first_steps) extra.push_back(s.extra_s);
+      const auto label = fmt::format("{} first steps at new batch sizes", run.name);
+      observations.push_back(Observation{"p40", "autotune_s", label, group, median(extra), weight_of(first_steps.size()),
+                                         [model = run.model, first_steps](const TwinParams& p) {
+                                           std::vector<double> predicted;
+                                           for (const auto& s : first_steps) {
+                                             predicted.push_back(p40_autotune_s(p, model, s.batch, s.clock_mhz));
+                                           }
+                                           return median(predicted);
+                                         }});
     }
   }
   return observations;
@@ -201,6 +251,9 @@ std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
       {FileKind::gpu, kP40, "host.layer_launch_s", 1e-6, 1e-3, 2.0},
       {FileKind::gpu, kP40, "busy_overlap_exponent", 1.0, 16.0, 1.0},
       {FileKind::gpu, kP40, "sensor.averaging_window_s", 0.02, 1.0, 1.0},
+      {FileKind::gpu, kP40, "activity_spread", 0.01, 1.0, 2.0},
+      {FileKind::gpu, kP40, "autotune_compute_factor", 0.1, 200.0, 2.0},
+      {FileKind::gpu, kP40, "autotune_fixed_s", 1e-3, 10.0, 2.0},
   };
   std::set<std::string> models, datasets;
   for (const auto& run : runs) {

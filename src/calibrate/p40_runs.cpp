@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
@@ -131,6 +132,9 @@ std::vector<P40Run> load_p40_runs(const std::string& dir, const sim::Catalog& ca
       for (const auto& row : run.log.rows) run.clock_mhz.push_back(*row.clock_mhz);
     }
     run.window_closed = windows_closed(run.log, window_s);
+    std::set<int> seen;  // row 0 (graph loading) already ran its batch size
+    for (const auto& row : run.log.rows) run.new_batch_size.push_back(seen.insert(row.batch_size).second);
+    if (!run.new_batch_size.empty()) run.new_batch_size.front() = false;
     runs.push_back(std::move(run));
   }
   return runs;

@@ -59,10 +59,10 @@ double pctodl_harness_power_w(const TwinParams& params, const std::string& gpu_i
   const double idle = sim::idle_loaded_power_w(gpu, point);
   const double busy = sim::busy_power_w(gpu, point, profile.sm_activity, profile.memory_activity);
   // The highest reading of a sensor averaging over T while batches run back to back: the duty
-  // cycle when T spans many batches, up to the busy power when one compute phase fills T.
-  const double duty = profile.busy_s / profile.latency_s();
-  const double share = std::max(duty, std::min(1.0, profile.busy_s / gpu.sensor.averaging_window_s));
-  return idle + (busy - idle) * share;
+  // cycle when T spans many batches, up to the peak of one compute phase when T is shorter.
+  const double duty_cycle_w = idle + (busy - idle) * profile.busy_s / profile.latency_s();
+  return std::max(duty_cycle_w, sim::peak_reading_w(profile, sim::busy_halves_w(gpu, point, profile), idle,
+                                                    gpu.sensor.averaging_window_s));
 }
 
 std::vector<Observation> pctodl_observations(const std::string& params_dir, const sim::Catalog& catalog) {
@@ -118,6 +118,7 @@ std::vector<FitParameter> pctodl_fit_parameters(const sim::Catalog& catalog, con
     parameters.push_back({FileKind::gpu, gpu, "clock_scaling_exponent", 0.1, 1.5, 1.0});
     parameters.push_back({FileKind::gpu, gpu, "host.batch_sync_s", 1e-6, 0.05, 2.0});
     parameters.push_back({FileKind::gpu, gpu, "host.layer_launch_s", 1e-7, 1e-3, 2.0});
+    parameters.push_back({FileKind::gpu, gpu, "activity_spread", 0.01, 1.0, 2.0});
     if (spec.memory_clocks_mhz.size() > 1) {
       parameters.push_back({FileKind::gpu, gpu, "power_model.memory_clock_w", 1.0, 150.0, 1.0});
     }
@@ -128,6 +129,7 @@ std::vector<FitParameter> pctodl_fit_parameters(const sim::Catalog& catalog, con
     parameters.push_back({FileKind::model, model, "compute_efficiency.fp16", 0.005, 1.0, 2.0});
     parameters.push_back({FileKind::model, model, "power_intensity", 0.2, 3.0, 2.0});
     parameters.push_back({FileKind::model, model, "activation_melems", 0.5, 2000.0, 2.0});
+    parameters.push_back({FileKind::model, model, "launch_scale", 0.1, 20.0, 2.0});
   }
   return parameters;
 }

@@ -31,6 +31,7 @@ struct RunFlags {
   double sample_hz = 100.0;
   std::optional<std::string> precision;
   std::string input_pipeline = "none";
+  bool autotune_new_shapes = false;
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
@@ -79,9 +80,10 @@ void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, co
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
   fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
-  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}\n", model.id,
+  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}\n", model.id,
              sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
-             spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline));
+             spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
+             spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "");
   const auto line = [](const char* label, const std::string& value) {
     fmt::print("  {:<22} {:>14}  [simulated]\n", label, value);
   };
@@ -103,6 +105,8 @@ nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& cata
           {"dataset", catalog.dataset(spec.dataset).id},
           {"algorithm", spec.algorithm},
           {"cap", spec.schedule.to_string()},
+          {"input_pipeline", sim::to_string(spec.pipeline)},
+          {"autotune_new_shapes", spec.sim.autotune_new_shapes},
           {"seed", spec.sim.seed},
           {"images", s.images},
           {"duration_s", s.duration_s},
@@ -140,6 +144,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "Host-side JPEG decode per image (cost from the dataset file): none, serial (decode, then "
                   "compute, as the BatchDVFS harness did) or overlapped")
       ->capture_default_str();
+  cmd->add_flag("--autotune-new-shapes", flags->autotune_new_shapes,
+                "The engine autotunes each batch size it has not run before (TF1 + cuDNN, PyTorch with "
+                "cudnn.benchmark): that batch takes longer, at busy power (cost from the GPU file)");
   cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   flags->controller.add_to(*cmd);
@@ -164,6 +171,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                    spec.controller = flags->controller.options();
                    spec.sim.seed = parse_seed(flags->seed);
                    spec.sim.sample_hz = flags->sample_hz;
+                   spec.sim.autotune_new_shapes = flags->autotune_new_shapes;
 
                    runtime::SimJob job(catalog, spec);  // validates before any file is created
                    std::unique_ptr<TraceFile> trace;

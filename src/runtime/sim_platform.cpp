@@ -38,7 +38,9 @@ SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, s
       clock_(twin_),
       engine_(twin_),
       device_(twin_, options.writes_permitted),
-      meter_(twin_.sensor(), options.sample_hz) {}
+      meter_(twin_.sensor(), options.sample_hz) {
+  twin_.set_autotune_new_shapes(options.autotune_new_shapes);
+}
 
 std::string SimPlatform::description() const {
   const auto& pipeline = twin_.pipeline();
@@ -46,8 +48,9 @@ std::string SimPlatform::description() const {
                          ? std::string()
                          : fmt::format(", {} input pipeline at {:.2f} ms/image", sim::to_string(pipeline.mode),
                                        pipeline.seconds_per_image * 1e3);
-  return fmt::format("simulated {} running {} ({}{})", twin_.gpu().name, twin_.model().id,
-                     sim::to_string(twin_.precision()), input);
+  const auto autotune = twin_.autotune_new_shapes() ? std::string(", autotuning each new batch size") : std::string();
+  return fmt::format("simulated {} running {} ({}{}{})", twin_.gpu().name, twin_.model().id,
+                     sim::to_string(twin_.precision()), input, autotune);
 }
 
 control::PlatformLimits SimPlatform::controller_limits() const {

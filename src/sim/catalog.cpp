@@ -147,6 +147,10 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.fp16_efficiency_scale = f.positive_or("fp16_efficiency_scale", 1.0);
   gpu.fp32_efficiency_scale = f.positive_or("fp32_efficiency_scale", 1.0);
   gpu.clock_scaling_exponent = f.positive_or("clock_scaling_exponent", 1.0);
+  gpu.activity_spread = f.non_negative_or("activity_spread", 0.0);
+  require(gpu.activity_spread <= 1.0, f, "activity_spread", "must be in [0, 1]");
+  gpu.autotune_compute_factor = f.non_negative_or("autotune_compute_factor", 0.0);
+  gpu.autotune_fixed_s = f.non_negative_or("autotune_fixed_s", 0.0);
 
   const auto voltage = f.object("voltage");
   gpu.voltage.min_v = voltage.positive("min_v");
@@ -204,6 +208,7 @@ ModelSpec load_model_spec(const std::string& path) {
   model.fp32_efficiency = efficiency.fraction("fp32");
   model.fp16_efficiency = efficiency.fraction("fp16");
   model.power_intensity = f.positive_or("power_intensity", 1.0);
+  model.launch_scale = f.positive_or("launch_scale", 1.0);
   return model;
 }
 

@@ -68,16 +68,38 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
   // Weights are read once per batch; feature maps are written and read back once per image.
   const double bytes = model.params_m * 1e6 * value_bytes + b * model.activation_melems * 1e6 * value_bytes * 2.0;
   const double memory_s = bytes / (bandwidth_bps * gpu.memory_efficiency);
-  const double launch_s = model.layers * gpu.host.layer_launch_s;
+  const double launch_s = model.layers * gpu.host.layer_launch_s * model.launch_scale;
 
   const double input_bytes = b * 3.0 * model.input_size * model.input_size * value_bytes;
   BatchProfile profile;
   profile.prep_s = gpu.host.batch_sync_s + (copy_input ? input_bytes / (gpu.host.pcie_gbps * 1e9) : 0.0);
   profile.busy_s = combine_busy_s(gpu, compute_s, memory_s, launch_s);
+  profile.compute_s = compute_s;
   const double occupancy = b / (b + b_half);
   profile.sm_activity = std::min(1.0, occupancy * compute_s / profile.busy_s) * model.power_intensity;
   profile.memory_activity = std::min(1.0, bytes / (profile.busy_s * bandwidth_bps));
+  profile.activity_spread = std::clamp(gpu.activity_spread * (1.0 - occupancy), 0.0, 1.0);
   return profile;
+}
+
+double autotune_s(const GpuSpec& gpu, const BatchProfile& profile) {
+  return gpu.autotune_compute_factor * profile.compute_s + gpu.autotune_fixed_s;
+}
+
+BusyHalves busy_halves_w(const GpuSpec& gpu, OperatingPoint point, const BatchProfile& profile) {
+  const double a = profile.sm_activity;
+  const double d = profile.activity_spread;
+  return {busy_power_w(gpu, point, a * (1.0 + d), profile.memory_activity),
+          busy_power_w(gpu, point, a * (1.0 - d), profile.memory_activity)};
+}
+
+double peak_reading_w(const BatchProfile& profile, BusyHalves halves, double idle_w, double window_s) {
+  if (!(window_s > 0.0)) return halves.first_w;
+  const double half_s = profile.busy_s / 2.0;
+  const double in_first = std::min(window_s, half_s);
+  const double in_second = std::clamp(window_s - half_s, 0.0, half_s);
+  const double in_idle = std::max(0.0, window_s - profile.busy_s);
+  return (halves.first_w * in_first + halves.second_w * in_second + idle_w * in_idle) / window_s;
 }
 
 double idle_loaded_power_w(const GpuSpec& gpu, OperatingPoint point) {

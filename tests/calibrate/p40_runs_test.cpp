@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "gpucap/calibrate/p40_emulation.hpp"
 #include "gpucap/calibrate/p40_observations.hpp"
@@ -45,6 +47,22 @@ TEST(P40Runs, LoadsEveryLogWithItsJobModelAndNvidiaSmiLog) {
   }
 }
 
+TEST(P40Runs, MarksTheFirstStepAtEachNewBatchSize) {
+  for (const auto& run : shared_runs()) {
+    ASSERT_EQ(run.new_batch_size.size(), run.log.rows.size()) << run.name;
+    std::set<int> sizes;
+    for (const auto& row : run.log.rows) sizes.insert(row.batch_size);
+    const auto marked = std::count(run.new_batch_size.begin(), run.new_batch_size.end(), true);
+    // Row 0 ran while the graph loaded: its batch size is not new afterwards.
+    EXPECT_EQ(static_cast<std::size_t>(marked), sizes.size() - 1) << run.name;
+    EXPECT_FALSE(run.new_batch_size.front()) << run.name;
+    for (std::size_t i = 1; i < run.log.rows.size(); ++i) {
+      if (!run.new_batch_size[i]) continue;
+      for (std::size_t j = 0; j < i; ++j) EXPECT_NE(run.log.rows[j].batch_size, run.log.rows[i].batch_size);
+    }
+  }
+}
+
 TEST(P40Runs, ClipperClocksComeFromNvidiaSmi) {
   for (const auto& run : shared_runs()) {
     if (run.name != "18_InceptionV3_Clipper") continue;
@@ -81,6 +99,9 @@ TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
   EXPECT_GT(kinds["busy_power_w"], 100);
   EXPECT_GT(kinds["busy_s"], 50);
   EXPECT_GT(kinds["throughput_img_s"], 300);
+  // One per run whose first steps at new batch sizes were measurably longer (TF1 autotuning).
+  EXPECT_GT(kinds["autotune_s"], 20);
+  EXPECT_LE(kinds["autotune_s"], 60);
   // The measured idle with a model loaded: 45-57 W at steady temperature, up to ~70 W hot.
   for (const auto& o : observations) {
     if (o.quantity == "idle_power_w") {

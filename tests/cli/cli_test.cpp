@@ -107,6 +107,19 @@ TEST(Cli, RunJsonIsMachineReadable) {
   EXPECT_GT(json["throughput_img_s"].get<double>(), 0.0);
 }
 
+TEST(Cli, AutotuningEachNewBatchSizeCostsThroughput) {
+  const auto run = [](const std::vector<std::string>& more) {
+    const auto r = gpucap(with(kRun, with({"--power-cap", "150", "--images", "5000", "--json"}, more)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto plain = run({});
+  const auto tuned = run({"--autotune-new-shapes"});
+  EXPECT_FALSE(plain["autotune_new_shapes"].get<bool>());
+  EXPECT_TRUE(tuned["autotune_new_shapes"].get<bool>());
+  EXPECT_LT(tuned["throughput_img_s"].get<double>(), plain["throughput_img_s"].get<double>());
+}
+
 TEST(Cli, RunRejectsBadInput) {
   expect_error({"run", "--gpu", "k80", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "131"}, 2,
                "unknown GPU 'k80'");
@@ -291,6 +304,10 @@ TEST(Cli, CalibrateFitsAndWritesOnlyWhenAsked) {
   test::TempDir dir;
   const auto data = copied_data_dir(dir);
   const auto v100 = data + "/gpus/v100.json";
+  // Move one fitted value away from its fit, so that writing the fit must change the file.
+  auto perturbed = nlohmann::json::parse(read_text_file(v100));
+  perturbed["busy_overlap_exponent"] = 1.5;
+  std::ofstream(v100) << perturbed.dump(2) << "\n";
   const auto before = read_text_file(v100);
   const auto run = [&](const std::string& extra) {
     const auto command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data) + " calibrate --sources published " +
@@ -304,6 +321,7 @@ TEST(Cli, CalibrateFitsAndWritesOnlyWhenAsked) {
   ASSERT_EQ(run(""), 0) << read_text_file(dir.file("err"));
   const auto after = read_text_file(v100);
   EXPECT_NE(after, before);
+  EXPECT_NE(nlohmann::json::parse(after)["busy_overlap_exponent"].get<double>(), 1.5);
   EXPECT_NE(after.find("\"_calibration\""), std::string::npos);
   // The fit starts from the priors, so calibrating again gives the same files.
   ASSERT_EQ(run(""), 0);

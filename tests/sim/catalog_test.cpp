@@ -105,6 +105,22 @@ TEST(Catalog, MalformedFilesAreNamed) {
   }
 }
 
+TEST(Catalog, ActivitySpreadAboveOneIsRejected) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
+  const auto at = text.find("\"activity_spread\":");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find(',', at) - at, "\"activity_spread\": 1.5");
+  const auto root = data_dir_with(dir, "gpus/p40.json", text);
+  try {
+    (void)Catalog::load(root);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: activity_spread: must be in [0, 1]"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Catalog, DuplicateNamesAreRejected) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/models/resnet50.json");

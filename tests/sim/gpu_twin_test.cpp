@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
 
@@ -11,6 +13,7 @@ namespace {
 class GpuTwinTest : public ::testing::Test {
  protected:
   Catalog catalog = Catalog::load(test::data_dir());
+  double p40_sensor_period_s() const { return catalog.gpu("p40").sensor.update_period_s; }
   GpuTwin make(const char* gpu, const char* model, std::uint64_t seed = 1) {
     const auto& m = catalog.model(model);
     return GpuTwin(catalog.gpu(gpu), m, m.precision, seed);
@@ -80,6 +83,30 @@ TEST_F(GpuTwinTest, SensorSeesTheInputPreparationDips) {
   }
   EXPECT_GT(max_w, 150.0);
   EXPECT_LT(min_w, 0.7 * max_w);
+}
+
+TEST_F(GpuTwinTest, AutotunesOnlyTheFirstBatchOfEachSizeAndOnlyWhenAsked) {
+  auto plain = make("p40", "resnet_v2_50");
+  EXPECT_EQ(plain.run_batch(8).autotune_s, 0.0);
+
+  auto twin = make("p40", "resnet_v2_50");
+  twin.set_autotune_new_shapes(true);
+  const auto first = twin.run_batch(8);
+  const auto second = twin.run_batch(8);
+  const auto other_size = twin.run_batch(16);
+  const auto again = twin.run_batch(8);
+  EXPECT_GT(first.autotune_s, 0.0);
+  EXPECT_EQ(second.autotune_s, 0.0);
+  EXPECT_GT(other_size.autotune_s, 0.0);
+  EXPECT_EQ(again.autotune_s, 0.0);
+  EXPECT_NEAR(first.latency_s() - second.latency_s(), first.autotune_s, 0.05 * first.autotune_s);
+  // The GPU is busy while it autotunes: the sensor sees busy power for that long.
+  EXPECT_GT(first.autotune_s, 0.1);
+  const auto readings = twin.sensor().take_readings();
+  const auto busy = std::count_if(readings.begin(), readings.end(), [&](const auto& r) {
+    return r.time_s < first.end_s && r.power_w > 0.9 * first.busy_power_w;
+  });
+  EXPECT_GT(static_cast<double>(busy) * p40_sensor_period_s(), 0.8 * first.autotune_s);
 }
 
 }  // namespace

@@ -84,6 +84,43 @@ TEST_F(PerfModel, BusyPhaseDrawsMoreThanPreparation) {
             busy_power_w(p40, point, profile.sm_activity, profile.memory_activity));
 }
 
+TEST_F(PerfModel, BusyHalvesKeepTheMeanAndSpreadOnlyWhenTheGpuIsNotFull) {
+  const auto& model = catalog.model("inception_v4");
+  const OperatingPoint point{1531, p40.default_memory_clock_mhz};
+  ASSERT_GT(p40.activity_spread, 0.0);
+  double previous_spread = 1.0;
+  for (const int batch : {1, 4, 16, 64, 255}) {
+    const auto profile = profile_batch(p40, model, model.precision, batch, point);
+    const auto halves = busy_halves_w(p40, point, profile);
+    const double mean_w = busy_power_w(p40, point, profile.sm_activity, profile.memory_activity);
+    EXPECT_NEAR((halves.first_w + halves.second_w) / 2.0, mean_w, 1e-9 * mean_w) << batch;
+    EXPECT_GT(halves.first_w, halves.second_w) << batch;
+    EXPECT_LT(profile.activity_spread, previous_spread) << batch;  // larger batches fill the GPU: less spread
+    previous_spread = profile.activity_spread;
+  }
+}
+
+TEST_F(PerfModel, PeakReadingAveragesWhatTheSensorWindowCovers) {
+  BatchProfile profile;
+  profile.busy_s = 0.010;
+  const BusyHalves halves{200.0, 100.0};
+  EXPECT_DOUBLE_EQ(peak_reading_w(profile, halves, 50.0, 0.004), 200.0);   // inside the first half
+  EXPECT_DOUBLE_EQ(peak_reading_w(profile, halves, 50.0, 0.010), 150.0);   // the whole busy phase
+  EXPECT_DOUBLE_EQ(peak_reading_w(profile, halves, 50.0, 0.020), 100.0);   // half busy, half idle
+  EXPECT_DOUBLE_EQ(peak_reading_w(profile, halves, 50.0, 0.0), 200.0);     // an instantaneous sensor
+}
+
+TEST_F(PerfModel, AutotuneGrowsWithTheBatchsComputeTime) {
+  const auto& model = catalog.model("resnet_v2_50");
+  const OperatingPoint point{1303, p40.default_memory_clock_mhz};
+  const auto small = profile_batch(p40, model, model.precision, 1, point);
+  const auto large = profile_batch(p40, model, model.precision, 128, point);
+  EXPECT_GE(autotune_s(p40, small), p40.autotune_fixed_s);
+  EXPECT_GT(autotune_s(p40, large), autotune_s(p40, small));
+  EXPECT_DOUBLE_EQ(autotune_s(p40, large) - autotune_s(p40, small),
+                   p40.autotune_compute_factor * (large.compute_s - small.compute_s));
+}
+
 TEST_F(PerfModel, FirmwareLimitLowersTheClockUntilPowerFits) {
   const auto& model = catalog.model("resnet_v2_152");
   const OperatingPoint top{1531, 3615};

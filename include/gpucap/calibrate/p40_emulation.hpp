@@ -3,11 +3,12 @@
 // and predicts what each logged row should show.
 //
 // Each logged step keeps its logged length, batch and clock; within it the twin places its own
-// compute phase at the end (the harness decoded the batch first, then computed) at busy power,
-// and idle-with-context power before it. The harness's power list was filled by a sampler that
-// read the (averaging) sensor every `sampler_period_s` and was cleared whenever the controller
-// closed a window; the logged value of a row is the list's maximum. The sampler's phase is
-// unknown, so the prediction is the median over evenly spread phases.
+// compute phase at the end (the harness decoded the batch first, then computed), after the
+// autotuning on a step that ran a new batch size, and idle-with-context power before it. The
+// harness's power list was filled by a sampler that read the (averaging) sensor every
+// `sampler_period_s` and was cleared whenever the controller closed a window; the logged value
+// of a row is the list's maximum. The sampler's phase is unknown, so the prediction is the
+// median over evenly spread phases.
 
 #include <vector>
 

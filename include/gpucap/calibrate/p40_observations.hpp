@@ -9,11 +9,14 @@
 //                    half weight for Clipper runs, whose clocks the GPU chose
 //   busy_s           GPU busy time per step: mean utilisation × step time (nvidia-smi)
 //   throughput_img_s logged per-step throughput (decode + compute: the twin's serial pipeline)
+//   autotune_s       per run, how much longer than their groups' steady steps the first steps at new
+//                    batch sizes took (median)
 
 #include <vector>
 
 #include "gpucap/calibrate/model.hpp"
 #include "gpucap/calibrate/p40_runs.hpp"
+#include "gpucap/sim/perf_model.hpp"
 
 namespace gpucap::calibrate {
 
@@ -28,6 +31,20 @@ inline constexpr double kP40MemoryClockMhz = 3615.0;
 [[nodiscard]] double p40_caught_power_w(const TwinParams& params, const std::string& model, int batch,
                                         double clock_mhz);
 [[nodiscard]] double p40_busy_s(const TwinParams& params, const std::string& model, int batch, double clock_mhz);
+// GPU time TF1 spent autotuning on the first step at a new batch size.
+[[nodiscard]] double p40_autotune_s(const TwinParams& params, const std::string& model, int batch, double clock_mhz);
+
+// The GPU's side of one step: idle, autotuning (if the batch size is new) at the batch's mean busy
+// power, then the two halves of its compute phase.
+struct P40StepPhases {
+  double idle_w = 0.0;
+  double busy_w = 0.0;  // mean over the compute phase
+  sim::BusyHalves halves;
+  double compute_s = 0.0;
+  double autotune_s = 0.0;  // zero unless the batch size is new
+};
+[[nodiscard]] P40StepPhases p40_step_phases(const TwinParams& params, const std::string& model, int batch,
+                                            double clock_mhz, bool new_batch_size);
 // Host decode + input copy + compute: the step time of the serial input pipeline.
 [[nodiscard]] double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset,
                                 int batch, double clock_mhz);
@@ -36,6 +53,7 @@ struct P40ObservationOptions {
   double caught_margin_w = 10.0;  // a window maximum this far above idle caught a compute phase
   std::size_t min_rows = 3;       // steps a (batch, clock) group needs
   std::size_t min_smi_samples = 10;
+  double min_autotune_s = 0.05;   // a first step this much longer than the steady ones autotuned
 };
 
 // Observations from these runs; their group is "job N".

@@ -22,6 +22,8 @@ struct P40Run {
   std::vector<double> clock_mhz;      // per row: the logged DVFS level, or for Clipper runs (clocks
                                       // left to the GPU) the median SM clock nvidia-smi saw busy
   std::vector<bool> window_closed;    // per row: the controller closed a window right after it
+  std::vector<bool> new_batch_size;   // per row: the run's first step at this batch size (TF1 autotuned
+                                      // its convolutions for the new shape during it)
 
   [[nodiscard]] double step_s(std::size_t row) const { return log.rows[row].time_s - log.rows[row - 1].time_s; }
 };

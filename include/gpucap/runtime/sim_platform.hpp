@@ -30,6 +30,7 @@ class SimPowerMeter final : public PowerMeter {
 struct SimOptions {
   std::uint64_t seed = 1;
   sim::InputPipeline pipeline;   // default: inputs ready, no host-side decode
+  bool autotune_new_shapes = false;  // the engine autotunes each new batch size (GpuTwin)
   double sample_hz = 100.0;      // power meter sampling rate
   bool writes_permitted = true;  // false: an unprivileged process (batch size only)
 };

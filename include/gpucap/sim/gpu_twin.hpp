@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 
 #include "gpucap/sim/noise.hpp"
 #include "gpucap/sim/perf_model.hpp"
@@ -22,6 +23,7 @@ struct BatchRecord {
   double prep_power_w = 0.0;
   double busy_power_w = 0.0;
   double host_s = 0.0;             // host-side input preparation that kept the GPU idle
+  double autotune_s = 0.0;         // the engine benchmarking algorithms for a batch size it had not seen
   bool power_limited = false;      // the firmware lowered the clock for this batch
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
 };
@@ -35,6 +37,10 @@ class GpuTwin {
   [[nodiscard]] const ModelSpec& model() const { return model_; }
   [[nodiscard]] Precision precision() const { return precision_; }
   [[nodiscard]] const InputPipeline& pipeline() const { return pipeline_; }
+  // An engine that autotunes per input shape (TF1 + cuDNN, PyTorch with cudnn.benchmark): the
+  // first batch of each batch size costs extra GPU time (sim::autotune_s).
+  void set_autotune_new_shapes(bool on) { autotune_new_shapes_ = on; }
+  [[nodiscard]] bool autotune_new_shapes() const { return autotune_new_shapes_; }
 
   // Controls. nullopt = not locked / driver default. Values must already be validated against
   // the ranges; clocks snap to the nearest supported clock, as the driver does.
@@ -67,6 +73,8 @@ class GpuTwin {
   ModelSpec model_;
   Precision precision_;
   InputPipeline pipeline_;
+  bool autotune_new_shapes_ = false;
+  std::set<int> tuned_batch_sizes_;
   PowerSensor sensor_;
   Noise latency_noise_;
   std::optional<double> sm_lock_mhz_;

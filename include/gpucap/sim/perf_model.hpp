@@ -23,8 +23,10 @@ struct OperatingPoint {
 struct BatchProfile {
   double prep_s = 0.0;            // input copy + synchronisation: GPU idle at its clocks
   double busy_s = 0.0;            // kernels running
+  double compute_s = 0.0;         // the arithmetic part of busy_s (FLOPs at the achievable rate)
   double sm_activity = 0.0;       // SM switching activity during busy_s: busy share × the model's power intensity
   double memory_activity = 0.0;   // fraction of memory bandwidth used during busy_s, 0..1
+  double activity_spread = 0.0;   // δ: the busy phase's halves run at sm_activity·(1±δ) (GpuSpec::activity_spread)
   [[nodiscard]] double latency_s() const { return prep_s + busy_s; }
 };
 
@@ -46,6 +48,25 @@ struct BatchProfile {
 
 [[nodiscard]] double busy_power_w(const GpuSpec& gpu, OperatingPoint point, double sm_activity,
                                   double memory_activity);
+
+// The power of the two halves of the busy phase (wide layers first, then narrow ones); their mean
+// is busy_power_w at the profile's mean activity.
+struct BusyHalves {
+  double first_w = 0.0;
+  double second_w = 0.0;
+};
+[[nodiscard]] BusyHalves busy_halves_w(const GpuSpec& gpu, OperatingPoint point, const BatchProfile& profile);
+
+// The highest reading of a sensor that averages over `window_s`, for one batch's busy phase
+// preceded and followed by `idle_w` (a window that starts where the busy phase starts).
+[[nodiscard]] double peak_reading_w(const BatchProfile& profile, BusyHalves halves, double idle_w, double window_s);
+
+// GPU time an autotuning engine spends on the first batch of a new input shape: running the
+// candidate algorithms of every convolution (∝ the batch's compute time) plus a fixed cost per
+// shape. The twin runs it at the batch's busy power: fitted to the P40 logs, this matches the
+// window maxima of small and mid-sized models better than putting the fixed part at idle power,
+// though it overstates the power of the smallest ones (MobileNetV1 0.25/0.5), see docs/simulator.md.
+[[nodiscard]] double autotune_s(const GpuSpec& gpu, const BatchProfile& profile);
 
 // Time-weighted power of one batch (what the board's power limiter regulates).
 [[nodiscard]] double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, OperatingPoint point);

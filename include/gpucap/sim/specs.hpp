@@ -80,6 +80,18 @@ struct GpuSpec {
   // Achieved compute rate ∝ (f / boost)^exponent: 1 is ideal clock scaling; below 1, parts of the
   // chip that do not follow the SM clock (L2, crossbar) make throughput less clock-sensitive.
   double clock_scaling_exponent = 1.0;
+  // How unevenly a batch's layers fill the GPU. Early layers (large feature maps) fill it even at
+  // batch 1; late, narrow ones do not. The busy phase's first half runs at SM activity a·(1+δ), the
+  // second at a·(1−δ), with δ = activity_spread · (1 − occupancy): no spread once every layer
+  // fills the GPU. Energy and time are unchanged; a sensor that samples fast sees the peak. In [0, 1].
+  double activity_spread = 0.0;
+  // Engines that benchmark convolution algorithms the first time they see an input shape (TF1 with
+  // cuDNN autotuning, PyTorch with cudnn.benchmark) spend extra time on the first batch of each
+  // new batch size, at busy power: autotune_compute_factor × the batch's compute time (every
+  // candidate algorithm runs every convolution) + autotune_fixed_s (allocation, synchronisation,
+  // per-shape bookkeeping). See GpuTwin::set_autotune_new_shapes.
+  double autotune_compute_factor = 0.0;
+  double autotune_fixed_s = 0.0;
   double latency_jitter_fraction = 0.0;
   VoltageCurve voltage;
   PowerParams power;
@@ -108,6 +120,10 @@ struct ModelSpec {
   double fp32_efficiency = 0.0;       // achievable fraction of FP32 peak at full occupancy
   double fp16_efficiency = 0.0;       // achievable fraction of FP16 peak at full occupancy
   double power_intensity = 1.0;       // switching activity per busy SM relative to a dense convnet
+  // Host launch cost per layer relative to the GPU's layer_launch_s: how many framework ops each
+  // layer dispatches (eager PyTorch launches conv, norm and activation separately; depthwise
+  // blocks launch more small kernels per MAC than dense ones).
+  double launch_scale = 1.0;
 };
 
 struct DatasetSpec {
