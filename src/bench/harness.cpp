@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <exception>
 #include <filesystem>
 #include <mutex>
@@ -12,6 +15,8 @@
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/runtime/tuning.hpp"
+#include "gpucap/tune/oracle.hpp"
 #include "gpucap/sim/noise.hpp"
 
 namespace gpucap::bench {
@@ -89,51 +94,121 @@ BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const Bench
 
 }  // namespace
 
+namespace {
+
+// Runs task(i) for i in [0, n) on `threads` threads; the first exception stops the handing out of
+// work and is rethrown once every thread has finished.
+void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& task,
+                  const std::function<void()>& finished_one) {
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;
+  std::exception_ptr failure;
+  const auto worker = [&] {
+    while (true) {
+      const auto index = next.fetch_add(1);
+      if (index >= n) return;
+      try {
+        task(index);
+      } catch (...) {
+        const std::lock_guard lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = n;  // stop handing out work
+        return;
+      }
+      if (finished_one) {
+        const std::lock_guard lock(mutex);
+        finished_one();
+      }
+    }
+  };
+  const auto thread_count = std::min<std::size_t>(static_cast<std::size_t>(threads), n);
+  {
+    // jthreads join when this block ends, also if starting one of them throws.
+    std::vector<std::jthread> pool;
+    for (std::size_t t = 1; t < thread_count; ++t) pool.emplace_back(worker);
+    worker();
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+// The oracle's mean throughput over a run of `duration_s` under `schedule`: each cap's best
+// feasible configuration of the grid, weighted by how long the cap held.
+double oracle_throughput(const std::vector<tune::Trial>& grid, const CapSchedule& schedule, double duration_s) {
+  const auto& steps = schedule.steps();
+  double images = 0.0;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const double from = std::clamp(steps[k].time_s, 0.0, duration_s);
+    const double to = k + 1 < steps.size() ? std::clamp(steps[k + 1].time_s, 0.0, duration_s) : duration_s;
+    if (to <= from) continue;
+    const auto best = tune::best_feasible(grid, steps[k].cap_w);
+    if (!best) return 0.0;  // some cap no configuration meets: no oracle for this run
+    images += best->result.throughput_img_s * (to - from);
+  }
+  return duration_s > 0.0 ? images / duration_s : 0.0;
+}
+
+}  // namespace
+
+std::optional<double> BenchRun::pct_of_oracle() const {
+  if (!(oracle_throughput_img_s > 0.0)) return std::nullopt;
+  return 100.0 * summary.throughput_img_s / oracle_throughput_img_s;
+}
+
 std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options) {
   validate_bench(matrix, catalog, options);
   std::vector<Task> tasks;
   for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
     for (std::size_t a = 0; a < options.algorithms.size(); ++a) tasks.push_back(Task{j, a});
   }
-  std::vector<BenchRun> runs(tasks.size());
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  const auto worker = [&] {
-    while (true) {
-      const auto index = next.fetch_add(1);
-      if (index >= tasks.size()) return;
-      try {
-        runs[index] = run_task(matrix, catalog, options, tasks[index]);
-      } catch (...) {
-        const std::lock_guard lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next = tasks.size();  // stop handing out work
-        return;
-      }
-      const auto finished = done.fetch_add(1) + 1;
-      if (options.progress) {
-        const std::lock_guard lock(failure_mutex);
-        options.progress(finished, tasks.size());
-      }
+  // The oracle's grid depends on the model only (the caps are applied afterwards): one per model.
+  std::vector<std::string> models;
+  if (options.oracle) {
+    for (const auto& job : matrix.jobs) {
+      if (std::find(models.begin(), models.end(), job.model) == models.end()) models.push_back(job.model);
     }
-  };
-  const auto thread_count = std::min<std::size_t>(static_cast<std::size_t>(options.threads), tasks.size());
-  {
-    // jthreads join when this block ends, also if starting one of them throws.
-    std::vector<std::jthread> threads;
-    for (std::size_t t = 1; t < thread_count; ++t) threads.emplace_back(worker);
-    worker();
   }
-  if (failure) std::rethrow_exception(failure);
+  const std::size_t total = models.size() + tasks.size();
+  std::size_t done = 0;
+  const auto progress = [&] {
+    ++done;
+    if (options.progress) options.progress(done, total);
+  };
+  std::vector<std::vector<tune::Trial>> grids(models.size());
+  parallel_for(
+      models.size(), options.threads,
+      [&](std::size_t m) {
+        runtime::TrialOptions trial_options;
+        trial_options.measure_s = options.oracle_measure_s;
+        trial_options.sample_hz = options.sample_hz;
+        trial_options.seed = options.seed;
+        const runtime::SimTrialRunner runner(catalog, matrix.gpu, models[m], trial_options);
+        tune::OracleTuner oracle(runtime::default_search_space(runner.gpu()));
+        grids[m] = runtime::run_tuner(
+                       oracle, [&runner](const tune::ConfigPoint& p) { return runner.measure(p); },
+                       /*cap_w=*/0.0, 0)
+                       .trials;
+      },
+      progress);
+  std::vector<BenchRun> runs(tasks.size());
+  parallel_for(
+      tasks.size(), options.threads,
+      [&](std::size_t i) {
+        runs[i] = run_task(matrix, catalog, options, tasks[i]);
+        const auto model = std::find(models.begin(), models.end(), runs[i].model);
+        if (model != models.end()) {
+          runs[i].oracle_throughput_img_s =
+              oracle_throughput(grids[static_cast<std::size_t>(model - models.begin())], runs[i].schedule,
+                                runs[i].summary.duration_s);
+        }
+      },
+      progress);
   return runs;
 }
 
 std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>& runs) {
   std::string out =
       "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
-      "over_cap_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,max_power_w,platform\n";
+      "oracle_throughput_img_s,pct_of_oracle,over_cap_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,max_power_w,platform\n";
   for (const auto& run : runs) {
     const auto& s = run.summary;
     // A constant cap fills cap_w; a schedule fills cap_schedule as "TIME:CAP" pairs separated by spaces.
@@ -144,9 +219,11 @@ std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>&
         schedule += fmt::format("{}{:g}:{:g}", schedule.empty() ? "" : " ", step.time_s, step.cap_w);
       }
     }
-    out += fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{}\n",
+    const auto pct = run.pct_of_oracle();
+    const auto oracle = run.oracle_throughput_img_s > 0.0 ? fmt::format("{:.3f}", run.oracle_throughput_img_s) : "";
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{}\n",
                        matrix.id, run.job, run.model, run.dataset, cap_w, schedule, run.algorithm, s.images, s.duration_s,
-                       s.throughput_img_s, s.over_cap_windows_pct, s.time_over_cap_s, s.energy_j,
+                       s.throughput_img_s, oracle, pct ? fmt::format("{:.2f}", *pct) : "", s.over_cap_windows_pct, s.time_over_cap_s, s.energy_j,
                        s.energy_j / static_cast<double>(s.images), s.mean_power_w, s.max_power_w,
                        s.simulated ? "sim" : "real");
   }
@@ -167,6 +244,9 @@ nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchR
                     {"images", s.images},
                     {"duration_s", s.duration_s},
                     {"throughput_img_s", s.throughput_img_s},
+                    {"oracle_throughput_img_s",
+                     run.oracle_throughput_img_s > 0.0 ? nlohmann::json(run.oracle_throughput_img_s) : nlohmann::json()},
+                    {"pct_of_oracle", run.pct_of_oracle() ? nlohmann::json(*run.pct_of_oracle()) : nlohmann::json()},
                     {"over_cap_windows_pct", s.over_cap_windows_pct},
                     {"time_over_cap_s", s.time_over_cap_s},
                     {"energy_j", s.energy_j},
@@ -182,11 +262,18 @@ nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchR
 
 namespace {
 
-using Metric = double (*)(const runtime::RunSummary&);
+// A per-run figure; NaN where the run has none (no oracle).
+using Metric = double (*)(const BenchRun&);
 
-double throughput(const runtime::RunSummary& s) { return s.throughput_img_s; }
-double over_cap(const runtime::RunSummary& s) { return s.over_cap_windows_pct; }
-double joules_per_image(const runtime::RunSummary& s) { return s.energy_j / static_cast<double>(s.images); }
+double throughput(const BenchRun& r) { return r.summary.throughput_img_s; }
+double over_cap(const BenchRun& r) { return r.summary.over_cap_windows_pct; }
+double joules_per_image(const BenchRun& r) { return r.summary.energy_j / static_cast<double>(r.summary.images); }
+double oracle(const BenchRun& r) {
+  return r.oracle_throughput_img_s > 0.0 ? r.oracle_throughput_img_s : std::numeric_limits<double>::quiet_NaN();
+}
+double pct_of_oracle(const BenchRun& r) {
+  return r.pct_of_oracle().value_or(std::numeric_limits<double>::quiet_NaN());
+}
 
 const BenchRun& find_run(const std::vector<BenchRun>& runs, const std::string& job, const std::string& algorithm) {
   for (const auto& run : runs) {
@@ -207,7 +294,8 @@ std::string metric_table(const Matrix& matrix, const std::vector<BenchRun>& runs
   for (const auto& job : matrix.jobs) {
     out += fmt::format("| {} | {} | {} | {} |", job.id, job.model, job.dataset, job.schedule.to_string());
     for (const auto& algorithm : options.algorithms) {
-      const auto value = fmt::format(fmt::runtime(number_format), metric(find_run(runs, job.id, algorithm).summary));
+      const double x = metric(find_run(runs, job.id, algorithm));
+      const auto value = std::isnan(x) ? std::string("–") : fmt::format(fmt::runtime(number_format), x);
       out += fmt::format(" {} |", value);
     }
     out += "\n";
@@ -232,24 +320,46 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
       "which at least one power sample exceeded the cap in force when it was taken; *energy per image* is the "
       "board energy of the run / images. Means are unweighted over jobs.\n\n";
   out += "## Means over all jobs\n\n";
-  out += "| algorithm | throughput (img/s) | windows over cap (%) | energy per image (J) | jobs with > 5 % of windows over cap |\n";
-  out += "|---|---:|---:|---:|---:|\n";
+  out += "| algorithm | throughput (img/s) | % of oracle | windows over cap (%) | energy per image (J) | jobs with > 5 % "
+         "of windows over cap |\n";
+  out += "|---|---:|---:|---:|---:|---:|\n";
   for (const auto& algorithm : options.algorithms) {
-    double sum_throughput = 0.0, sum_over = 0.0, sum_energy = 0.0;
-    int bad_jobs = 0;
+    double sum_throughput = 0.0, sum_over = 0.0, sum_energy = 0.0, sum_pct = 0.0;
+    int bad_jobs = 0, with_oracle = 0;
     for (const auto& job : matrix.jobs) {
-      const auto& s = find_run(runs, job.id, algorithm).summary;
-      sum_throughput += throughput(s);
-      sum_over += over_cap(s);
-      sum_energy += joules_per_image(s);
-      if (over_cap(s) > 5.0) ++bad_jobs;
+      const auto& run = find_run(runs, job.id, algorithm);
+      sum_throughput += throughput(run);
+      sum_over += over_cap(run);
+      sum_energy += joules_per_image(run);
+      if (over_cap(run) > 5.0) ++bad_jobs;
+      if (const auto pct = run.pct_of_oracle()) {
+        sum_pct += *pct;
+        ++with_oracle;
+      }
     }
     const auto n = static_cast<double>(matrix.jobs.size());
-    out += fmt::format("| {} | {:.1f} | {:.2f} | {:.4f} | {} |\n", algorithm, sum_throughput / n, sum_over / n,
-                       sum_energy / n, bad_jobs);
+    const auto pct = with_oracle > 0 ? fmt::format("{:.1f}", sum_pct / with_oracle) : std::string("–");
+    out += fmt::format("| {} | {:.1f} | {} | {:.2f} | {:.4f} | {} |\n", algorithm, sum_throughput / n, pct,
+                       sum_over / n, sum_energy / n, bad_jobs);
+  }
+  if (options.oracle) {
+    out += fmt::format(
+        "\n*% of oracle*: the run's throughput against the oracle's over the same run — the exhaustive search's best "
+        "configuration under each cap (batch sizes 1–256 × the DVFS ladder{}, each measured for {:g} s on the twin "
+        "with its highest sample as the window maximum), weighted by how long each cap held. The oracle switches "
+        "configuration the instant the cap changes and never explores, so 100 % is the limit for a run that keeps under the cap; a run above 100 % got there by exceeding it.\n",
+        gpu.memory_clocks_mhz.size() > 1 ? " × the memory clocks" : "", options.oracle_measure_s);
+  }
+  if (options.oracle) {
+    out += fmt::format("\n## Throughput as % of the oracle (simulated)\n\n{}",
+                       metric_table(matrix, runs, options, pct_of_oracle, "{:.1f}"));
   }
   out += fmt::format("\n## Throughput (img/s, simulated)\n\n{}",
                      metric_table(matrix, runs, options, throughput, "{:.1f}"));
+  if (options.oracle) {
+    out += fmt::format("\n## The oracle's throughput over each run (img/s, simulated)\n\n{}",
+                       metric_table(matrix, runs, options, oracle, "{:.1f}"));
+  }
   out += fmt::format("\n## Windows whose maximum power exceeded the cap (%, simulated)\n\n{}",
                      metric_table(matrix, runs, options, over_cap, "{:.2f}"));
   out += fmt::format("\n## Energy per image (J, simulated)\n\n{}",

@@ -58,6 +58,7 @@ TEST(Harness, SummaryAndReportHaveEveryRun) {
   const auto csv = bench_summary_csv(matrix, runs);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
+            "oracle_throughput_img_s,pct_of_oracle,"
             "over_cap_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,max_power_w,platform");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   EXPECT_NE(csv.find("small,c,resnet_v2_50,caltech256,,0:150 10:100,clipper,4000,"), std::string::npos) << csv;
@@ -68,6 +69,37 @@ TEST(Harness, SummaryAndReportHaveEveryRun) {
   EXPECT_NE(report.find("**Every figure on this page is simulated**"), std::string::npos);
   EXPECT_NE(report.find("| c | resnet_v2_50 | caltech256 | 0:150,10:100 |"), std::string::npos);
   EXPECT_NE(report.find("Job c: steps"), std::string::npos);
+  EXPECT_NE(report.find("## Throughput as % of the oracle"), std::string::npos);
+}
+
+TEST(Harness, EveryRunIsMeasuredAgainstTheOracle) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  BenchOptions options;
+  options.algorithms = {"batchdvfs", "dvfs"};
+  const auto runs = run_matrix(small_matrix(), catalog, options);
+  for (const auto& run : runs) {
+    ASSERT_TRUE(run.pct_of_oracle().has_value()) << run.job << " " << run.algorithm;
+    EXPECT_GT(*run.pct_of_oracle(), 10.0) << run.job << " " << run.algorithm;
+    // Only a run that exceeded the cap can beat the best configuration that keeps under it.
+    if (run.summary.windows_over_cap == 0) {
+      EXPECT_LE(*run.pct_of_oracle(), 100.5) << run.job << " " << run.algorithm;
+    }
+  }
+  // A cap that steps from 150 W to 100 W early in the run: its oracle lies between those of the two caps.
+  Matrix single = small_matrix();
+  single.jobs = {single.jobs[2], single.jobs[2], single.jobs[2]};
+  single.jobs[0].id = "c150";
+  single.jobs[0].schedule = CapSchedule::constant(150);
+  single.jobs[1].id = "c100";
+  single.jobs[1].schedule = CapSchedule::constant(100);
+  single.jobs[2].schedule = CapSchedule::parse("0:150,2:100");
+  options.algorithms = {"dvfs"};
+  const auto three = run_matrix(single, catalog, options);
+  ASSERT_GT(three[2].summary.duration_s, 4.0);
+  EXPECT_LT(three[2].oracle_throughput_img_s, three[0].oracle_throughput_img_s);
+  EXPECT_GT(three[2].oracle_throughput_img_s, three[1].oracle_throughput_img_s);
+  options.oracle = false;
+  EXPECT_FALSE(run_matrix(single, catalog, options)[0].pct_of_oracle().has_value());
 }
 
 void expect_usage_error_and_no_runs(const Matrix& matrix, const BenchOptions& options, const std::string& fragment) {

@@ -300,6 +300,40 @@ std::string copied_data_dir(const test::TempDir& dir) {
   return dir.file("data");
 }
 
+TEST(Cli, TuneOracleFindsTheBestConfigurationUnderTheCap) {
+  const std::vector<std::string> tune = {"tune", "--algorithm", "oracle", "--model", "inception_v1",
+                                         "--power-cap", "131", "--clock-levels", "949,1063,1189"};
+  const auto text = gpucap(tune);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("SIMULATED Tesla P40"), std::string::npos);
+  EXPECT_NE(text.out.find("768 of 768"), std::string::npos) << text.out;  // 256 batch sizes × 3 clocks
+  const auto r = gpucap(with(tune, {"--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(json["simulated"].get<bool>());
+  EXPECT_EQ(json["evaluations"], 768);
+  ASSERT_EQ(json["trials"].size(), 768u);
+  const auto& best = json["best"];
+  EXPECT_LE(best["max_power_w"].get<double>(), 131.0);
+  for (const auto& trial : json["trials"]) {
+    if (trial["max_power_w"].get<double>() <= 131.0) {
+      EXPECT_LE(trial["throughput_img_s"].get<double>(), best["throughput_img_s"].get<double>());
+    }
+  }
+  const auto budgeted = nlohmann::json::parse(gpucap(with(tune, {"--budget", "10", "--json"})).out);
+  EXPECT_EQ(budgeted["evaluations"], 10);
+}
+
+TEST(Cli, TuneRejectsBadInput) {
+  const std::vector<std::string> tune = {"tune", "--model", "inception_v1", "--power-cap", "131"};
+  expect_error(with(tune, {"--algorithm", "annealing"}), 2, "unknown tuning algorithm 'annealing'");
+  expect_error(with(tune, {"--algorithm", "oracle", "--budget", "0"}), 2, "--budget 0");
+  expect_error(with(tune, {"--algorithm", "oracle", "--clock-levels", "1000.5"}), 2, "does not support the SM clock");
+  expect_error(with(tune, {"--algorithm", "oracle", "--measure-s", "0"}), 2, "measurement must last");
+  expect_error({"tune", "--algorithm", "oracle", "--model", "inception_v1", "--power-cap", "900"}, 2, "900");
+  expect_error({"tune", "--algorithm", "oracle", "--model", "resnet18", "--power-cap", "131"}, 2, "resnet18");
+}
+
 TEST(Cli, CalibrateFitsAndWritesOnlyWhenAsked) {
   test::TempDir dir;
   const auto data = copied_data_dir(dir);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ namespace gpucap::bench {
 
 struct BenchOptions {
   std::vector<std::string> algorithms;
+  bool oracle = true;           // measure each job's oracle (exhaustive search) for pct_of_oracle
+  double oracle_measure_s = 3.0;  // length of one of the oracle's fixed-configuration measurements
   std::uint64_t seed = 1;
   int threads = 1;
   double sample_hz = 100.0;
@@ -32,6 +35,11 @@ struct BenchRun {
   CapSchedule schedule = CapSchedule::constant(1.0);
   std::string algorithm;
   runtime::RunSummary summary;
+  // The oracle's throughput over the same run: its best feasible configuration under each cap of
+  // the schedule, weighted by how long that cap held during the run (0: no oracle, or nothing
+  // feasible).
+  double oracle_throughput_img_s = 0.0;
+  [[nodiscard]] std::optional<double> pct_of_oracle() const;
 };
 
 // Checks every (job, algorithm) pair as a run would — names, caps, limits, options — and throws

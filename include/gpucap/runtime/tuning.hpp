@@ -1,0 +1,59 @@
+#pragma once
+// Offline search on a platform: measures the configurations a tuner proposes, each with a
+// fixed-configuration run, and keeps the history.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "gpucap/sim/catalog.hpp"
+#include "gpucap/tune/tuner.hpp"
+
+namespace gpucap::runtime {
+
+// The default space of a GPU: batch sizes 1..256 (BOBD's range, seed-systems.md §1.6) × the
+// GPU's DVFS ladder × its memory clocks where it has more than one.
+[[nodiscard]] tune::SearchSpace default_search_space(const sim::GpuSpec& gpu);
+
+struct TrialOptions {
+  double measure_s = 3.0;  // one measurement: the seeds' 3-s window (BOBD upstream measured 60 s)
+  double sample_hz = 100.0;
+  std::uint64_t seed = 1;
+};
+
+// Measures one configuration on a fresh twin: batches back to back at the fixed configuration
+// for `measure_s` (to the first batch boundary after it), power sampled at `sample_hz`.
+class SimTrialRunner {
+ public:
+  // Throws Error(usage) for unknown names, a clock the GPU does not support or bad options.
+  SimTrialRunner(const sim::Catalog& catalog, const std::string& gpu, const std::string& model,
+                 const TrialOptions& options);
+  // Throws Error(usage) if the GPU does not support the point's clocks.
+  void check(const tune::ConfigPoint& point) const;
+  // check(), then the measurement.
+  [[nodiscard]] tune::TrialResult measure(const tune::ConfigPoint& point) const;
+  [[nodiscard]] const sim::GpuSpec& gpu() const { return gpu_; }
+
+ private:
+  const sim::GpuSpec& gpu_;
+  const sim::ModelSpec& model_;
+  TrialOptions options_;
+};
+
+struct TuneOutcome {
+  std::vector<tune::Trial> trials;     // in the order they were measured
+  std::optional<tune::Trial> best;     // the best feasible one; nullopt if none was feasible
+  double cost_s = 0.0;                 // the measurements' total time
+};
+
+using MeasureFn = std::function<tune::TrialResult(const tune::ConfigPoint&)>;
+// Called after each trial with the trials so far and the best feasible one so far.
+using TrialSink = std::function<void(const std::vector<tune::Trial>&, const std::optional<tune::Trial>&)>;
+
+// Asks the tuner until it is done or `budget` trials were measured (0: no budget).
+[[nodiscard]] TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w, std::size_t budget,
+                                    const TrialSink& on_trial = {});
+
+}  // namespace gpucap::runtime

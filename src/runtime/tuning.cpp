@@ -1,0 +1,86 @@
+#include "gpucap/runtime/tuning.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "gpucap/control/fixed.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/runtime/runner.hpp"
+#include "gpucap/runtime/sim_platform.hpp"
+
+namespace gpucap::runtime {
+
+tune::SearchSpace default_search_space(const sim::GpuSpec& gpu) {
+  tune::SearchSpace space;
+  space.batch_sizes.resize(256);
+  std::iota(space.batch_sizes.begin(), space.batch_sizes.end(), 1);
+  space.sm_clocks_mhz = gpu.dvfs_levels_mhz;
+  if (gpu.memory_clocks_mhz.size() > 1) space.memory_clocks_mhz = gpu.memory_clocks_mhz;
+  return space;
+}
+
+SimTrialRunner::SimTrialRunner(const sim::Catalog& catalog, const std::string& gpu, const std::string& model,
+                               const TrialOptions& options)
+    : gpu_(catalog.gpu(gpu)), model_(catalog.model(model)), options_(options) {
+  if (!(options.measure_s > 0.0) || options.measure_s > 3600.0) {
+    throw usage_error(fmt::format("a measurement must last between 0 and 3600 s, not {:g} s", options.measure_s));
+  }
+}
+
+namespace {
+
+bool supported(const std::vector<double>& clocks, double mhz) {
+  return std::any_of(clocks.begin(), clocks.end(), [mhz](double c) { return std::abs(c - mhz) < 1e-6; });
+}
+
+}  // namespace
+
+void SimTrialRunner::check(const tune::ConfigPoint& point) const {
+  if (!supported(gpu_.sm_clocks_mhz, point.sm_clock_mhz)) {
+    throw usage_error(fmt::format("{} does not support the SM clock {:g} MHz", gpu_.name, point.sm_clock_mhz));
+  }
+  if (point.memory_clock_mhz && !supported(gpu_.memory_clocks_mhz, *point.memory_clock_mhz)) {
+    throw usage_error(fmt::format("{} does not support the memory clock {:g} MHz", gpu_.name, *point.memory_clock_mhz));
+  }
+}
+
+tune::TrialResult SimTrialRunner::measure(const tune::ConfigPoint& point) const {
+  check(point);
+  SimOptions sim_options;
+  sim_options.seed = options_.seed;
+  sim_options.sample_hz = options_.sample_hz;
+  SimPlatform platform(gpu_, model_, model_.precision, sim_options);
+  auto knobs = single_tenant_knobs(point.batch_size, point.sm_clock_mhz);
+  knobs.mem_clock_mhz = point.memory_clock_mhz;
+  control::FixedController controller(knobs, control::DecisionPeriod::every_seconds(options_.measure_s));
+  RunConfig config;
+  config.duration_s = options_.measure_s;
+  // No cap applies to a measurement; the search judges feasibility from max_power_w afterwards.
+  config.schedule = CapSchedule::constant(gpu_.power_limit_max_w);
+  const auto summary = run_job(platform, controller, config);
+  return tune::TrialResult{summary.throughput_img_s, summary.max_power_w, summary.mean_power_w, summary.duration_s};
+}
+
+TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w, std::size_t budget,
+                      const TrialSink& on_trial) {
+  TuneOutcome outcome;
+  while (budget == 0 || outcome.trials.size() < budget) {
+    const auto point = tuner.propose();
+    if (!point) break;
+    const auto result = measure(*point);
+    tuner.tell(*point, result);
+    outcome.trials.push_back(tune::Trial{*point, result});
+    outcome.cost_s += result.cost_s;
+    if (tune::feasible(result, cap_w) &&
+        (!outcome.best || result.throughput_img_s > outcome.best->result.throughput_img_s)) {
+      outcome.best = outcome.trials.back();
+    }
+    if (on_trial) on_trial(outcome.trials, outcome.best);
+  }
+  return outcome;
+}
+
+}  // namespace gpucap::runtime

@@ -1,0 +1,90 @@
+#include "gpucap/runtime/tuning.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/tune/oracle.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::runtime {
+namespace {
+
+const sim::Catalog& catalog() {
+  static const auto instance = sim::Catalog::load(test::data_dir());
+  return instance;
+}
+
+TEST(Tuning, DefaultSpaceIsBobdsBatchRangeTimesTheClockLadder) {
+  const auto p40 = default_search_space(catalog().gpu("p40"));
+  EXPECT_EQ(p40.batch_sizes.front(), 1);
+  EXPECT_EQ(p40.batch_sizes.back(), 256);
+  EXPECT_EQ(p40.sm_clocks_mhz, catalog().gpu("p40").dvfs_levels_mhz);
+  EXPECT_TRUE(p40.memory_clocks_mhz.empty());
+  EXPECT_EQ(default_search_space(catalog().gpu("rtx3080ti")).memory_clocks_mhz.size(), 5u);
+}
+
+TEST(Tuning, MeasurementsFollowTheKnobsAndAreReproducible) {
+  const SimTrialRunner runner(catalog(), "p40", "resnet_v2_50", TrialOptions{});
+  const auto slow = runner.measure({8, 544, std::nullopt});
+  const auto fast = runner.measure({8, 1531, std::nullopt});
+  const auto big = runner.measure({128, 1531, std::nullopt});
+  EXPECT_GT(fast.throughput_img_s, slow.throughput_img_s);
+  EXPECT_GT(fast.max_power_w, slow.max_power_w);
+  EXPECT_GT(big.throughput_img_s, fast.throughput_img_s);
+  EXPECT_GE(slow.cost_s, 3.0);
+  EXPECT_GE(slow.max_power_w, slow.mean_power_w);
+  const auto again = runner.measure({8, 544, std::nullopt});
+  EXPECT_EQ(again.throughput_img_s, slow.throughput_img_s);
+  EXPECT_EQ(again.max_power_w, slow.max_power_w);
+  EXPECT_THROW((void)runner.measure({8, 100, std::nullopt}), Error) << "not a P40 clock";
+  EXPECT_THROW(SimTrialRunner(catalog(), "p40", "resnet_v2_50", TrialOptions{0.0, 100.0, 1}), Error);
+}
+
+TEST(Tuning, RunTunerKeepsTheBestFeasibleAndHonoursTheBudget) {
+  // A synthetic GPU: throughput b·f, power 40 W + 0.001·b·f; the best under 100 W is b·f ≤ 60,000.
+  tune::SearchSpace space{{1, 2, 4, 8, 16, 32, 64}, {500, 1000, 1500}, {}};
+  const MeasureFn measure = [](const tune::ConfigPoint& p) {
+    const double work = p.batch_size * p.sm_clock_mhz;
+    return tune::TrialResult{work, 40.0 + 0.001 * work, 40.0, 1.0};
+  };
+  tune::OracleTuner oracle(space);
+  std::size_t calls = 0;
+  const auto outcome = run_tuner(oracle, measure, 100.0, 0, [&calls](const auto& trials, const auto& best) {
+    ++calls;
+    EXPECT_EQ(trials.size(), calls);
+    if (best) {
+      EXPECT_LE(best->result.max_power_w, 100.0);
+    }
+  });
+  EXPECT_EQ(outcome.trials.size(), space.size());
+  EXPECT_EQ(calls, space.size());
+  EXPECT_DOUBLE_EQ(outcome.cost_s, static_cast<double>(space.size()));
+  ASSERT_TRUE(outcome.best.has_value());
+  EXPECT_DOUBLE_EQ(outcome.best->result.throughput_img_s, 48000.0);  // 32 × 1500
+  tune::OracleTuner limited(space);
+  EXPECT_EQ(run_tuner(limited, measure, 100.0, 5).trials.size(), 5u);
+}
+
+TEST(Tuning, TheOracleIsAtLeastAsGoodAsAnOnlineControllerUnderTheSameCap) {
+  const double cap_w = 131.0;
+  const SimTrialRunner runner(catalog(), "p40", "inception_v1", TrialOptions{});
+  tune::OracleTuner oracle(default_search_space(runner.gpu()));
+  const auto outcome =
+      run_tuner(oracle, [&runner](const tune::ConfigPoint& p) { return runner.measure(p); }, cap_w, 0);
+  ASSERT_TRUE(outcome.best.has_value());
+  EXPECT_LE(outcome.best->result.max_power_w, cap_w);
+
+  SimJobSpec spec;
+  spec.gpu = "p40";
+  spec.model = "inception_v1";
+  spec.dataset = "imagenet";
+  spec.algorithm = "batchdvfs";
+  spec.schedule = CapSchedule::constant(cap_w);
+  const auto online = SimJob(catalog(), spec).run();
+  EXPECT_GT(online.throughput_img_s, 0.5 * outcome.best->result.throughput_img_s);
+  EXPECT_LE(online.throughput_img_s, outcome.best->result.throughput_img_s);
+}
+
+}  // namespace
+}  // namespace gpucap::runtime
