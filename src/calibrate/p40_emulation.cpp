@@ -77,7 +77,7 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
     const double first_from = std::max(start, second_from - phases.compute_s / 2.0);
     const double autotune_from = std::max(start, first_from - phases.autotune_s);
     wave.add(start, autotune_from, phases.idle_w);
-    wave.add(autotune_from, first_from, phases.busy_w);
+    wave.add(autotune_from, first_from, phases.halves.mean_w());
     wave.add(first_from, second_from, phases.halves.first_w);
     wave.add(second_from, t, phases.halves.second_w);
   }

@@ -111,7 +111,6 @@ P40StepPhases p40_step_phases(const TwinParams& params, const std::string& model
   const auto profile = p40_profile(params, model, batch, clock_mhz);
   P40StepPhases phases;
   phases.idle_w = sim::idle_loaded_power_w(gpu, point);
-  phases.busy_w = sim::busy_power_w(gpu, point, profile.sm_activity, profile.memory_activity);
   phases.halves = sim::busy_halves_w(gpu, point, profile);
   phases.compute_s = profile.busy_s;
   phases.autotune_s = new_batch_size ? sim::autotune_s(gpu, profile) : 0.0;

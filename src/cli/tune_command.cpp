@@ -110,9 +110,6 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global) {
                    if (flags->budget && *flags->budget < 1) {
                      throw usage_error(fmt::format("--budget {} must be at least 1", *flags->budget));
                    }
-                   if (flags->sample_hz < 1.0 || flags->sample_hz > 10000.0) {
-                     throw usage_error(fmt::format("--sample-hz {:g}: the sampling rate must be 1-10,000 Hz", flags->sample_hz));
-                   }
                    const auto space = search_space(*flags, gpu);
                    runtime::TrialOptions options;
                    options.measure_s = flags->measure_s;

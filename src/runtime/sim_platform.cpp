@@ -9,11 +9,15 @@
 
 namespace gpucap::runtime {
 
-SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz)
-    : sensor_(sensor), sample_hz_(sample_hz), latest_(sensor.latest()) {
+void check_sample_hz(double sample_hz) {
   if (!(sample_hz >= 1.0 && sample_hz <= 10000.0)) {
     throw usage_error(fmt::format("sampling rate {:g} Hz must be between 1 and 10000 Hz", sample_hz));
   }
+}
+
+SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz)
+    : sensor_(sensor), sample_hz_(sample_hz), latest_(sensor.latest()) {
+  check_sample_hz(sample_hz);
 }
 
 void SimPowerMeter::collect(double end_s, const SampleSink& sink) {

@@ -28,6 +28,7 @@ SimTrialRunner::SimTrialRunner(const sim::Catalog& catalog, const std::string& g
   if (!(options.measure_s > 0.0) || options.measure_s > 3600.0) {
     throw usage_error(fmt::format("a measurement must last between 0 and 3600 s, not {:g} s", options.measure_s));
   }
+  check_sample_hz(options.sample_hz);
 }
 
 namespace {
@@ -74,10 +75,7 @@ TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w
     tuner.tell(*point, result);
     outcome.trials.push_back(tune::Trial{*point, result});
     outcome.cost_s += result.cost_s;
-    if (tune::feasible(result, cap_w) &&
-        (!outcome.best || result.throughput_img_s > outcome.best->result.throughput_img_s)) {
-      outcome.best = outcome.trials.back();
-    }
+    if (tune::improves(result, outcome.best, cap_w)) outcome.best = outcome.trials.back();
     if (on_trial) on_trial(outcome.trials, outcome.best);
   }
   return outcome;

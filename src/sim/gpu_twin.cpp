@@ -76,7 +76,8 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   record.memory_clock_mhz = point.memory_clock_mhz;
   record.power_limited = sm_mhz < requested.sm_clock_mhz;
   record.prep_power_w = idle_loaded_power_w(gpu_, point);
-  record.busy_power_w = busy_power_w(gpu_, point, profile.sm_activity, profile.memory_activity);
+  const auto halves = busy_halves_w(gpu_, point, profile);
+  record.busy_power_w = halves.mean_w();
   if (autotune_new_shapes_ && tuned_batch_sizes_.insert(batch_size).second) {
     record.autotune_s = autotune_s(gpu_, profile);
   }
@@ -95,7 +96,6 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   if (pipeline_.mode == PipelineMode::serial) emit(record.host_s, record.prep_power_w);
   emit(profile.prep_s, record.prep_power_w);
   emit(record.autotune_s, record.busy_power_w);
-  const auto halves = busy_halves_w(gpu_, point, profile);
   emit(profile.busy_s / 2.0, halves.first_w);
   emit(profile.busy_s / 2.0, halves.second_w);
   if (pipeline_.mode == PipelineMode::overlapped) emit(record.host_s, record.prep_power_w);

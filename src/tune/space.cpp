@@ -51,11 +51,14 @@ void SearchSpace::validate() const {
   check_axis(memory_clocks_mhz, "memory clocks", 1e-9, true);
 }
 
+bool improves(const TrialResult& result, const std::optional<Trial>& best, double cap_w) {
+  return feasible(result, cap_w) && (!best || result.throughput_img_s > best->result.throughput_img_s);
+}
+
 std::optional<Trial> best_feasible(const std::vector<Trial>& trials, double cap_w) {
   std::optional<Trial> best;
   for (const auto& trial : trials) {
-    if (!feasible(trial.result, cap_w)) continue;
-    if (!best || trial.result.throughput_img_s > best->result.throughput_img_s) best = trial;
+    if (improves(trial.result, best, cap_w)) best = trial;
   }
   return best;
 }

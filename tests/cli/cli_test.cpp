@@ -330,6 +330,7 @@ TEST(Cli, TuneRejectsBadInput) {
   expect_error(with(tune, {"--algorithm", "oracle", "--budget", "0"}), 2, "--budget 0");
   expect_error(with(tune, {"--algorithm", "oracle", "--clock-levels", "1000.5"}), 2, "does not support the SM clock");
   expect_error(with(tune, {"--algorithm", "oracle", "--measure-s", "0"}), 2, "measurement must last");
+  expect_error(with(tune, {"--algorithm", "oracle", "--sample-hz", "0"}), 2, "sampling rate 0 Hz");
   expect_error({"tune", "--algorithm", "oracle", "--model", "inception_v1", "--power-cap", "900"}, 2, "900");
   expect_error({"tune", "--algorithm", "oracle", "--model", "resnet18", "--power-cap", "131"}, 2, "resnet18");
 }

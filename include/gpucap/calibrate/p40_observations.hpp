@@ -38,8 +38,7 @@ inline constexpr double kP40MemoryClockMhz = 3615.0;
 // power, then the two halves of its compute phase.
 struct P40StepPhases {
   double idle_w = 0.0;
-  double busy_w = 0.0;  // mean over the compute phase
-  sim::BusyHalves halves;
+  sim::BusyHalves halves;  // the compute phase; halves.mean_w() is its mean power
   double compute_s = 0.0;
   double autotune_s = 0.0;  // zero unless the batch size is new
 };

@@ -13,6 +13,9 @@
 
 namespace gpucap::runtime {
 
+// Throws Error(usage) unless 1 <= sample_hz <= 10,000.
+void check_sample_hz(double sample_hz);
+
 class SimPowerMeter final : public PowerMeter {
  public:
   SimPowerMeter(sim::PowerSensor& sensor, double sample_hz);

@@ -54,6 +54,8 @@ struct BatchProfile {
 struct BusyHalves {
   double first_w = 0.0;
   double second_w = 0.0;
+  // Power is linear in SM activity, so this is busy_power_w at the profile's mean activity.
+  [[nodiscard]] double mean_w() const { return (first_w + second_w) / 2.0; }
 };
 [[nodiscard]] BusyHalves busy_halves_w(const GpuSpec& gpu, OperatingPoint point, const BatchProfile& profile);
 

@@ -52,6 +52,9 @@ struct Trial {
 // Feasible under the cap: the measurement's highest power sample stays at or below it.
 [[nodiscard]] inline bool feasible(const TrialResult& result, double cap_w) { return result.max_power_w <= cap_w; }
 
+// Whether `result` is feasible and beats `best` (strictly higher throughput, so ties keep the earlier trial).
+[[nodiscard]] bool improves(const TrialResult& result, const std::optional<Trial>& best, double cap_w);
+
 // The feasible trial with the highest throughput (ties: the earlier one); nullopt if none is feasible.
 [[nodiscard]] std::optional<Trial> best_feasible(const std::vector<Trial>& trials, double cap_w);
 
