@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake make
-  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libceres-dev gnuplot-nox
+  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libceres-dev libboost-dev gnuplot-nox
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "gpucap/bench/plots.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
@@ -29,7 +30,8 @@ struct Task {
 };
 
 runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const std::string& algorithm,
-                             const BenchOptions& options) {
+                             const BenchOptions& options,
+                             std::shared_ptr<const predict::ProfileModel> profile = nullptr) {
   const auto& job = matrix.jobs[job_index];
   runtime::SimJobSpec spec;
   spec.gpu = matrix.gpu;
@@ -40,12 +42,23 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
   spec.images = job.images;
   spec.duration_s = job.duration_s;
   spec.controller = job.controller;
+  // A job's band (the seeds' sensitivity runs) means nothing to algorithms without one.
+  if (!control::uses_power_band(algorithm)) spec.controller.alpha.reset();
+  if (control::needs_profile(algorithm)) spec.controller.profile = std::move(profile);
   spec.sim.sample_hz = options.sample_hz;
   // Same noise for every algorithm on a job (common random numbers), different across jobs.
   spec.sim.seed = sim::derive_seed(options.seed, job_index);
   return spec;
 }
 
+
+// Checking a run builds its controller; capfit's needs a profile, but measuring the real one
+// is the run's work, so the check gets a one-point stand-in.
+std::shared_ptr<const predict::ProfileModel> options_check_profile() {
+  static const auto profile = std::make_shared<const predict::ProfileModel>(
+      std::vector<predict::ProfileSample>{predict::ProfileSample{1, 1.0, std::nullopt, 1.0, 1.0}});
+  return profile;
+}
 
 }  // namespace
 
@@ -59,7 +72,7 @@ void validate_bench(const Matrix& matrix, const sim::Catalog& catalog, const Ben
     for (const auto& algorithm : options.algorithms) {
       try {
         // Building the run checks exactly what running it would check; nothing is simulated yet.
-        runtime::SimJob check(catalog, job_spec(matrix, j, algorithm, options));
+        runtime::SimJob check(catalog, job_spec(matrix, j, algorithm, options, options_check_profile()));
       } catch (const Error& e) {
         throw Error(e.code(), fmt::format("matrix {} job {} ({}): {}", matrix.id, matrix.jobs[j].id, algorithm, e.what()));
       }
@@ -73,22 +86,25 @@ std::string trace_file(const std::string& dir, const std::string& job, const std
   return (std::filesystem::path(dir) / fmt::format("{}-{}.csv", job, algorithm)).string();
 }
 
-BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options, const Task& task) {
+BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options, const Task& task,
+                  std::shared_ptr<const predict::ProfileModel> profile) {
   const auto& job = matrix.jobs[task.job_index];
   const auto& algorithm = options.algorithms[task.algorithm_index];
-  std::string trace = runtime::trace_csv_header();
-  const runtime::TraceSink sink = [&trace](const runtime::TraceRow& row) {
-    trace += runtime::trace_csv_row(row, /*simulated=*/true);
-  };
   BenchRun run;
+  const runtime::TraceSink sink = [&run](const runtime::TraceRow& row) { run.trace.push_back(row); };
   run.job = job.id;
   run.model = job.model;
   run.dataset = job.dataset;
   run.schedule = job.schedule;
   run.algorithm = algorithm;
-  runtime::SimJob sim_job(catalog, job_spec(matrix, task.job_index, algorithm, options));
-  run.summary = sim_job.run(options.trace_dir.empty() ? runtime::TraceSink{} : sink);
-  if (!options.trace_dir.empty()) write_text_file(trace_file(options.trace_dir, job.id, algorithm), trace);
+  runtime::SimJob sim_job(catalog, job_spec(matrix, task.job_index, algorithm, options, std::move(profile)));
+  run.summary = sim_job.run(sink);
+  run.over_cap_steady_windows_pct = steady_over_cap_windows_pct(run.trace);
+  if (!options.trace_dir.empty()) {
+    std::string trace = runtime::trace_csv_header();
+    for (const auto& row : run.trace) trace += runtime::trace_csv_row(row, /*simulated=*/true);
+    write_text_file(trace_file(options.trace_dir, job.id, algorithm), trace);
+  }
   return run;
 }
 
@@ -131,23 +147,85 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
   if (failure) std::rethrow_exception(failure);
 }
 
+// One model's oracle: its measured grid and, for every cap its jobs meet, the verified best.
+struct ModelOracle {
+  std::string model;
+  std::vector<double> caps;
+  std::vector<std::optional<tune::Trial>> best;  // per cap
+
+  [[nodiscard]] std::optional<double> throughput_at(double cap_w) const {
+    for (std::size_t i = 0; i < caps.size(); ++i) {
+      if (caps[i] == cap_w && best[i]) return best[i]->result.throughput_img_s;
+    }
+    return std::nullopt;
+  }
+};
+
 // The oracle's mean throughput over a run of `duration_s` under `schedule`: each cap's best
-// feasible configuration of the grid, weighted by how long the cap held.
-double oracle_throughput(const std::vector<tune::Trial>& grid, const CapSchedule& schedule, double duration_s) {
+// configuration, weighted by how long the cap held.
+double oracle_throughput(const ModelOracle& oracle, const CapSchedule& schedule, double duration_s) {
   const auto& steps = schedule.steps();
   double images = 0.0;
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const double from = std::clamp(steps[k].time_s, 0.0, duration_s);
     const double to = k + 1 < steps.size() ? std::clamp(steps[k + 1].time_s, 0.0, duration_s) : duration_s;
     if (to <= from) continue;
-    const auto best = tune::best_feasible(grid, steps[k].cap_w);
+    const auto best = oracle.throughput_at(steps[k].cap_w);
     if (!best) return 0.0;  // some cap no configuration meets: no oracle for this run
-    images += best->result.throughput_img_s * (to - from);
+    images += *best * (to - from);
   }
   return duration_s > 0.0 ? images / duration_s : 0.0;
 }
 
+ModelOracle measure_oracle(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options,
+                           const std::string& model) {
+  ModelOracle oracle{model, {}, {}};
+  for (const auto& job : matrix.jobs) {
+    if (job.model != model) continue;
+    for (const auto& step : job.schedule.steps()) {
+      if (std::find(oracle.caps.begin(), oracle.caps.end(), step.cap_w) == oracle.caps.end()) {
+        oracle.caps.push_back(step.cap_w);
+      }
+    }
+  }
+  runtime::TrialOptions trial_options;
+  trial_options.measure_s = options.oracle_measure_s;
+  trial_options.sample_hz = options.sample_hz;
+  trial_options.seed = options.seed;
+  const runtime::SimTrialRunner runner(catalog, matrix.gpu, model, trial_options);
+  tune::OracleTuner tuner(runtime::default_search_space(runner.gpu()));
+  const auto grid =
+      runtime::run_tuner(
+          tuner, [&runner](const tune::ConfigPoint& p) { return runner.measure(p); }, /*cap_w=*/0.0, 0)
+          .trials;
+  trial_options.measure_s = runtime::kOracleVerifySeconds;
+  const runtime::SimTrialRunner verifier(catalog, matrix.gpu, model, trial_options);
+  for (const double cap : oracle.caps) {
+    oracle.best.push_back(
+        runtime::verified_best(grid, cap, [&verifier](const tune::ConfigPoint& p) { return verifier.measure(p); }));
+  }
+  return oracle;
+}
+
+std::optional<int> worst_step(const std::vector<CapStepRecovery>& steps,
+                              std::optional<int> CapStepRecovery::*windows) {
+  std::optional<int> worst;
+  for (const auto& step : steps) {
+    if (!(step.*windows)) return std::nullopt;
+    worst = std::max(worst.value_or(0), *(step.*windows));
+  }
+  return worst;
+}
+
 }  // namespace
+
+std::optional<int> BenchRun::worst_windows_to_under_cap() const {
+  return worst_step(cap_steps, &CapStepRecovery::windows_to_under_cap);
+}
+
+std::optional<int> BenchRun::worst_windows_to_95pct_oracle() const {
+  return worst_step(cap_steps, &CapStepRecovery::windows_to_95pct_oracle);
+}
 
 std::optional<double> BenchRun::pct_of_oracle() const {
   if (!(oracle_throughput_img_s > 0.0)) return std::nullopt;
@@ -160,55 +238,77 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
   for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
     for (std::size_t a = 0; a < options.algorithms.size(); ++a) tasks.push_back(Task{j, a});
   }
-  // The oracle's grid depends on the model only (the caps are applied afterwards): one per model.
+  // The oracle's grid and capfit's profile depend on the model only: one of each per model.
   std::vector<std::string> models;
-  if (options.oracle) {
-    for (const auto& job : matrix.jobs) {
-      if (std::find(models.begin(), models.end(), job.model) == models.end()) models.push_back(job.model);
-    }
+  for (const auto& job : matrix.jobs) {
+    if (std::find(models.begin(), models.end(), job.model) == models.end()) models.push_back(job.model);
   }
+  const bool profiles_needed = std::any_of(options.algorithms.begin(), options.algorithms.end(),
+                                           [](const std::string& a) { return control::needs_profile(a); });
   const std::size_t total = models.size() + tasks.size();
   std::size_t done = 0;
   const auto progress = [&] {
     ++done;
     if (options.progress) options.progress(done, total);
   };
-  std::vector<std::vector<tune::Trial>> grids(models.size());
+  std::vector<ModelOracle> oracles(models.size());
+  std::vector<std::shared_ptr<const predict::ProfileModel>> profiles(models.size());
   parallel_for(
       models.size(), options.threads,
       [&](std::size_t m) {
-        runtime::TrialOptions trial_options;
-        trial_options.measure_s = options.oracle_measure_s;
-        trial_options.sample_hz = options.sample_hz;
-        trial_options.seed = options.seed;
-        const runtime::SimTrialRunner runner(catalog, matrix.gpu, models[m], trial_options);
-        tune::OracleTuner oracle(runtime::default_search_space(runner.gpu()));
-        grids[m] = runtime::run_tuner(
-                       oracle, [&runner](const tune::ConfigPoint& p) { return runner.measure(p); },
-                       /*cap_w=*/0.0, 0)
-                       .trials;
+        if (options.oracle) oracles[m] = measure_oracle(matrix, catalog, options, models[m]);
+        if (profiles_needed) {
+          profiles[m] = runtime::measure_default_profile(catalog, matrix.gpu, models[m], options.sample_hz,
+                                                         sim::derive_seed(options.seed, runtime::kProfileSeedStream));
+        }
       },
       progress);
   std::vector<BenchRun> runs(tasks.size());
   parallel_for(
       tasks.size(), options.threads,
       [&](std::size_t i) {
-        runs[i] = run_task(matrix, catalog, options, tasks[i]);
-        const auto model = std::find(models.begin(), models.end(), runs[i].model);
-        if (model != models.end()) {
+        const auto m = static_cast<std::size_t>(
+            std::find(models.begin(), models.end(), matrix.jobs[tasks[i].job_index].model) - models.begin());
+        runs[i] = run_task(matrix, catalog, options, tasks[i], profiles[m]);
+        const ModelOracle* oracle = options.oracle ? &oracles[m] : nullptr;
+        if (oracle != nullptr) {
           runs[i].oracle_throughput_img_s =
-              oracle_throughput(grids[static_cast<std::size_t>(model - models.begin())], runs[i].schedule,
-                                runs[i].summary.duration_s);
+              oracle_throughput(*oracle, runs[i].schedule, runs[i].summary.duration_s);
         }
+        runs[i].cap_steps = cap_step_recoveries(runs[i].trace, runs[i].schedule, [oracle](double cap_w) {
+          return oracle != nullptr ? oracle->throughput_at(cap_w) : std::nullopt;
+        });
       },
       progress);
   return runs;
 }
 
+namespace {
+
+// Empty when a run has no steps or a step never recovered (the JSON says which).
+std::string optional_text(std::optional<int> value) { return value ? std::to_string(*value) : std::string(); }
+
+nlohmann::json optional_json(std::optional<int> value) { return value ? nlohmann::json(*value) : nlohmann::json(); }
+
+nlohmann::json steps_json(const std::vector<CapStepRecovery>& steps) {
+  auto out = nlohmann::json::array();
+  for (const auto& step : steps) {
+    out.push_back({{"time_s", step.time_s},
+                   {"from_w", step.from_w},
+                   {"to_w", step.to_w},
+                   {"windows_to_under_cap", optional_json(step.windows_to_under_cap)},
+                   {"windows_to_95pct_oracle", optional_json(step.windows_to_95pct_oracle)}});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>& runs) {
   std::string out =
       "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
-      "oracle_throughput_img_s,pct_of_oracle,over_cap_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,max_power_w,platform\n";
+      "oracle_throughput_img_s,pct_of_oracle,over_cap_windows_pct,over_cap_steady_windows_pct,time_over_cap_s,energy_j,"
+      "energy_j_per_image,mean_power_w,max_power_w,cap_steps,windows_to_under_cap,windows_to_95pct_oracle,platform\n";
   for (const auto& run : runs) {
     const auto& s = run.summary;
     // A constant cap fills cap_w; a schedule fills cap_schedule as "TIME:CAP" pairs separated by spaces.
@@ -221,11 +321,13 @@ std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>&
     }
     const auto pct = run.pct_of_oracle();
     const auto oracle = run.oracle_throughput_img_s > 0.0 ? fmt::format("{:.3f}", run.oracle_throughput_img_s) : "";
-    out += fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{}\n",
-                       matrix.id, run.job, run.model, run.dataset, cap_w, schedule, run.algorithm, s.images, s.duration_s,
-                       s.throughput_img_s, oracle, pct ? fmt::format("{:.2f}", *pct) : "", s.over_cap_windows_pct, s.time_over_cap_s, s.energy_j,
-                       s.energy_j / static_cast<double>(s.images), s.mean_power_w, s.max_power_w,
-                       s.simulated ? "sim" : "real");
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{},{},{},{}\n",
+        matrix.id, run.job, run.model, run.dataset, cap_w, schedule, run.algorithm, s.images, s.duration_s,
+        s.throughput_img_s, oracle, pct ? fmt::format("{:.2f}", *pct) : "", s.over_cap_windows_pct,
+        run.over_cap_steady_windows_pct, s.time_over_cap_s, s.energy_j, s.energy_j / static_cast<double>(s.images),
+        s.mean_power_w, s.max_power_w, run.cap_steps.size(), optional_text(run.worst_windows_to_under_cap()),
+        optional_text(run.worst_windows_to_95pct_oracle()), s.simulated ? "sim" : "real");
   }
   return out;
 }
@@ -248,6 +350,8 @@ nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchR
                      run.oracle_throughput_img_s > 0.0 ? nlohmann::json(run.oracle_throughput_img_s) : nlohmann::json()},
                     {"pct_of_oracle", run.pct_of_oracle() ? nlohmann::json(*run.pct_of_oracle()) : nlohmann::json()},
                     {"over_cap_windows_pct", s.over_cap_windows_pct},
+                    {"over_cap_steady_windows_pct", run.over_cap_steady_windows_pct},
+                    {"cap_steps", steps_json(run.cap_steps)},
                     {"time_over_cap_s", s.time_over_cap_s},
                     {"energy_j", s.energy_j},
                     {"energy_j_per_image", s.energy_j / static_cast<double>(s.images)},
@@ -267,6 +371,7 @@ using Metric = double (*)(const BenchRun&);
 
 double throughput(const BenchRun& r) { return r.summary.throughput_img_s; }
 double over_cap(const BenchRun& r) { return r.summary.over_cap_windows_pct; }
+double steady_over_cap(const BenchRun& r) { return r.over_cap_steady_windows_pct; }
 double joules_per_image(const BenchRun& r) { return r.summary.energy_j / static_cast<double>(r.summary.images); }
 double oracle(const BenchRun& r) {
   return r.oracle_throughput_img_s > 0.0 ? r.oracle_throughput_img_s : std::numeric_limits<double>::quiet_NaN();
@@ -303,6 +408,44 @@ std::string metric_table(const Matrix& matrix, const std::vector<BenchRun>& runs
   return out;
 }
 
+std::string windows_text(std::optional<int> windows) { return windows ? std::to_string(*windows) : "never"; }
+
+std::string cap_step_section(const Matrix& matrix, const std::vector<BenchRun>& runs, const BenchOptions& options) {
+  std::string table;
+  for (const auto& job : matrix.jobs) {
+    for (const auto& algorithm : options.algorithms) {
+      const auto& run = find_run(runs, job.id, algorithm);
+      for (const auto& step : run.cap_steps) {
+        table += fmt::format("| {} | {:g} s: {:g} → {:g} W | {} | {} | {} |\n", job.id, step.time_s, step.from_w,
+                             step.to_w, algorithm, windows_text(step.windows_to_under_cap),
+                             windows_text(step.windows_to_95pct_oracle));
+      }
+    }
+  }
+  if (table.empty()) return {};
+  return fmt::format(
+      "\n## Cap steps: windows to recover (simulated)\n\n"
+      "Windows are counted from the end of the step's *transition* — the change of the cap until the power reading "
+      "shows the controller's first answer (its next decision plus the sensor's averaging time); 1 = the first "
+      "window after it. Windows that hold part of a transition are left out of the count (and of the share of "
+      "windows over the cap outside transitions). *under cap*: the first window with no sample over the new cap; "
+      "*95 % of oracle*: the first window under the cap at ≥ 95 % of the oracle's throughput under it; *never*: not "
+      "before the next step or the end of the run.\n\n"
+      "| job | step | algorithm | windows to under cap | windows to 95 % of oracle |\n|---|---|---|---:|---:|\n{}",
+      table);
+}
+
+std::string plots_section(const Matrix& matrix, const BenchOptions& options) {
+  const auto folder = std::filesystem::path(options.plot_dir).filename().string();
+  std::string out = fmt::format("\n## Plots (simulated)\n\n![mean % of oracle]({}/{})\n\nPer job, every algorithm's "
+                                "window maximum power against the cap, and its batch size:\n\n",
+                                folder, kOracleChartFile);
+  for (const auto& job : matrix.jobs) {
+    out += fmt::format("- [job {} ({})]({}/{})\n", job.id, job.model, folder, timeline_file(job.id));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& catalog, const std::vector<BenchRun>& runs,
@@ -320,16 +463,17 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
       "which at least one power sample exceeded the cap in force when it was taken; *energy per image* is the "
       "board energy of the run / images. Means are unweighted over jobs.\n\n";
   out += "## Means over all jobs\n\n";
-  out += "| algorithm | throughput (img/s) | % of oracle | windows over cap (%) | energy per image (J) | jobs with > 5 % "
-         "of windows over cap |\n";
-  out += "|---|---:|---:|---:|---:|---:|\n";
+  out += "| algorithm | throughput (img/s) | % of oracle | windows over cap (%) | outside cap transitions (%) | energy "
+         "per image (J) | jobs with > 5 % of windows over cap |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& algorithm : options.algorithms) {
-    double sum_throughput = 0.0, sum_over = 0.0, sum_energy = 0.0, sum_pct = 0.0;
+    double sum_throughput = 0.0, sum_over = 0.0, sum_steady = 0.0, sum_energy = 0.0, sum_pct = 0.0;
     int bad_jobs = 0, with_oracle = 0;
     for (const auto& job : matrix.jobs) {
       const auto& run = find_run(runs, job.id, algorithm);
       sum_throughput += throughput(run);
       sum_over += over_cap(run);
+      sum_steady += steady_over_cap(run);
       sum_energy += joules_per_image(run);
       if (over_cap(run) > 5.0) ++bad_jobs;
       if (const auto pct = run.pct_of_oracle()) {
@@ -339,8 +483,8 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
     }
     const auto n = static_cast<double>(matrix.jobs.size());
     const auto pct = with_oracle > 0 ? fmt::format("{:.1f}", sum_pct / with_oracle) : std::string("–");
-    out += fmt::format("| {} | {:.1f} | {} | {:.2f} | {:.4f} | {} |\n", algorithm, sum_throughput / n, pct,
-                       sum_over / n, sum_energy / n, bad_jobs);
+    out += fmt::format("| {} | {:.1f} | {} | {:.2f} | {:.2f} | {:.4f} | {} |\n", algorithm, sum_throughput / n, pct,
+                       sum_over / n, sum_steady / n, sum_energy / n, bad_jobs);
   }
   if (options.oracle) {
     out += fmt::format(
@@ -362,6 +506,9 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
   }
   out += fmt::format("\n## Windows whose maximum power exceeded the cap (%, simulated)\n\n{}",
                      metric_table(matrix, runs, options, over_cap, "{:.2f}"));
+  out += fmt::format("\n## The same, outside cap transitions (%, simulated)\n\n{}",
+                     metric_table(matrix, runs, options, steady_over_cap, "{:.2f}"));
+  out += cap_step_section(matrix, runs, options);
   out += fmt::format("\n## Energy per image (J, simulated)\n\n{}",
                      metric_table(matrix, runs, options, joules_per_image, "{:.4f}"));
   std::vector<std::string> notes;
@@ -369,6 +516,7 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
     if (!job.note.empty()) notes.push_back(fmt::format("- Job {}: {}", job.id, job.note));
   }
   if (!notes.empty()) out += fmt::format("\n## Notes on jobs\n\n{}\n", join(notes, "\n"));
+  if (!options.plot_dir.empty()) out += plots_section(matrix, options);
   return out;
 }
 

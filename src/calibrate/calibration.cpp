@@ -13,6 +13,7 @@
 #include "gpucap/calibrate/pctodl_source.hpp"
 #include "gpucap/calibrate/published_source.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/gnuplot.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap::calibrate {
@@ -540,14 +541,7 @@ void write_p40_plots(const FidelityReport& report, const std::string& dir) {
       cap += fmt::format("{:.3f} {:g}\n", t, run.log.rows[r.row].cap_w);
     }
     script += logged + "e\n" + twin + "e\n" + cap + "e\n";
-    FILE* gnuplot = popen("gnuplot 2>&1", "w");
-    if (gnuplot == nullptr) throw Error(ErrorCode::unsupported, "cannot start gnuplot (install gnuplot-nox)");
-    std::fwrite(script.data(), 1, script.size(), gnuplot);
-    const int status = pclose(gnuplot);
-    if (status != 0) {
-      throw Error(ErrorCode::unsupported,
-                  fmt::format("gnuplot failed writing {} (exit status {}); is gnuplot-nox installed?", svg, status));
-    }
+    run_gnuplot(script, svg);
   }
 }
 

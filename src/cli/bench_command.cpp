@@ -10,6 +10,7 @@
 
 #include "gpucap/bench/harness.hpp"
 #include "gpucap/bench/matrix.hpp"
+#include "gpucap/bench/plots.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
@@ -46,11 +47,15 @@ std::vector<std::string> algorithm_list(const std::string& text) {
   return names;
 }
 
-// Creates DIR and DIR/traces, and proves they are writable before any run starts.
+// Creates DIR, DIR/traces and DIR/plots, and proves they are writable before any run starts.
 void prepare_out_dir(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(dir) / "traces", ec);
-  if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot create output folder ({})", dir, ec.message()));
+  for (const char* sub : {"traces", "plots"}) {
+    std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
+    if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot create output folder ({})", dir, ec.message()));
+  }
+  // A report left by an earlier run would be presented as this run's until the new one is written.
+  std::filesystem::remove(std::filesystem::path(dir) / "report.md", ec);
   const auto probe = (std::filesystem::path(dir) / ".gpucap-write-test").string();
   write_text_file(probe, "");
   std::filesystem::remove(probe, ec);
@@ -91,10 +96,15 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    if (!flags->out_dir.empty()) {
                      prepare_out_dir(flags->out_dir);
                      options.trace_dir = (std::filesystem::path(flags->out_dir) / "traces").string();
+                     options.plot_dir = (std::filesystem::path(flags->out_dir) / "plots").string();
                    }
                    if (isatty(fileno(stderr)) != 0) {
                      options.progress = [](std::size_t done, std::size_t total) {
-                       std::fprintf(stderr, "\r[%3zu%%] %zu/%zu runs", 100 * done / total, done, total);
+                       constexpr std::size_t kWidth = 30;
+                       const auto filled = kWidth * done / total;
+                       std::fprintf(stderr, "\r[%s%s] %3zu%% %zu/%zu (oracles, profiles, runs)",
+                                    std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
+                                    100 * done / total, done, total);
                        if (done == total) std::fprintf(stderr, "\n");
                      };
                    }
@@ -105,6 +115,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                      const std::filesystem::path out(flags->out_dir);
                      write_text_file((out / "summary.csv").string(), csv);
                      write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
+                     bench::write_bench_plots(matrix, runs, options.algorithms, options.plot_dir);
                      // The report is written last: its presence means the set is complete.
                      write_text_file((out / "report.md").string(),
                                      bench::bench_report_markdown(matrix, catalog, runs, options, command_line(*flags)));

@@ -40,7 +40,11 @@ void ControllerFlags::add_to(CLI::App& app) {
                  "SM clock levels in MHz for batchdvfs/dvfs, e.g. '544,632,734' (default: the GPU's DVFS ladder)");
   app.add_option("--start-batch", start_batch_, "First batch size (must be in the set; seeds: 1)");
   app.add_option("--start-clock", start_clock_mhz_, "First SM clock level in MHz (seeds: the 6th of 10 levels)");
-  app.add_option("--batch", fixed_batch_, "Fixed batch size for dvfs (seeds: 256)");
+  app.add_option("--batch", fixed_batch_, "Fixed batch size for dvfs and powercap (seeds: 256)");
+  app.add_option("--slo-ms", latency_slo_ms_, "Batch latency SLO in ms for morak (default: none)");
+  app.add_option("--profile", profile_path_,
+                 "capfit: profile of the model on this GPU, the JSON of 'gpucap tune --json' (default on the twin: "
+                 "measured before the run)");
 }
 
 control::ControllerOptions ControllerFlags::options() const {
@@ -52,6 +56,10 @@ control::ControllerOptions ControllerFlags::options() const {
   options.start_batch = start_batch_;
   options.start_clock_mhz = start_clock_mhz_;
   options.fixed_batch = fixed_batch_;
+  options.latency_slo_ms = latency_slo_ms_;
+  if (profile_path_) {
+    options.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*profile_path_));
+  }
   return options;
 }
 

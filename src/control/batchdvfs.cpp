@@ -53,7 +53,7 @@ Knobs BatchDvfsController::knobs() const {
                              params_.clock_levels_mhz[static_cast<std::size_t>(state_.clock_index)]);
 }
 
-Knobs BatchDvfsController::initial_knobs() const { return knobs(); }
+Knobs BatchDvfsController::initial_knobs(double /*cap_w*/) const { return knobs(); }
 
 Knobs BatchDvfsController::decide(const Observation& observation) {
   state_ = batchdvfs_step(params_, state_, observation.power.max_w, observation.cap_w);

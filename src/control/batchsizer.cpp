@@ -27,7 +27,7 @@ Knobs BatchSizerController::knobs() const {
   return single_tenant_knobs(params_.batch_sizes[static_cast<std::size_t>(state_.cur)]);
 }
 
-Knobs BatchSizerController::initial_knobs() const { return knobs(); }
+Knobs BatchSizerController::initial_knobs(double /*cap_w*/) const { return knobs(); }
 
 Knobs BatchSizerController::decide(const Observation& observation) {
   state_ = batchsizer_step(params_, state_, observation.power.max_w, observation.cap_w);

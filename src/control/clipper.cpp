@@ -31,7 +31,7 @@ Knobs ClipperController::knobs() const {
   return single_tenant_knobs(params_.batch_sizes[static_cast<std::size_t>(state_.index)]);
 }
 
-Knobs ClipperController::initial_knobs() const { return knobs(); }
+Knobs ClipperController::initial_knobs(double /*cap_w*/) const { return knobs(); }
 
 Knobs ClipperController::decide(const Observation& observation) {
   state_ = clipper_step(params_, state_, observation.power.max_w, observation.cap_w);

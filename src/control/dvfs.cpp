@@ -24,7 +24,7 @@ Knobs DvfsController::knobs() const {
   return single_tenant_knobs(params_.batch_size, params_.clock_levels_mhz[static_cast<std::size_t>(state_.clock_index)]);
 }
 
-Knobs DvfsController::initial_knobs() const { return knobs(); }
+Knobs DvfsController::initial_knobs(double /*cap_w*/) const { return knobs(); }
 
 Knobs DvfsController::decide(const Observation& observation) {
   state_ = dvfs_step(params_, state_, observation.power.max_w, observation.cap_w);

@@ -7,8 +7,11 @@
 
 #include "gpucap/control/batchdvfs.hpp"
 #include "gpucap/control/batchsizer.hpp"
+#include "gpucap/control/capfit.hpp"
 #include "gpucap/control/clipper.hpp"
 #include "gpucap/control/dvfs.hpp"
+#include "gpucap/control/morak.hpp"
+#include "gpucap/control/powercap.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 
@@ -24,6 +27,13 @@ const std::vector<AlgorithmInfo>& algorithms() {
        "BatchDVFS repository, DVFS baseline"},
       {"clipper", "AIMD on batch size driven by power: +4 below the band, x0.9 above the cap, every 3 s", "batch",
        "BatchDVFS repository, Clipper-style baseline (Crankshaw et al., NSDI 2017)"},
+      {"powercap", "board power limit set to the cap, fixed batch (256), SM clock left to the GPU's boost",
+       "power limit", "PctoDL repository, directcap/powercap baseline (nvidia-smi -pl)"},
+      {"morak", "batch and SM clock stepped on window max power, band [0.98·cap, 1.02·cap], latency SLO picks the knob",
+       "batch, SM clock", "PctoDL repository, Morak baseline (single-tenant form)"},
+      {"capfit", "gpucap's own: a profile corrected online by its own windows; best predicted feasible point, "
+       "margin from the measured spread; reacts to a cap change at once",
+       "batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
   };
   return list;
 }
@@ -70,6 +80,12 @@ std::vector<double> checked_clock_levels(const ControllerOptions& options, const
     }
   }
   return levels;
+}
+
+int checked_fixed_batch(const ControllerOptions& options, int fallback) {
+  const int batch = options.fixed_batch.value_or(fallback);
+  if (batch < 1 || batch > 1'000'000) throw usage_error(fmt::format("--batch {} must be between 1 and 1000000", batch));
+  return batch;
 }
 
 int index_of_batch(const std::vector<int>& sizes, int batch) {
@@ -128,10 +144,7 @@ std::unique_ptr<Controller> make_dvfs(const ControllerOptions& o, const Platform
   DvfsParams p;
   p.alpha = checked_alpha(o, p.alpha);
   p.period = checked_period(o, p.period);
-  p.batch_size = o.fixed_batch.value_or(p.batch_size);
-  if (p.batch_size < 1 || p.batch_size > 1'000'000) {
-    throw usage_error(fmt::format("--batch {} must be between 1 and 1000000", p.batch_size));
-  }
+  p.batch_size = checked_fixed_batch(o, p.batch_size);
   p.clock_levels_mhz = checked_clock_levels(o, limits);
   p.start_clock_index = start_clock_index(o, p.clock_levels_mhz);
   return std::make_unique<DvfsController>(std::move(p));
@@ -149,15 +162,82 @@ std::unique_ptr<Controller> make_clipper(const ControllerOptions& o) {
   return std::make_unique<ClipperController>(std::move(p));
 }
 
+std::unique_ptr<Controller> make_powercap(const ControllerOptions& o, const PlatformLimits& limits) {
+  reject(o.alpha.has_value(), "--alpha", "powercap (the firmware holds the limit)");
+  reject(o.batch_sizes.has_value(), "--batch-sizes", "powercap (fixed batch; use --batch)");
+  reject(o.start_batch.has_value(), "--start-batch", "powercap (fixed batch; use --batch)");
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", "powercap (clocks stay with the GPU)");
+  reject(o.start_clock_mhz.has_value(), "--start-clock", "powercap (clocks stay with the GPU)");
+  PowercapParams p;
+  p.period = checked_period(o, p.period);
+  p.batch_size = checked_fixed_batch(o, p.batch_size);
+  p.power_limit_min_w = limits.power_limit_min_w;
+  p.power_limit_max_w = limits.power_limit_max_w;
+  return std::make_unique<PowercapController>(p);
+}
+
+// Morak steps through every supported SM clock (PctoDL: 15-MHz steps), not the DVFS ladder.
+std::vector<double> morak_clocks(const ControllerOptions& o, const PlatformLimits& limits) {
+  if (o.clock_levels_mhz || limits.supported_sm_clocks_mhz.empty()) return checked_clock_levels(o, limits);
+  return limits.supported_sm_clocks_mhz;
+}
+
+std::unique_ptr<Controller> make_morak(const ControllerOptions& o, const PlatformLimits& limits) {
+  reject(o.fixed_batch.has_value(), "--batch", "morak");
+  MorakParams p;
+  p.alpha = checked_alpha(o, p.alpha);
+  p.period = checked_period(o, p.period);
+  p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
+  p.clocks_mhz = morak_clocks(o, limits);
+  if (o.latency_slo_ms && !(*o.latency_slo_ms > 0.0 && *o.latency_slo_ms <= 1e7)) {
+    throw usage_error(fmt::format("--slo-ms {:g} must be a positive number of milliseconds", *o.latency_slo_ms));
+  }
+  p.latency_slo_ms = o.latency_slo_ms;
+  // Upstream starts at batch 96 and the median clock.
+  const auto& sizes = p.batch_sizes;
+  const auto start = std::lower_bound(sizes.begin(), sizes.end(), 96);
+  p.start_batch_index = o.start_batch ? index_of_batch(sizes, *o.start_batch)
+                                      : static_cast<int>(std::min(start - sizes.begin(),
+                                                                  static_cast<std::ptrdiff_t>(sizes.size()) - 1));
+  p.start_clock_index = o.start_clock_mhz ? index_of_clock(p.clocks_mhz, *o.start_clock_mhz)
+                                          : static_cast<int>(p.clocks_mhz.size() / 2);
+  return std::make_unique<MorakController>(std::move(p));
+}
+
+std::unique_ptr<Controller> make_capfit(const ControllerOptions& o) {
+  reject(o.alpha.has_value(), "--alpha", "capfit (its margin comes from the measured spread)");
+  reject(o.fixed_batch.has_value(), "--batch", "capfit");
+  reject(o.start_batch.has_value(), "--start-batch", "capfit (it starts at the profile's best point)");
+  reject(o.start_clock_mhz.has_value(), "--start-clock", "capfit (it starts at the profile's best point)");
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", "capfit (it uses the profile's clocks)");
+  CapfitParams p;
+  p.period = checked_period(o, p.period);
+  if (o.batch_sizes) p.batch_sizes = checked_batch_sizes(o, {});
+  p.profile = o.profile;
+  return std::make_unique<CapfitController>(std::move(p));
+}
+
 }  // namespace
+
+bool needs_profile(std::string_view algorithm) { return to_lower(trim(algorithm)) == "capfit"; }
+
+bool uses_power_band(std::string_view algorithm) {
+  const auto key = to_lower(trim(algorithm));
+  return key != "capfit" && key != "powercap";
+}
 
 std::unique_ptr<Controller> make_controller(std::string_view name, const ControllerOptions& options,
                                             const PlatformLimits& limits) {
   const auto key = to_lower(trim(name));
+  reject(options.profile && key != "capfit", "--profile", fmt::format("{} (only capfit runs from a profile)", name));
+  reject(options.latency_slo_ms && key != "morak", "--slo-ms", fmt::format("{} (only morak has a latency SLO)", name));
   if (key == "batchsizer") return make_batchsizer(options);
   if (key == "batchdvfs") return make_batchdvfs(options, limits);
   if (key == "dvfs") return make_dvfs(options, limits);
   if (key == "clipper") return make_clipper(options);
+  if (key == "powercap") return make_powercap(options, limits);
+  if (key == "morak") return make_morak(options, limits);
+  if (key == "capfit") return make_capfit(options);
   std::vector<std::string> names;
   for (const auto& info : algorithms()) names.push_back(info.name);
   throw usage_error(fmt::format("unknown algorithm '{}'; known: {}", name, join(names, ", ")));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "gpucap/core/error.hpp"
@@ -41,10 +42,16 @@ struct Window {
   long long images = 0;
   double latency_sum_s = 0.0;
   WindowAccumulator power;
+  WindowAccumulator settled_power;  // samples from settled_from_s on
+  double settled_from_s = 0.0;
   long long samples_over_cap = 0;  // each judged against the cap in force when it was taken
+  bool cap_transition = false;     // some sample was taken during a cap transition
 
   void restart(double now_s) {
+    cap_transition = false;
     start_s = now_s;
+    settled_from_s = now_s;
+    settled_power.reset();
     batches = 0;
     images = 0;
     latency_sum_s = 0.0;
@@ -62,12 +69,16 @@ class JobRun {
     check_permissions(platform_.device(), controller_);
     check_run_limits(config_.images, config_.duration_s);
     device::ControlSession session(platform_.device());
-    knobs_ = controller_.initial_knobs();
+    knobs_ = controller_.initial_knobs(config_.schedule.cap_at(0.0));
     session.apply(knobs_);
+    platform_.settle();
 
     start_s_ = platform_.clock().now_s();
+    last_sample_cap_w_ = config_.schedule.cap_at(0.0);
+    // Readings from before the job (while settling) are not the job's.
+    platform_.meter().collect(start_s_, [](const PowerSample&) {});
     const double energy_start_j = platform_.device().read(device::Signal::energy_j);
-    window_.start_s = start_s_;
+    window_.restart(start_s_);
     long long done = 0;
     while (!finished(done)) {
       const long long left = config_.images > 0 ? config_.images - done : knobs_.batch_size();
@@ -79,13 +90,20 @@ class JobRun {
       window_.latency_sum_s += result.latency_s();
       const double now_s = platform_.clock().now_s();
       collect_samples(now_s);
-      if (!controller_.period().due(now_s - window_.start_s, window_.batches)) continue;
+      if (!controller_.period().due(now_s - window_.start_s, window_.batches) && !cap_changed_in_window(now_s)) {
+        continue;
+      }
       if (window_.power.count() == 0) continue;  // no reading yet: a decision needs a measurement
       const auto observation = close_window(now_s);
+      const auto previous = knobs_;
       knobs_ = controller_.decide(observation);
       spdlog::debug("t={:.2f}s cap={:g}W max={:.1f}W mean={:.1f}W -> {} [{}]", observation.time_s, observation.cap_w,
                    observation.power.max_w, observation.power.mean_w, describe(knobs_), controller_.describe_state());
       session.apply(knobs_);
+      if (knobs_ != previous) window_.settled_from_s = now_s + platform_.power_settle_s();
+      // The controller has answered a cap change: once the reading shows its answer, the
+      // transition is over.
+      if (transition_end_s_ == kOpenTransition) transition_end_s_ = now_s + platform_.power_settle_s();
     }
     if (window_.batches > 0) {
       // The last, partial window is a window only if it holds a measurement; its images count in
@@ -106,10 +124,22 @@ class JobRun {
     return config_.duration_s > 0.0 && platform_.clock().now_s() - start_s_ >= config_.duration_s;
   }
 
+  // For controllers that react to cap changes: whether the cap now differs from the one in force
+  // when the window started.
+  [[nodiscard]] bool cap_changed_in_window(double now_s) const {
+    return controller_.reacts_to_cap_changes() &&
+           config_.schedule.cap_at(now_s - start_s_) != config_.schedule.cap_at(window_.start_s - start_s_);
+  }
+
   // Streams the meter's new samples into the window: statistics and the per-sample cap check.
   void collect_samples(double now_s) {
     platform_.meter().collect(now_s, [this](const PowerSample& sample) {
       window_.power.add(sample.power_w);
+      if (sample.time_s >= window_.settled_from_s) window_.settled_power.add(sample.power_w);
+      const double cap_w = config_.schedule.cap_at(sample.time_s - start_s_);
+      if (cap_w != last_sample_cap_w_) transition_end_s_ = kOpenTransition;
+      last_sample_cap_w_ = cap_w;
+      if (sample.time_s <= transition_end_s_) window_.cap_transition = true;
       summary_.max_power_w = std::max(summary_.max_power_w, sample.power_w);
       if (sample.power_w > config_.schedule.cap_at(sample.time_s - start_s_)) ++window_.samples_over_cap;
     });
@@ -120,6 +150,9 @@ class JobRun {
     obs.time_s = now_s - start_s_;
     obs.cap_w = config_.schedule.cap_at(obs.time_s);
     obs.power = window_.power.stats(window_.start_s - start_s_, obs.time_s);
+    if (window_.settled_power.count() > 0) {
+      obs.settled_power = window_.settled_power.stats(window_.settled_from_s - start_s_, obs.time_s);
+    }
     const double duration_s = now_s - window_.start_s;
     obs.throughput_img_s = duration_s > 0.0 ? static_cast<double>(window_.images) / duration_s : 0.0;
     obs.mean_batch_latency_s = window_.latency_sum_s / window_.batches;
@@ -139,6 +172,7 @@ class JobRun {
     row.throughput_img_s = obs.throughput_img_s;
     row.images = window_.images;
     row.over_cap = window_.samples_over_cap > 0;
+    row.cap_transition = window_.cap_transition;
     summary_.time_over_cap_s += static_cast<double>(window_.samples_over_cap) / platform_.meter().sample_hz();
     record(row);
     window_.restart(now_s);
@@ -170,6 +204,11 @@ class JobRun {
   Knobs knobs_;
   double start_s_ = 0.0;
   Window window_;
+  // A cap transition runs from a change of the cap until the reading shows the controller's first
+  // answer to it (its next decision plus the sensor's averaging time).
+  static constexpr double kOpenTransition = std::numeric_limits<double>::infinity();
+  double transition_end_s_ = -kOpenTransition;
+  double last_sample_cap_w_ = 0.0;
   RunSummary summary_;
 };
 
@@ -192,14 +231,14 @@ RunSummary run_job(Platform& platform, control::Controller& controller, const Ru
 
 std::string trace_csv_header() {
   return "time_s,window_start_s,cap_w,window_max_w,window_mean_w,samples,batch_size,sm_clock_mhz,"
-         "mem_clock_mhz,throughput_img_s,images,over_cap,platform\n";
+         "mem_clock_mhz,throughput_img_s,images,over_cap,cap_transition,platform\n";
 }
 
 std::string trace_csv_row(const TraceRow& row, bool simulated) {
-  return fmt::format("{:.3f},{:.3f},{:g},{:.2f},{:.2f},{},{},{:g},{:g},{:.2f},{},{},{}\n", row.time_s,
+  return fmt::format("{:.3f},{:.3f},{:g},{:.2f},{:.2f},{},{},{:g},{:g},{:.2f},{},{},{},{}\n", row.time_s,
                      row.window_start_s, row.cap_w, row.window_max_w, row.window_mean_w, row.samples,
                      row.batch_size, row.sm_clock_mhz, row.memory_clock_mhz, row.throughput_img_s, row.images,
-                     row.over_cap ? 1 : 0, simulated ? "sim" : "real");
+                     row.over_cap ? 1 : 0, row.cap_transition ? 1 : 0, simulated ? "sim" : "real");
 }
 
 }  // namespace gpucap::runtime

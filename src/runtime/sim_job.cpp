@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "gpucap/runtime/tuning.hpp"
+#include "gpucap/sim/noise.hpp"
 #include "gpucap/sim/perf_model.hpp"
 
 #include "gpucap/core/error.hpp"
@@ -22,6 +24,16 @@ void check_cap_schedule(const CapSchedule& schedule, const sim::GpuSpec& gpu) {
                                    gpu.name));
 }
 
+std::shared_ptr<const predict::ProfileModel> measure_default_profile(const sim::Catalog& catalog,
+                                                                    const std::string& gpu, const std::string& model,
+                                                                    double sample_hz, std::uint64_t seed) {
+  TrialOptions options;
+  options.sample_hz = sample_hz;
+  options.seed = seed;
+  const SimTrialRunner runner(catalog, gpu, model, options);
+  return std::make_shared<const predict::ProfileModel>(measure_profile(runner, default_profile_space(runner.gpu())));
+}
+
 SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
@@ -36,7 +48,12 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
                                   dataset.id));
   }
   platform_ = std::make_unique<SimPlatform>(gpu, model, spec.precision.value_or(model.precision), options);
-  controller_ = control::make_controller(spec.algorithm, spec.controller, platform_->controller_limits());
+  auto controller_options = spec.controller;
+  if (control::needs_profile(spec.algorithm) && !controller_options.profile) {
+    controller_options.profile = measure_default_profile(catalog, spec.gpu, spec.model, spec.sim.sample_hz,
+                                                         sim::derive_seed(spec.sim.seed, kProfileSeedStream));
+  }
+  controller_ = control::make_controller(spec.algorithm, controller_options, platform_->controller_limits());
   config_.images = spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images);
   config_.duration_s = spec.duration_s;
   config_.schedule = spec.schedule;

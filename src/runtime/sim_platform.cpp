@@ -57,8 +57,13 @@ std::string SimPlatform::description() const {
                      sim::to_string(twin_.precision()), input, autotune);
 }
 
+double SimPlatform::power_settle_s() const { return twin_.gpu().sensor.averaging_window_s; }
+
+void SimPlatform::settle() { twin_.idle(power_settle_s()); }
+
 control::PlatformLimits SimPlatform::controller_limits() const {
-  return control::PlatformLimits{twin_.gpu().dvfs_levels_mhz, twin_.gpu().sm_clocks_mhz};
+  const auto& gpu = twin_.gpu();
+  return control::PlatformLimits{gpu.dvfs_levels_mhz, gpu.sm_clocks_mhz, gpu.power_limit_min_w, gpu.power_limit_max_w};
 }
 
 }  // namespace gpucap::runtime

@@ -22,6 +22,12 @@ tune::SearchSpace default_search_space(const sim::GpuSpec& gpu) {
   return space;
 }
 
+tune::SearchSpace default_profile_space(const sim::GpuSpec& gpu) {
+  auto space = default_search_space(gpu);
+  space.batch_sizes = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+  return space;
+}
+
 SimTrialRunner::SimTrialRunner(const sim::Catalog& catalog, const std::string& gpu, const std::string& model,
                                const TrialOptions& options)
     : gpu_(catalog.gpu(gpu)), model_(catalog.model(model)), options_(options) {
@@ -63,6 +69,43 @@ tune::TrialResult SimTrialRunner::measure(const tune::ConfigPoint& point) const 
   config.schedule = CapSchedule::constant(gpu_.power_limit_max_w);
   const auto summary = run_job(platform, controller, config);
   return tune::TrialResult{summary.throughput_img_s, summary.max_power_w, summary.mean_power_w, summary.duration_s};
+}
+
+std::vector<predict::ProfileSample> profile_samples(const std::vector<tune::Trial>& trials) {
+  std::vector<predict::ProfileSample> samples;
+  samples.reserve(trials.size());
+  for (const auto& t : trials) {
+    samples.push_back(predict::ProfileSample{t.point.batch_size, t.point.sm_clock_mhz, t.point.memory_clock_mhz,
+                                             t.result.throughput_img_s, t.result.max_power_w});
+  }
+  return samples;
+}
+
+std::vector<predict::ProfileSample> measure_profile(const SimTrialRunner& runner, const tune::SearchSpace& space) {
+  std::vector<tune::Trial> trials;
+  trials.reserve(space.size());
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    const auto point = space.point(i);
+    trials.push_back(tune::Trial{point, runner.measure(point)});
+  }
+  return profile_samples(trials);
+}
+
+std::optional<tune::Trial> verified_best(const std::vector<tune::Trial>& grid, double cap_w, const MeasureFn& verify,
+                                         std::size_t max_checks) {
+  std::vector<const tune::Trial*> feasible;
+  for (const auto& trial : grid) {
+    if (tune::feasible(trial.result, cap_w)) feasible.push_back(&trial);
+  }
+  // Best first; stable, so ties keep grid order as best_feasible() does.
+  std::stable_sort(feasible.begin(), feasible.end(), [](const tune::Trial* a, const tune::Trial* b) {
+    return a->result.throughput_img_s > b->result.throughput_img_s;
+  });
+  for (std::size_t i = 0; i < feasible.size() && i < max_checks; ++i) {
+    const auto result = verify(feasible[i]->point);
+    if (tune::feasible(result, cap_w)) return tune::Trial{feasible[i]->point, result};
+  }
+  return std::nullopt;
 }
 
 TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w, std::size_t budget,

@@ -55,16 +55,36 @@ void GpuTwin::emit(double duration_s, double power_w) {
   sensor_.add_segment(start_s, now_s_, power_w);
 }
 
+const GpuTwin::BatchModel& GpuTwin::batch_model(int batch_size, OperatingPoint requested) {
+  const auto limit = power_limit_w_;
+  const auto& last = last_batch_model_;
+  if (last && last->batch_size == batch_size && last->requested.sm_clock_mhz == requested.sm_clock_mhz &&
+      last->requested.memory_clock_mhz == requested.memory_clock_mhz && last->power_limit_w == limit) {
+    return *last;
+  }
+  BatchModel m;
+  m.batch_size = batch_size;
+  m.requested = requested;
+  m.power_limit_w = limit;
+  const double sm_mhz = power_limited_sm_clock_mhz(gpu_, model_, precision_, batch_size, requested, power_limit_w());
+  m.point = OperatingPoint{sm_mhz, requested.memory_clock_mhz};
+  m.profile = profile_batch(gpu_, model_, precision_, batch_size, m.point);
+  m.halves = busy_halves_w(gpu_, m.point, m.profile);
+  m.prep_power_w = idle_loaded_power_w(gpu_, m.point);
+  last_batch_model_ = m;
+  return *last_batch_model_;
+}
+
 BatchRecord GpuTwin::run_batch(int batch_size) {
   if (batch_size < 1) throw Error(ErrorCode::internal, "twin: batch size must be >= 1");
   if (pipeline_.mode != PipelineMode::none && !(pipeline_.seconds_per_image >= 0.0)) {
     throw Error(ErrorCode::internal, "twin: host seconds per image must be >= 0");
   }
   const OperatingPoint requested{requested_sm_clock_mhz(), memory_clock_mhz()};
-  const double sm_mhz =
-      power_limited_sm_clock_mhz(gpu_, model_, precision_, batch_size, requested, power_limit_w());
-  const OperatingPoint point{sm_mhz, requested.memory_clock_mhz};
-  auto profile = profile_batch(gpu_, model_, precision_, batch_size, point);
+  const auto& model = batch_model(batch_size, requested);
+  const double sm_mhz = model.point.sm_clock_mhz;
+  const OperatingPoint point = model.point;
+  auto profile = model.profile;
   // Kernel-time jitter (clock boost wobble, scheduling); clamped so a draw can never reverse time.
   const double jitter = std::clamp(1.0 + gpu_.latency_jitter_fraction * latency_noise_.gaussian(), 0.5, 1.5);
   profile.busy_s *= jitter;
@@ -75,8 +95,9 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   record.sm_clock_mhz = sm_mhz;
   record.memory_clock_mhz = point.memory_clock_mhz;
   record.power_limited = sm_mhz < requested.sm_clock_mhz;
-  record.prep_power_w = idle_loaded_power_w(gpu_, point);
-  const auto halves = busy_halves_w(gpu_, point, profile);
+  record.prep_power_w = model.prep_power_w;
+  // The halves' power depends on activity, not on the busy time the jitter scales.
+  const auto halves = model.halves;
   record.busy_power_w = halves.mean_w();
   if (autotune_new_shapes_ && tuned_batch_sizes_.insert(batch_size).second) {
     record.autotune_s = autotune_s(gpu_, profile);

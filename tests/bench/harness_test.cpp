@@ -33,13 +33,13 @@ Matrix small_matrix() {
 TEST(Harness, ResultsDoNotDependOnTheNumberOfThreads) {
   const auto catalog = sim::Catalog::load(test::data_dir());
   BenchOptions options;
-  options.algorithms = {"batchsizer", "batchdvfs", "dvfs", "clipper"};
+  options.algorithms = {"batchsizer", "batchdvfs", "dvfs", "clipper", "capfit"};
   options.threads = 1;
   const auto serial = run_matrix(small_matrix(), catalog, options);
   options.threads = 3;
   const auto parallel = run_matrix(small_matrix(), catalog, options);
-  ASSERT_EQ(serial.size(), 12u);
-  ASSERT_EQ(parallel.size(), 12u);
+  ASSERT_EQ(serial.size(), 15u);
+  ASSERT_EQ(parallel.size(), 15u);
   for (std::size_t i = 0; i < serial.size(); ++i) {
     EXPECT_EQ(serial[i].job, parallel[i].job);
     EXPECT_EQ(serial[i].algorithm, parallel[i].algorithm);
@@ -59,7 +59,8 @@ TEST(Harness, SummaryAndReportHaveEveryRun) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
             "oracle_throughput_img_s,pct_of_oracle,"
-            "over_cap_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,max_power_w,platform");
+            "over_cap_windows_pct,over_cap_steady_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,"
+            "max_power_w,cap_steps,windows_to_under_cap,windows_to_95pct_oracle,platform");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   EXPECT_NE(csv.find("small,c,resnet_v2_50,caltech256,,0:150 10:100,clipper,4000,"), std::string::npos) << csv;
   const auto json = bench_summary_json(matrix, runs, options);
@@ -163,6 +164,36 @@ TEST(Harness, JobControllerOptionsReachEveryAlgorithm) {
   matrix.jobs[0].controller.window = control::DecisionPeriod::every_seconds(1.0);
   const auto faster = run_matrix(matrix, catalog, options);
   EXPECT_GT(faster[0].summary.windows, 2 * plain[0].summary.windows);
+}
+
+TEST(Harness, CapfitBeatsBatchDvfsWithoutSteadyWindowsOverTheCapAndReportsCapSteps) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  BenchOptions options;
+  options.algorithms = {"batchdvfs", "capfit"};
+  auto matrix = small_matrix();
+  matrix.jobs[2].images = 0;
+  matrix.jobs[2].duration_s = 30;  // long enough to see the step at 10 s through
+  const auto runs = run_matrix(matrix, catalog, options);
+  ASSERT_EQ(runs.size(), 6u);
+  for (std::size_t j = 0; j < 3; ++j) {
+    const auto& seed = runs[2 * j];
+    const auto& ours = runs[2 * j + 1];
+    ASSERT_EQ(ours.algorithm, "capfit");
+    EXPECT_GT(ours.summary.throughput_img_s, seed.summary.throughput_img_s) << ours.job;
+    EXPECT_EQ(ours.over_cap_steady_windows_pct, 0.0) << ours.job;
+    ASSERT_TRUE(ours.pct_of_oracle().has_value());
+    EXPECT_GT(*ours.pct_of_oracle(), 85.0) << ours.job;
+  }
+  const auto& stepped = runs[5];
+  ASSERT_EQ(stepped.cap_steps.size(), 1u) << "job c steps 150 -> 100 W at 10 s";
+  EXPECT_EQ(stepped.cap_steps[0].to_w, 100.0);
+  ASSERT_TRUE(stepped.worst_windows_to_under_cap().has_value());
+  EXPECT_EQ(*stepped.worst_windows_to_under_cap(), 1);
+  ASSERT_TRUE(stepped.worst_windows_to_95pct_oracle().has_value());
+  EXPECT_LE(*stepped.worst_windows_to_95pct_oracle(), 5);
+  EXPECT_TRUE(runs[0].cap_steps.empty());
+  const auto json = bench_summary_json(matrix, runs, options);
+  EXPECT_EQ(json["runs"][5]["cap_steps"][0]["windows_to_under_cap"], 1);
 }
 
 }  // namespace

@@ -255,9 +255,12 @@ TEST(Cli, ListsWhatItKnows) {
   const auto models = nlohmann::json::parse(gpucap({"list", "models", "--json"}).out);
   EXPECT_EQ(models.size(), 23u);
   const auto algorithms = nlohmann::json::parse(gpucap({"list", "algorithms", "--json"}).out);
-  EXPECT_EQ(algorithms.size(), 4u);
+  EXPECT_EQ(algorithms.size(), 7u);
   EXPECT_EQ(gpucap({"list", "datasets"}).exit_code, 0);
-  EXPECT_NE(gpucap({"list", "matrices"}).out.find("batchdvfs-p40"), std::string::npos);
+  const auto matrices = gpucap({"list", "matrices"}).out;
+  for (const char* id : {"batchdvfs-p40", "pctodl-3080ti", "pctodl-a100"}) {
+    EXPECT_NE(matrices.find(id), std::string::npos) << id;
+  }
   expect_error({"list", "widgets"}, 2, "widgets");
 }
 

@@ -13,7 +13,7 @@ TEST(BatchDvfs, StartsAtBatchOneAnd1063MHz) {
   const BatchDvfsParams params;
   EXPECT_EQ(batchdvfs_initial(params), state(0, 254, 0, 5));
   BatchDvfsController controller(params);
-  const auto knobs = controller.initial_knobs();
+  const auto knobs = controller.initial_knobs(100.0);
   EXPECT_EQ(knobs.batch_size(), 1);
   EXPECT_EQ(knobs.sm_clock_mhz, 1063.0);
   EXPECT_TRUE(controller.requirements().sm_clock);

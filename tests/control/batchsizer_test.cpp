@@ -16,8 +16,8 @@ TEST(BatchSizer, DefaultsAreThePapers) {
   EXPECT_EQ(params.period, DecisionPeriod::every_batches(10));
   EXPECT_EQ(params.batch_sizes, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
   BatchSizerController controller(params);
-  EXPECT_EQ(controller.initial_knobs().batch_size(), 1);
-  EXPECT_FALSE(controller.initial_knobs().sm_clock_mhz.has_value()) << "batch size only: clocks untouched";
+  EXPECT_EQ(controller.initial_knobs(100.0).batch_size(), 1);
+  EXPECT_FALSE(controller.initial_knobs(100.0).sm_clock_mhz.has_value()) << "batch size only: clocks untouched";
   const auto needs = controller.requirements();
   EXPECT_FALSE(needs.sm_clock || needs.memory_clock || needs.power_limit);
 }

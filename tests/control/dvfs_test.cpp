@@ -22,7 +22,7 @@ TEST(Dvfs, WalksOneLevelPerWindowAndClamps) {
 
 TEST(Dvfs, KnobsCarryTheFixedBatchAndClock) {
   DvfsController controller{DvfsParams{}};
-  const auto start = controller.initial_knobs();
+  const auto start = controller.initial_knobs(100.0);
   EXPECT_EQ(start.batch_size(), 256);
   EXPECT_EQ(start.sm_clock_mhz, 1063.0);
   Observation obs;

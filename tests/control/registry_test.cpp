@@ -22,7 +22,12 @@ void expect_usage(const std::string& algorithm, const ControllerOptions& options
 
 TEST(Registry, BuildsEveryListedAlgorithm) {
   for (const auto& info : algorithms()) {
-    const auto controller = make_controller(info.name, {}, kP40);
+    ControllerOptions options;
+    if (needs_profile(info.name)) {
+      options.profile = std::make_shared<const predict::ProfileModel>(
+          std::vector<predict::ProfileSample>{{1, 544.0, std::nullopt, 100.0, 60.0}});
+    }
+    const auto controller = make_controller(info.name, options, kP40);
     EXPECT_EQ(controller->name(), info.name);
   }
   EXPECT_EQ(make_controller("BatchDVFS", {}, kP40)->name(), "batchdvfs");
@@ -65,15 +70,15 @@ TEST(Registry, OptionsChangeTheController) {
   o.start_clock_mhz = 1303;
   o.window = DecisionPeriod::every_seconds(6);
   const auto controller = make_controller("batchdvfs", o, kP40);
-  EXPECT_EQ(controller->initial_knobs().batch_size(), 8);
-  EXPECT_EQ(controller->initial_knobs().sm_clock_mhz, 1303.0);
+  EXPECT_EQ(controller->initial_knobs(100.0).batch_size(), 8);
+  EXPECT_EQ(controller->initial_knobs(100.0).sm_clock_mhz, 1303.0);
   EXPECT_EQ(controller->period(), DecisionPeriod::every_seconds(6));
 }
 
 TEST(Registry, OtherGpusUseTheirOwnLadder) {
   const PlatformLimits a100{{210, 345, 480, 615, 750, 870, 1005, 1140, 1275, 1410}, {}};
   const auto controller = make_controller("batchdvfs", {}, a100);
-  EXPECT_EQ(controller->initial_knobs().sm_clock_mhz, 870.0) << "the sixth of ten levels, like 1063 MHz on the P40";
+  EXPECT_EQ(controller->initial_knobs(100.0).sm_clock_mhz, 870.0) << "the sixth of ten levels, like 1063 MHz on the P40";
 }
 
 TEST(Registry, ParsesBatchSetsAndClockLists) {

@@ -150,3 +150,66 @@ TEST(TraceCsv, HeaderAndRowsAgree) {
 
 }  // namespace
 }  // namespace gpucap::runtime
+
+namespace gpucap::runtime {
+namespace {
+
+class RunnerCapChangeTest : public RunnerTest {};
+
+TEST_F(RunnerCapChangeTest, AControllerThatReactsGetsAWindowEndingAtTheCapChange) {
+  auto s = spec("capfit", 200, "resnet_v2_152");
+  s.schedule = CapSchedule::parse("0:200,10:120");
+  s.images = 0;
+  s.duration_s = 30;
+  const auto rows = run(s).second;
+  const auto step = std::find_if(rows.begin(), rows.end(), [](const TraceRow& r) { return r.time_s >= 10.0; });
+  ASSERT_NE(step, rows.end());
+  EXPECT_LT(step->time_s - 10.0, 1.5) << "closed at the first batch boundary after the change, not 3 s later";
+  auto seeds = s;
+  seeds.algorithm = "batchdvfs";
+  const auto seed_rows = run(seeds).second;
+  // The transition: the window of the change, and for capfit the moment until the sensor shows
+  // its answer; windows before the change are not part of it.
+  EXPECT_TRUE(step->cap_transition);
+  EXPECT_FALSE(rows.front().cap_transition);
+  EXPECT_FALSE(rows.back().cap_transition);
+  ASSERT_GT(seed_rows.size(), 2u);
+  for (std::size_t i = 0; i + 1 < seed_rows.size(); ++i) {  // the last window ends with the run
+    EXPECT_GT(seed_rows[i].time_s - seed_rows[i].window_start_s, 2.9) << "seeds keep their timing";
+  }
+}
+
+TEST_F(RunnerCapChangeTest, SettledPowerLeavesOutTheSensorsAveragingAfterAChangeOfKnobs) {
+  // The RTX 3080 Ti's sensor averages over 1 s: after capfit changes its knobs, the first second
+  // of readings still shows the old configuration.
+  SimJobSpec s = spec("capfit", 200, "resnet50");
+  s.gpu = "rtx3080ti";
+  s.schedule = CapSchedule::parse("0:250,9:140");
+  s.images = 0;
+  s.duration_s = 30;
+  std::vector<Observation> seen;
+  SimJob job(catalog, s);
+  std::vector<TraceRow> rows;
+  (void)job.run([&rows](const TraceRow& row) { rows.push_back(row); });
+  // The window after the step starts with readings of the hotter configuration before it.
+  const auto after = std::find_if(rows.begin(), rows.end(), [](const TraceRow& r) { return r.window_start_s >= 9.0; });
+  ASSERT_NE(after, rows.end());
+  ASSERT_NE(after + 1, rows.end());
+  EXPECT_GT(after->window_max_w, (after + 1)->window_max_w + 5.0) << "the lagging sensor shows the old knobs";
+  EXPECT_LE((after + 1)->window_max_w, 140.0) << "capfit learned from the settled part and stays under the cap";
+}
+
+TEST_F(RunnerCapChangeTest, TheFirstWindowDoesNotShowTheGpuAsItWasBeforeTheJob) {
+  // The twin starts idle at boost clocks with the default memory clock (about 133 W on the
+  // 3080 Ti); a job at the lowest clocks must not see that in its first samples.
+  SimJobSpec s = spec("capfit", 120, "mnasnet1_0");
+  s.gpu = "rtx3080ti";
+  s.images = 0;
+  s.duration_s = 9;
+  const auto rows = run(s).second;
+  ASSERT_FALSE(rows.empty());
+  EXPECT_FALSE(rows.front().over_cap) << rows.front().window_max_w;
+}
+
+}  // namespace
+}  // namespace gpucap::runtime

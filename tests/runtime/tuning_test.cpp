@@ -86,5 +86,34 @@ TEST(Tuning, TheOracleIsAtLeastAsGoodAsAnOnlineControllerUnderTheSameCap) {
   EXPECT_LE(online.throughput_img_s, outcome.best->result.throughput_img_s);
 }
 
+TEST(Tuning, VerifiedBestTakesTheFirstCandidateThatStaysUnderTheCapWhenMeasuredLonger) {
+  const auto trial = [](int batch, double throughput, double max_w) {
+    return tune::Trial{tune::ConfigPoint{batch, 1000.0, std::nullopt}, tune::TrialResult{throughput, max_w, max_w, 3}};
+  };
+  const std::vector<tune::Trial> grid = {trial(1, 100, 90), trial(2, 300, 99.9), trial(3, 250, 98), trial(4, 400, 120)};
+  std::vector<int> verified;
+  // Measured longer, batch 2 shows a sample over the cap; batch 3 stays under.
+  const auto verify = [&](const tune::ConfigPoint& p) {
+    verified.push_back(p.batch_size);
+    const double max_w = p.batch_size == 2 ? 100.4 : 99.0;
+    return tune::TrialResult{p.batch_size * 80.0, max_w, 95.0, 30};
+  };
+  const auto best = verified_best(grid, 100.0, verify);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->point.batch_size, 3);
+  EXPECT_DOUBLE_EQ(best->result.throughput_img_s, 240.0) << "the longer measurement is the result";
+  EXPECT_EQ(verified, (std::vector<int>{2, 3})) << "best first; batch 4 was never feasible";
+  EXPECT_FALSE(verified_best(grid, 100.0, verify, 1).has_value()) << "only one check allowed";
+  EXPECT_FALSE(verified_best(grid, 50.0, verify).has_value());
+}
+
+TEST(Tuning, TheDefaultProfileIsSparseInBatchSize) {
+  const auto space = default_profile_space(catalog().gpu("p40"));
+  EXPECT_EQ(space.batch_sizes.size(), 16u);
+  EXPECT_EQ(space.batch_sizes.front(), 1);
+  EXPECT_EQ(space.batch_sizes.back(), 256);
+  EXPECT_EQ(space.size(), 160u);
+}
+
 }  // namespace
 }  // namespace gpucap::runtime

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpucap/bench/matrix.hpp"
+#include "gpucap/bench/recovery.hpp"
 #include "gpucap/runtime/runner.hpp"
 #include "gpucap/sim/catalog.hpp"
 
@@ -25,6 +26,7 @@ struct BenchOptions {
   int threads = 1;
   double sample_hz = 100.0;
   std::string trace_dir;  // empty: no per-run traces
+  std::string plot_dir;   // empty: no plots (gnuplot SVG timelines per job)
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
@@ -40,6 +42,12 @@ struct BenchRun {
   // feasible).
   double oracle_throughput_img_s = 0.0;
   [[nodiscard]] std::optional<double> pct_of_oracle() const;
+  std::vector<runtime::TraceRow> trace;       // one row per window
+  double over_cap_steady_windows_pct = 0.0;   // over-cap windows among those without a cap change
+  std::vector<CapStepRecovery> cap_steps;     // one per change of the cap schedule
+  // The worst step of the run (nullopt: no steps, or some step never got there: see cap_steps).
+  [[nodiscard]] std::optional<int> worst_windows_to_under_cap() const;
+  [[nodiscard]] std::optional<int> worst_windows_to_95pct_oracle() const;
 };
 
 // Checks every (job, algorithm) pair as a run would — names, caps, limits, options — and throws
@@ -54,8 +62,9 @@ void validate_bench(const Matrix& matrix, const sim::Catalog& catalog, const Ben
 [[nodiscard]] std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>& runs);
 [[nodiscard]] nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchRun>& runs,
                                                 const BenchOptions& options);
-// Markdown report: per job and algorithm throughput, windows over cap, energy per image, and
-// per-algorithm means. `command` is the command line that regenerates it.
+// Markdown report: per job and algorithm throughput, windows over cap, energy per image, cap-step
+// recovery, and per-algorithm means; links the plots when options.plot_dir is set. `command` is
+// the command line that regenerates it.
 [[nodiscard]] std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& catalog,
                                                 const std::vector<BenchRun>& runs, const BenchOptions& options,
                                                 const std::string& command);

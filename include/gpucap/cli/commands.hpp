@@ -39,7 +39,7 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global);
 [[nodiscard]] std::uint64_t parse_seed(const std::string& text);
 
 // The controller options shared by `run` (and later `bench`): --alpha, --window,
-// --batch-sizes, --clock-levels, --start-batch, --start-clock, --batch.
+// --batch-sizes, --clock-levels, --start-batch, --start-clock, --batch, --slo-ms, --profile.
 class ControllerFlags {
  public:
   void add_to(CLI::App& app);
@@ -53,6 +53,8 @@ class ControllerFlags {
   std::optional<int> start_batch_;
   std::optional<double> start_clock_mhz_;
   std::optional<int> fixed_batch_;
+  std::optional<double> latency_slo_ms_;
+  std::optional<std::string> profile_path_;
 };
 
 }  // namespace gpucap::cli

@@ -41,7 +41,7 @@ class BatchDvfsController final : public Controller {
   [[nodiscard]] std::string_view name() const override { return "batchdvfs"; }
   [[nodiscard]] DecisionPeriod period() const override { return params_.period; }
   [[nodiscard]] Requirements requirements() const override { return {.sm_clock = true}; }
-  [[nodiscard]] Knobs initial_knobs() const override;
+  [[nodiscard]] Knobs initial_knobs(double cap_w) const override;
   [[nodiscard]] Knobs decide(const Observation& observation) override;
   [[nodiscard]] std::string describe_state() const override;
   [[nodiscard]] const BatchDvfsState& state() const { return state_; }

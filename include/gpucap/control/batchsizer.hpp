@@ -28,7 +28,7 @@ class BatchSizerController final : public Controller {
   [[nodiscard]] std::string_view name() const override { return "batchsizer"; }
   [[nodiscard]] DecisionPeriod period() const override { return params_.period; }
   [[nodiscard]] Requirements requirements() const override { return {}; }
-  [[nodiscard]] Knobs initial_knobs() const override;
+  [[nodiscard]] Knobs initial_knobs(double cap_w) const override;
   [[nodiscard]] Knobs decide(const Observation& observation) override;
   [[nodiscard]] std::string describe_state() const override;
   [[nodiscard]] const BatchSearch& state() const { return state_; }

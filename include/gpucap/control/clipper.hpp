@@ -37,7 +37,7 @@ class ClipperController final : public Controller {
   [[nodiscard]] std::string_view name() const override { return "clipper"; }
   [[nodiscard]] DecisionPeriod period() const override { return params_.period; }
   [[nodiscard]] Requirements requirements() const override { return {}; }
-  [[nodiscard]] Knobs initial_knobs() const override;
+  [[nodiscard]] Knobs initial_knobs(double cap_w) const override;
   [[nodiscard]] Knobs decide(const Observation& observation) override;
   [[nodiscard]] std::string describe_state() const override;
 

@@ -60,12 +60,16 @@ class Controller {
   [[nodiscard]] virtual std::string_view name() const = 0;
   [[nodiscard]] virtual DecisionPeriod period() const = 0;
   [[nodiscard]] virtual Requirements requirements() const = 0;
-  // Knobs for the first window.
-  [[nodiscard]] virtual Knobs initial_knobs() const = 0;
+  // Knobs for the first window, given the cap in force when the job starts.
+  [[nodiscard]] virtual Knobs initial_knobs(double cap_w) const = 0;
   // Knobs for the next window, given the one that just ended.
   [[nodiscard]] virtual Knobs decide(const Observation& observation) = 0;
   // One line describing the current internal state (for traces and debugging).
   [[nodiscard]] virtual std::string describe_state() const = 0;
+  // Whether a change of the cap ends the window at once (at the next batch boundary), so the
+  // controller can react to it. The seeds keep their window timing and notice a new cap only at
+  // the end of the window, as upstream does.
+  [[nodiscard]] virtual bool reacts_to_cap_changes() const { return false; }
 };
 
 }  // namespace gpucap::control

@@ -17,7 +17,7 @@ class FixedController final : public Controller {
   [[nodiscard]] Requirements requirements() const override {
     return {knobs_.sm_clock_mhz.has_value(), knobs_.mem_clock_mhz.has_value(), knobs_.power_limit_w.has_value()};
   }
-  [[nodiscard]] Knobs initial_knobs() const override { return knobs_; }
+  [[nodiscard]] Knobs initial_knobs(double /*cap_w*/) const override { return knobs_; }
   [[nodiscard]] Knobs decide(const Observation&) override { return knobs_; }
   [[nodiscard]] std::string describe_state() const override { return describe(knobs_); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpucap/control/controller.hpp"
+#include "gpucap/predict/profile_model.hpp"
 
 namespace gpucap::control {
 
@@ -19,14 +20,24 @@ struct ControllerOptions {
   std::optional<std::vector<double>> clock_levels_mhz;
   std::optional<int> start_batch;        // a batch size from the batch set
   std::optional<double> start_clock_mhz; // a level from the clock levels
-  std::optional<int> fixed_batch;        // dvfs: the fixed batch size
+  std::optional<int> fixed_batch;        // dvfs, powercap: the fixed batch size
+  std::optional<double> latency_slo_ms;  // morak: the latency SLO (none: latency never limits)
+  // capfit: the model's profile on this GPU (the twin measures one when none is given).
+  std::shared_ptr<const predict::ProfileModel> profile;
 };
 
 // What the platform offers the controllers.
 struct PlatformLimits {
   std::vector<double> dvfs_levels_mhz;     // default clock ladder (P40: the seeds' ten levels)
   std::vector<double> supported_sm_clocks_mhz;  // every level must be one of these (empty: no check)
+  double power_limit_min_w = 0.0;               // the board's settable power-limit range
+  double power_limit_max_w = 1e9;
 };
+
+// Whether the algorithm runs from a profile of the model (capfit).
+[[nodiscard]] bool needs_profile(std::string_view algorithm);
+// Whether the algorithm acts on a power band [alpha·cap, cap] (so --alpha applies to it).
+[[nodiscard]] bool uses_power_band(std::string_view algorithm);
 
 struct AlgorithmInfo {
   std::string name;

@@ -10,6 +10,10 @@ struct Observation {
   double time_s = 0.0;             // end of the window (platform time: virtual or steady)
   double cap_w = 0.0;              // power cap in force at time_s
   WindowStats power;               // power samples of the window
+  // The samples taken once the power reading reflected the window's knobs: after a change of
+  // knobs, the board sensor keeps showing the old ones for its averaging time. Empty if the
+  // window was shorter than that.
+  WindowStats settled_power;
   double throughput_img_s = 0.0;   // images finished in the window / window duration
   double mean_batch_latency_s = 0.0;
   int batches = 0;                 // batches finished in the window

@@ -45,6 +45,12 @@ class Platform {
   [[nodiscard]] virtual device::Device& device() = 0;
   [[nodiscard]] virtual PowerMeter& meter() = 0;
   [[nodiscard]] virtual control::PlatformLimits controller_limits() const = 0;
+  // How long after a change of knobs the power reading still shows the old ones: board sensors
+  // average over a window (about 1 s on GA102 boards).
+  [[nodiscard]] virtual double power_settle_s() const { return 0.0; }
+  // Waits power_settle_s(), idle at the knobs just applied, so that a job's first samples do not
+  // report the GPU as it was before gpucap configured it.
+  virtual void settle() {}
 };
 
 }  // namespace gpucap::runtime

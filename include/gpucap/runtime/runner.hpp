@@ -40,6 +40,9 @@ struct TraceRow {
   double throughput_img_s = 0.0;
   long long images = 0;         // images finished in the window
   bool over_cap = false;        // some sample exceeded the cap in force when it was taken
+  // Some sample fell in a cap transition: from a change of the cap until the power reading shows
+  // the controller's first answer to it (its next decision plus the sensor's averaging time).
+  bool cap_transition = false;
 };
 
 struct RunSummary {

@@ -1,6 +1,7 @@
 #pragma once
 // One job on the twin, from names: what `gpucap run` and `gpucap bench` share.
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,18 @@ struct SimJobSpec {
 // Checks that every cap lies between lowest_loaded_power_w() (rounded to 0.1 W) and the highest
 // board power limit; Error(usage).
 void check_cap_schedule(const CapSchedule& schedule, const sim::GpuSpec& gpu);
+
+// The seed stream of the twin that measures a default profile.
+inline constexpr std::uint64_t kProfileSeedStream = 0x9f0f11e;
+
+// Measures the default profile (default_profile_space, 3-s measurements) of a model on the twin.
+// `seed` should differ from the runs' (derive it with kProfileSeedStream): a profile is taken
+// once, before the runs it serves, and does not share their noise.
+[[nodiscard]] std::shared_ptr<const predict::ProfileModel> measure_default_profile(const sim::Catalog& catalog,
+                                                                                   const std::string& gpu,
+                                                                                   const std::string& model,
+                                                                                   double sample_hz,
+                                                                                   std::uint64_t seed);
 
 class SimJob {
  public:

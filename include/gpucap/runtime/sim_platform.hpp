@@ -50,6 +50,9 @@ class SimPlatform final : public Platform {
   [[nodiscard]] device::Device& device() override { return device_; }
   [[nodiscard]] PowerMeter& meter() override { return meter_; }
   [[nodiscard]] control::PlatformLimits controller_limits() const override;
+  // The twin's sensor averaging window.
+  [[nodiscard]] double power_settle_s() const override;
+  void settle() override;
   [[nodiscard]] sim::GpuTwin& twin() { return twin_; }
 
  private:

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "gpucap/predict/profile_model.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "gpucap/tune/tuner.hpp"
 
@@ -16,6 +17,11 @@ namespace gpucap::runtime {
 // The default space of a GPU: batch sizes 1..256 (BOBD's range, seed-systems.md §1.6) × the
 // GPU's DVFS ladder × its memory clocks where it has more than one.
 [[nodiscard]] tune::SearchSpace default_search_space(const sim::GpuSpec& gpu);
+
+// The sparse grid a capfit profile measures: batch sizes about √2 apart (1, 2, 3, 4, 6, 8, 12,
+// ..., 192, 256) × the GPU's DVFS ladder × its memory clocks where it has more than one —
+// 16 × 10 = 160 measurements on a GPU with one memory clock.
+[[nodiscard]] tune::SearchSpace default_profile_space(const sim::GpuSpec& gpu);
 
 struct TrialOptions {
   double measure_s = 3.0;  // one measurement: the seeds' 3-s window (BOBD upstream measured 60 s)
@@ -42,6 +48,11 @@ class SimTrialRunner {
   TrialOptions options_;
 };
 
+// Measures every configuration of `space` (a profile for capfit).
+[[nodiscard]] std::vector<predict::ProfileSample> measure_profile(const SimTrialRunner& runner,
+                                                                  const tune::SearchSpace& space);
+[[nodiscard]] std::vector<predict::ProfileSample> profile_samples(const std::vector<tune::Trial>& trials);
+
 struct TuneOutcome {
   std::vector<tune::Trial> trials;     // in the order they were measured
   std::optional<tune::Trial> best;     // the best feasible one; nullopt if none was feasible
@@ -51,6 +62,19 @@ struct TuneOutcome {
 using MeasureFn = std::function<tune::TrialResult(const tune::ConfigPoint&)>;
 // Called after each trial with the trials so far and the best feasible one so far.
 using TrialSink = std::function<void(const std::vector<tune::Trial>&, const std::optional<tune::Trial>&)>;
+
+// How long the oracle re-measures a candidate: ten of the seeds' 3-s windows.
+inline constexpr double kOracleVerifySeconds = 30.0;
+inline constexpr std::size_t kOracleMaxVerifications = 512;
+
+// The oracle's pick under `cap_w` from a measured grid: the configurations feasible in their grid
+// measurement, best first, each re-measured by `verify` (a longer run); the first whose highest
+// sample still stays at or under the cap, with the longer measurement as its result. One 3-s
+// window under the cap can be luck — sensor noise puts the next window above it — and a
+// steady-state optimum must stay under the cap. nullopt if none of the first `max_checks` does.
+[[nodiscard]] std::optional<tune::Trial> verified_best(const std::vector<tune::Trial>& grid, double cap_w,
+                                                       const MeasureFn& verify,
+                                                       std::size_t max_checks = kOracleMaxVerifications);
 
 // Asks the tuner until it is done or `budget` trials were measured (0: no budget).
 [[nodiscard]] TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w, std::size_t budget,

@@ -69,6 +69,20 @@ class GpuTwin {
   [[nodiscard]] double requested_sm_clock_mhz() const;
   void emit(double duration_s, double power_w);
 
+  // The noise-free part of a batch: a pure function of the batch size, the requested clocks and
+  // the power limit. Runs repeat one configuration batch after batch, so the last one is kept.
+  struct BatchModel {
+    int batch_size = 0;
+    OperatingPoint requested;
+    std::optional<double> power_limit_w;
+    OperatingPoint point;  // after the power limit
+    BatchProfile profile;
+    BusyHalves halves;
+    double prep_power_w = 0.0;
+  };
+  [[nodiscard]] const BatchModel& batch_model(int batch_size, OperatingPoint requested);
+  std::optional<BatchModel> last_batch_model_;
+
   GpuSpec gpu_;
   ModelSpec model_;
   Precision precision_;
