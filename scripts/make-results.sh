@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates docs/results-sim-p40.md: the 30-job BatchDVFS matrix (and its four dynamic-cap
-# runs) under every seed controller on the simulated Tesla P40. Deterministic: the same build and
-# seed give the same file.
+# Regenerates docs/results/MATRIX/report.md for the three task matrices (batchdvfs-p40,
+# pctodl-3080ti, pctodl-a100) under every algorithm on the twin, with the chart of % of oracle and
+# the timelines of the jobs whose cap steps (the other jobs' timelines are left out to keep the
+# repository small; `gpucap bench --out DIR` writes them all). Deterministic: the same build and
+# seed give the same files. Needs gnuplot (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,11 +14,21 @@ if [ ! -x "$gpucap" ]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$gpucap" bench --matrix batchdvfs-p40 --algorithms batchsizer,batchdvfs,dvfs,clipper --seed 1 \
-  --jobs "$(nproc)" --out "$out" >/dev/null
-{
-  cat "$out/report.md"
-  echo
-  echo "Regenerate this page with \`scripts/make-results.sh\` (it runs the command above and copies report.md)."
-} > docs/results-sim-p40.md
-echo "make-results: wrote docs/results-sim-p40.md"
+for matrix in batchdvfs-p40 pctodl-3080ti pctodl-a100; do
+  "$gpucap" bench --matrix "$matrix" --algorithms all --seed 1 --jobs "$(nproc)" --out "$out/$matrix" >/dev/null
+  dest=docs/results/$matrix
+  rm -rf "$dest"
+  mkdir -p "$dest/plots"
+  cp "$out/$matrix/plots/pct_of_oracle.svg" "$dest/plots/"
+  # Jobs with a cap schedule: their summary rows have an empty cap_w (5th column).
+  for job in $(awk -F, 'NR > 1 && $5 == "" {print $2}' "$out/$matrix/summary.csv" | sort -u); do
+    cp "$out/$matrix/plots/timeline-$job.svg" "$dest/plots/"
+  done
+  {
+    cat "$out/$matrix/report.md"
+    echo
+    echo "Regenerate this page with \`scripts/make-results.sh\` (it runs the command above and copies report.md;"
+    echo "only the timelines of the jobs whose cap steps are kept here — the links of the others need the bench's own --out folder)."
+  } > "$dest/report.md"
+  echo "make-results: wrote $dest/report.md"
+done
