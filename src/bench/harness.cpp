@@ -18,6 +18,7 @@
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/runtime/tuning.hpp"
 #include "gpucap/tune/oracle.hpp"
+#include "gpucap/tune/registry.hpp"
 #include "gpucap/sim/noise.hpp"
 
 namespace gpucap::bench {
@@ -29,9 +30,14 @@ struct Task {
   std::size_t algorithm_index = 0;
 };
 
+// What the runs of one model share: capfit's profile and bobd's table, measured once per model.
+struct ModelInputs {
+  std::shared_ptr<const predict::ProfileModel> profile;
+  std::shared_ptr<const control::CapTable> tuned_table;
+};
+
 runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const std::string& algorithm,
-                             const BenchOptions& options,
-                             std::shared_ptr<const predict::ProfileModel> profile = nullptr) {
+                             const BenchOptions& options, const ModelInputs& inputs) {
   const auto& job = matrix.jobs[job_index];
   runtime::SimJobSpec spec;
   spec.gpu = matrix.gpu;
@@ -44,7 +50,8 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
   spec.controller = job.controller;
   // A job's band (the seeds' sensitivity runs) means nothing to algorithms without one.
   if (!control::uses_power_band(algorithm)) spec.controller.alpha.reset();
-  if (control::needs_profile(algorithm)) spec.controller.profile = std::move(profile);
+  if (control::needs_profile(algorithm)) spec.controller.profile = inputs.profile;
+  if (control::needs_offline_search(algorithm)) spec.controller.tuned_table = inputs.tuned_table;
   spec.sim.sample_hz = options.sample_hz;
   // Same noise for every algorithm on a job (common random numbers), different across jobs.
   spec.sim.seed = sim::derive_seed(options.seed, job_index);
@@ -52,12 +59,14 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
 }
 
 
-// Checking a run builds its controller; capfit's needs a profile, but measuring the real one
-// is the run's work, so the check gets a one-point stand-in.
-std::shared_ptr<const predict::ProfileModel> options_check_profile() {
-  static const auto profile = std::make_shared<const predict::ProfileModel>(
-      std::vector<predict::ProfileSample>{predict::ProfileSample{1, 1.0, std::nullopt, 1.0, 1.0}});
-  return profile;
+// Checking a run builds its controller; capfit's needs a profile and bobd's a table, but
+// measuring them is the run's work, so the check gets one-point stand-ins.
+const ModelInputs& options_check_inputs() {
+  static const ModelInputs inputs{
+      std::make_shared<const predict::ProfileModel>(
+          std::vector<predict::ProfileSample>{predict::ProfileSample{1, 1.0, std::nullopt, 1.0, 1.0}}),
+      std::make_shared<const control::CapTable>(control::CapTable{control::TunedEntry{1.0, single_tenant_knobs(1)}})};
+  return inputs;
 }
 
 }  // namespace
@@ -72,7 +81,7 @@ void validate_bench(const Matrix& matrix, const sim::Catalog& catalog, const Ben
     for (const auto& algorithm : options.algorithms) {
       try {
         // Building the run checks exactly what running it would check; nothing is simulated yet.
-        runtime::SimJob check(catalog, job_spec(matrix, j, algorithm, options, options_check_profile()));
+        runtime::SimJob check(catalog, job_spec(matrix, j, algorithm, options, options_check_inputs()));
       } catch (const Error& e) {
         throw Error(e.code(), fmt::format("matrix {} job {} ({}): {}", matrix.id, matrix.jobs[j].id, algorithm, e.what()));
       }
@@ -87,7 +96,7 @@ std::string trace_file(const std::string& dir, const std::string& job, const std
 }
 
 BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options, const Task& task,
-                  std::shared_ptr<const predict::ProfileModel> profile) {
+                  const ModelInputs& inputs) {
   const auto& job = matrix.jobs[task.job_index];
   const auto& algorithm = options.algorithms[task.algorithm_index];
   BenchRun run;
@@ -97,7 +106,7 @@ BenchRun run_task(const Matrix& matrix, const sim::Catalog& catalog, const Bench
   run.dataset = job.dataset;
   run.schedule = job.schedule;
   run.algorithm = algorithm;
-  runtime::SimJob sim_job(catalog, job_spec(matrix, task.job_index, algorithm, options, std::move(profile)));
+  runtime::SimJob sim_job(catalog, job_spec(matrix, task.job_index, algorithm, options, inputs));
   run.summary = sim_job.run(sink);
   run.over_cap_steady_windows_pct = steady_over_cap_windows_pct(run.trace);
   if (!options.trace_dir.empty()) {
@@ -152,6 +161,8 @@ struct ModelOracle {
   std::string model;
   std::vector<double> caps;
   std::vector<std::optional<tune::Trial>> best;  // per cap
+  tune::SearchSpace space;
+  std::vector<tune::Trial> grid;  // every point of `space`, in its order
 
   [[nodiscard]] std::optional<double> throughput_at(double cap_w) const {
     for (std::size_t i = 0; i < caps.size(); ++i) {
@@ -177,34 +188,94 @@ double oracle_throughput(const ModelOracle& oracle, const CapSchedule& schedule,
   return duration_s > 0.0 ? images / duration_s : 0.0;
 }
 
-ModelOracle measure_oracle(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options,
-                           const std::string& model) {
-  ModelOracle oracle{model, {}, {}};
+// Every cap the model's jobs meet, in matrix order.
+std::vector<double> model_caps(const Matrix& matrix, const std::string& model) {
+  std::vector<double> caps;
   for (const auto& job : matrix.jobs) {
     if (job.model != model) continue;
-    for (const auto& step : job.schedule.steps()) {
-      if (std::find(oracle.caps.begin(), oracle.caps.end(), step.cap_w) == oracle.caps.end()) {
-        oracle.caps.push_back(step.cap_w);
-      }
+    for (const double cap : job.schedule.distinct_caps()) {
+      if (std::find(caps.begin(), caps.end(), cap) == caps.end()) caps.push_back(cap);
     }
   }
+  return caps;
+}
+
+// The offline searches' and the oracle's measurements: `oracle_measure_s` long, one seed.
+runtime::TrialOptions offline_trial_options(const BenchOptions& options) {
   runtime::TrialOptions trial_options;
   trial_options.measure_s = options.oracle_measure_s;
   trial_options.sample_hz = options.sample_hz;
   trial_options.seed = options.seed;
+  return trial_options;
+}
+
+ModelOracle measure_oracle(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options,
+                           const std::string& model) {
+  ModelOracle oracle{model, model_caps(matrix, model), {}, {}, {}};
+  auto trial_options = offline_trial_options(options);
   const runtime::SimTrialRunner runner(catalog, matrix.gpu, model, trial_options);
-  tune::OracleTuner tuner(runtime::default_search_space(runner.gpu()));
-  const auto grid =
+  oracle.space = runtime::default_search_space(runner.gpu());
+  tune::OracleTuner tuner(oracle.space);
+  oracle.grid =
       runtime::run_tuner(
           tuner, [&runner](const tune::ConfigPoint& p) { return runner.measure(p); }, /*cap_w=*/0.0, 0)
           .trials;
   trial_options.measure_s = runtime::kOracleVerifySeconds;
   const runtime::SimTrialRunner verifier(catalog, matrix.gpu, model, trial_options);
   for (const double cap : oracle.caps) {
-    oracle.best.push_back(
-        runtime::verified_best(grid, cap, [&verifier](const tune::ConfigPoint& p) { return verifier.measure(p); }));
+    oracle.best.push_back(runtime::verified_best(oracle.grid, cap,
+                                                 [&verifier](const tune::ConfigPoint& p) { return verifier.measure(p); }));
   }
   return oracle;
+}
+
+// bobd's searches for every cap of the model's jobs. They measure exactly as the oracle's grid
+// did (same length, same seed: a measurement of a configuration on the twin depends only on
+// these), so where the grid exists its results are looked up instead of simulated again, and
+// each search's best so far is a share of the same grid's best.
+std::vector<runtime::CapSearch> search_model(const Matrix& matrix, const sim::Catalog& catalog,
+                                             const BenchOptions& options, const std::string& model,
+                                             const ModelOracle* oracle) {
+  const runtime::SimTrialRunner runner(catalog, matrix.gpu, model, offline_trial_options(options));
+  const auto space = runtime::default_search_space(runner.gpu());
+  const auto measure = [&](const tune::ConfigPoint& p) {
+    if (oracle != nullptr && !oracle->grid.empty()) {
+      const auto index = oracle->space.index_of(p);
+      if (index && *index < oracle->grid.size() && oracle->grid[*index].point == p) return oracle->grid[*index].result;
+    }
+    return runner.measure(p);
+  };
+  return runtime::search_each_cap("bobd", space, model_caps(matrix, model), measure, options.search_budget,
+                                  options.seed);
+}
+
+SearchProgress search_progress(const runtime::CapSearch& search, const ModelOracle* oracle) {
+  SearchProgress progress;
+  progress.cap_w = search.cap_w;
+  progress.cost_s = search.outcome.cost_s;
+  double best = 0.0;
+  for (const auto& trial : search.outcome.trials) {
+    if (tune::feasible(trial.result, search.cap_w)) best = std::max(best, trial.result.throughput_img_s);
+    progress.best_img_s.push_back(best);
+  }
+  if (search.outcome.best) progress.best = search.outcome.best->point;
+  if (oracle != nullptr && !oracle->grid.empty()) {
+    if (const auto grid_best = tune::best_feasible(oracle->grid, search.cap_w)) {
+      progress.oracle_img_s = grid_best->result.throughput_img_s;
+    }
+  }
+  return progress;
+}
+
+// The searches for the caps of `job`, in the order the caps first apply.
+std::vector<SearchProgress> job_searches(const MatrixJob& job, const std::vector<SearchProgress>& searches) {
+  std::vector<SearchProgress> out;
+  for (const double cap : job.schedule.distinct_caps()) {
+    for (const auto& search : searches) {
+      if (search.cap_w == cap) out.push_back(search);
+    }
+  }
+  return out;
 }
 
 std::optional<int> worst_step(const std::vector<CapStepRecovery>& steps,
@@ -227,6 +298,11 @@ std::optional<int> BenchRun::worst_windows_to_95pct_oracle() const {
   return worst_step(cap_steps, &CapStepRecovery::windows_to_95pct_oracle);
 }
 
+std::optional<double> SearchProgress::pct_of_oracle_after(std::size_t evaluations) const {
+  if (!oracle_img_s || !(*oracle_img_s > 0.0) || best_img_s.empty() || evaluations == 0) return std::nullopt;
+  return 100.0 * best_img_s[std::min(evaluations, best_img_s.size()) - 1] / *oracle_img_s;
+}
+
 std::optional<double> BenchRun::pct_of_oracle() const {
   if (!(oracle_throughput_img_s > 0.0)) return std::nullopt;
   return 100.0 * summary.throughput_img_s / oracle_throughput_img_s;
@@ -238,13 +314,18 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
   for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
     for (std::size_t a = 0; a < options.algorithms.size(); ++a) tasks.push_back(Task{j, a});
   }
-  // The oracle's grid and capfit's profile depend on the model only: one of each per model.
+  // The oracle's grid, capfit's profile and bobd's searches depend on the model only: one of each
+  // per model.
   std::vector<std::string> models;
   for (const auto& job : matrix.jobs) {
     if (std::find(models.begin(), models.end(), job.model) == models.end()) models.push_back(job.model);
   }
-  const bool profiles_needed = std::any_of(options.algorithms.begin(), options.algorithms.end(),
-                                           [](const std::string& a) { return control::needs_profile(a); });
+  const auto any = [&options](bool (*needs)(std::string_view)) {
+    return std::any_of(options.algorithms.begin(), options.algorithms.end(),
+                       [needs](const std::string& a) { return needs(a); });
+  };
+  const bool profiles_needed = any(control::needs_profile);
+  const bool searches_needed = any(control::needs_offline_search);
   const std::size_t total = models.size() + tasks.size();
   std::size_t done = 0;
   const auto progress = [&] {
@@ -252,24 +333,35 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
     if (options.progress) options.progress(done, total);
   };
   std::vector<ModelOracle> oracles(models.size());
-  std::vector<std::shared_ptr<const predict::ProfileModel>> profiles(models.size());
+  std::vector<ModelInputs> inputs(models.size());
+  std::vector<std::vector<SearchProgress>> searches(models.size());
   parallel_for(
       models.size(), options.threads,
       [&](std::size_t m) {
         if (options.oracle) oracles[m] = measure_oracle(matrix, catalog, options, models[m]);
         if (profiles_needed) {
-          profiles[m] = runtime::measure_default_profile(catalog, matrix.gpu, models[m], options.sample_hz,
-                                                         sim::derive_seed(options.seed, runtime::kProfileSeedStream));
+          inputs[m].profile = runtime::measure_default_profile(
+              catalog, matrix.gpu, models[m], options.sample_hz,
+              sim::derive_seed(options.seed, runtime::kProfileSeedStream));
         }
+        if (searches_needed) {
+          const ModelOracle* oracle = options.oracle ? &oracles[m] : nullptr;
+          const auto model_searches = search_model(matrix, catalog, options, models[m], oracle);
+          inputs[m].tuned_table = std::make_shared<const control::CapTable>(runtime::cap_table(model_searches));
+          for (const auto& search : model_searches) searches[m].push_back(search_progress(search, oracle));
+        }
+        // The grid was needed by the searches only; a model's grid holds thousands of trials.
+        oracles[m].grid.clear();
+        oracles[m].grid.shrink_to_fit();
       },
       progress);
   std::vector<BenchRun> runs(tasks.size());
   parallel_for(
       tasks.size(), options.threads,
       [&](std::size_t i) {
-        const auto m = static_cast<std::size_t>(
-            std::find(models.begin(), models.end(), matrix.jobs[tasks[i].job_index].model) - models.begin());
-        runs[i] = run_task(matrix, catalog, options, tasks[i], profiles[m]);
+        const auto& job = matrix.jobs[tasks[i].job_index];
+        const auto m = static_cast<std::size_t>(std::find(models.begin(), models.end(), job.model) - models.begin());
+        runs[i] = run_task(matrix, catalog, options, tasks[i], inputs[m]);
         const ModelOracle* oracle = options.oracle ? &oracles[m] : nullptr;
         if (oracle != nullptr) {
           runs[i].oracle_throughput_img_s =
@@ -278,6 +370,7 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
         runs[i].cap_steps = cap_step_recoveries(runs[i].trace, runs[i].schedule, [oracle](double cap_w) {
           return oracle != nullptr ? oracle->throughput_at(cap_w) : std::nullopt;
         });
+        if (control::needs_offline_search(runs[i].algorithm)) runs[i].searches = job_searches(job, searches[m]);
       },
       progress);
   return runs;
@@ -288,7 +381,63 @@ namespace {
 // Empty when a run has no steps or a step never recovered (the JSON says which).
 std::string optional_text(std::optional<int> value) { return value ? std::to_string(*value) : std::string(); }
 
-nlohmann::json optional_json(std::optional<int> value) { return value ? nlohmann::json(*value) : nlohmann::json(); }
+// null where there is no value.
+template <typename T>
+nlohmann::json optional_json(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
+}
+
+// How many evaluations the BOBD target counts (≥ 98 % of the oracle within 20).
+constexpr std::size_t kSearchCheckpoint = 20;
+
+// A run's searches: evaluations and cost summed over its caps, % of the oracle averaged over them.
+struct SearchTotals {
+  std::size_t evaluations = 0;
+  double cost_s = 0.0;
+  std::optional<double> pct_after_checkpoint;
+  std::optional<double> pct_at_end;
+};
+
+std::optional<double> mean_pct(const std::vector<SearchProgress>& searches, std::size_t evaluations) {
+  double sum = 0.0;
+  for (const auto& search : searches) {
+    const auto pct = search.pct_of_oracle_after(evaluations);
+    if (!pct) return std::nullopt;
+    sum += *pct;
+  }
+  return searches.empty() ? std::nullopt : std::optional<double>(sum / static_cast<double>(searches.size()));
+}
+
+SearchTotals search_totals(const BenchRun& run) {
+  SearchTotals totals;
+  std::size_t longest = 0;
+  for (const auto& search : run.searches) {
+    totals.evaluations += search.best_img_s.size();
+    totals.cost_s += search.cost_s;
+    longest = std::max(longest, search.best_img_s.size());
+  }
+  totals.pct_after_checkpoint = mean_pct(run.searches, kSearchCheckpoint);
+  totals.pct_at_end = mean_pct(run.searches, longest);
+  return totals;
+}
+
+std::string optional_pct_text(std::optional<double> pct) { return pct ? fmt::format("{:.2f}", *pct) : std::string(); }
+
+nlohmann::json searches_json(const std::vector<SearchProgress>& searches) {
+  auto out = nlohmann::json::array();
+  for (const auto& search : searches) {
+    auto pct = nlohmann::json::array();
+    for (std::size_t n = 1; n <= search.best_img_s.size(); ++n) pct.push_back(optional_json(search.pct_of_oracle_after(n)));
+    out.push_back({{"cap_w", search.cap_w},
+                   {"evaluations", search.best_img_s.size()},
+                   {"cost_s", search.cost_s},
+                   {"best", search.best ? nlohmann::json(tune::describe(*search.best)) : nlohmann::json()},
+                   {"oracle_img_s", optional_json(search.oracle_img_s)},
+                   {"best_so_far_img_s", search.best_img_s},
+                   {"best_so_far_pct_of_oracle", std::move(pct)}});
+  }
+  return out;
+}
 
 nlohmann::json steps_json(const std::vector<CapStepRecovery>& steps) {
   auto out = nlohmann::json::array();
@@ -308,7 +457,8 @@ std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>&
   std::string out =
       "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
       "oracle_throughput_img_s,pct_of_oracle,over_cap_windows_pct,over_cap_steady_windows_pct,time_over_cap_s,energy_j,"
-      "energy_j_per_image,mean_power_w,max_power_w,cap_steps,windows_to_under_cap,windows_to_95pct_oracle,platform\n";
+      "energy_j_per_image,mean_power_w,max_power_w,cap_steps,windows_to_under_cap,windows_to_95pct_oracle,"
+      "search_evaluations,search_cost_s,search_pct_of_oracle_after_20,search_pct_of_oracle,platform\n";
   for (const auto& run : runs) {
     const auto& s = run.summary;
     // A constant cap fills cap_w; a schedule fills cap_schedule as "TIME:CAP" pairs separated by spaces.
@@ -321,13 +471,18 @@ std::string bench_summary_csv(const Matrix& matrix, const std::vector<BenchRun>&
     }
     const auto pct = run.pct_of_oracle();
     const auto oracle = run.oracle_throughput_img_s > 0.0 ? fmt::format("{:.3f}", run.oracle_throughput_img_s) : "";
+    const auto search = search_totals(run);
+    const auto searched = !run.searches.empty();
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.1f},{:.5f},{:.2f},{:.2f},{},{},{},{},{},{},{},"
+        "{}\n",
         matrix.id, run.job, run.model, run.dataset, cap_w, schedule, run.algorithm, s.images, s.duration_s,
         s.throughput_img_s, oracle, pct ? fmt::format("{:.2f}", *pct) : "", s.over_cap_windows_pct,
         run.over_cap_steady_windows_pct, s.time_over_cap_s, s.energy_j, s.energy_j / static_cast<double>(s.images),
         s.mean_power_w, s.max_power_w, run.cap_steps.size(), optional_text(run.worst_windows_to_under_cap()),
-        optional_text(run.worst_windows_to_95pct_oracle()), s.simulated ? "sim" : "real");
+        optional_text(run.worst_windows_to_95pct_oracle()), searched ? std::to_string(search.evaluations) : "",
+        searched ? fmt::format("{:.1f}", search.cost_s) : "", optional_pct_text(search.pct_after_checkpoint),
+        optional_pct_text(search.pct_at_end), s.simulated ? "sim" : "real");
   }
   return out;
 }
@@ -352,6 +507,7 @@ nlohmann::json bench_summary_json(const Matrix& matrix, const std::vector<BenchR
                     {"over_cap_windows_pct", s.over_cap_windows_pct},
                     {"over_cap_steady_windows_pct", run.over_cap_steady_windows_pct},
                     {"cap_steps", steps_json(run.cap_steps)},
+                    {"searches", searches_json(run.searches)},
                     {"time_over_cap_s", s.time_over_cap_s},
                     {"energy_j", s.energy_j},
                     {"energy_j_per_image", s.energy_j / static_cast<double>(s.images)},
@@ -435,11 +591,84 @@ std::string cap_step_section(const Matrix& matrix, const std::vector<BenchRun>& 
       table);
 }
 
-std::string plots_section(const Matrix& matrix, const BenchOptions& options) {
+// Every search of the runs with its job, in matrix order.
+struct JobSearch {
+  std::string job;
+  const SearchProgress* search;
+};
+
+std::vector<JobSearch> all_searches(const Matrix& matrix, const std::vector<BenchRun>& runs,
+                                    const BenchOptions& options) {
+  std::vector<JobSearch> out;
+  for (const auto& job : matrix.jobs) {
+    for (const auto& algorithm : options.algorithms) {
+      for (const auto& search : find_run(runs, job.id, algorithm).searches) out.push_back({job.id, &search});
+    }
+  }
+  return out;
+}
+
+std::string pct_text(std::optional<double> pct) { return pct ? fmt::format("{:.1f}", *pct) : std::string("–"); }
+
+std::string search_section(const Matrix& matrix, const sim::Catalog& catalog, const std::vector<BenchRun>& runs,
+                           const BenchOptions& options) {
+  const auto searches = all_searches(matrix, runs, options);
+  if (searches.empty()) return {};
+  std::size_t longest = 0;
+  for (const auto& s : searches) longest = std::max(longest, s.search->best_img_s.size());
+  std::vector<std::size_t> checkpoints;
+  for (const std::size_t n : {1UL, 2UL, 3UL, 5UL, 10UL, 15UL, 20UL, 25UL, 30UL, 40UL, 50UL, 75UL, 100UL}) {
+    if (n < longest) checkpoints.push_back(n);
+  }
+  checkpoints.push_back(longest);
+  std::string progress;
+  for (const auto n : checkpoints) {
+    double sum = 0.0, worst = 1e300;
+    int count = 0, good = 0;
+    for (const auto& s : searches) {
+      const auto pct = s.search->pct_of_oracle_after(n);
+      if (!pct) continue;
+      sum += *pct;
+      worst = std::min(worst, *pct);
+      ++count;
+      if (*pct >= 98.0) ++good;
+    }
+    if (count == 0) continue;
+    progress += fmt::format("| {} | {:.2f} | {:.1f} | {} of {} |\n", n, sum / count, worst, good, count);
+  }
+  std::string per_job;
+  double cost_s = 0.0;
+  for (const auto& s : searches) {
+    const auto& search = *s.search;
+    cost_s += search.cost_s;
+    per_job += fmt::format("| {} | {:g} | {} | {} | {} | {} | {} | {:.0f} |\n", s.job, search.cap_w,
+                           search.best ? tune::describe(*search.best) : "none feasible",
+                           pct_text(search.pct_of_oracle_after(10)), pct_text(search.pct_of_oracle_after(20)),
+                           pct_text(search.pct_of_oracle_after(search.best_img_s.size())), search.best_img_s.size(),
+                           search.cost_s);
+  }
+  const auto space_size = runtime::default_search_space(catalog.gpu(matrix.gpu)).size();
+  const auto budget = options.search_budget > 0 ? options.search_budget : tune::tuner_info("bobd").default_budget;
+  return fmt::format(
+      "\n## Offline search: BOBD's best so far against evaluations (simulated)\n\n"
+      "Before its runs, `bobd` searches the oracle's space ({} configurations) for every cap a job meets, with at "
+      "most {} fixed-configuration measurements of {:g} s each, and the run holds the best feasible configuration "
+      "found for the cap in force. *% of oracle* here compares like with like: the best feasible throughput "
+      "measured after N evaluations against the best of the oracle's grid under the same cap, from the same "
+      "measurements (same length, same seed). The run's own *% of oracle* above is measured over the run. "
+      "A search costs {:.0f} s of measurement on average against {:.0f} s for the oracle's grid.\n\n"
+      "| evaluations | mean % of oracle | worst % | searches at ≥ 98 % |\n|---:|---:|---:|---:|\n{}\n"
+      "| job | cap (W) | best found | % after 10 | % after 20 | % at the end | evaluations | measurement (s) |\n"
+      "|---|---:|---|---:|---:|---:|---:|---:|\n{}",
+      space_size, budget, options.oracle_measure_s, cost_s / static_cast<double>(searches.size()),
+      static_cast<double>(space_size) * options.oracle_measure_s, progress, per_job);
+}
+
+std::string plots_section(const Matrix& matrix, const std::vector<BenchRun>& runs, const BenchOptions& options) {
   const auto folder = std::filesystem::path(options.plot_dir).filename().string();
-  std::string out = fmt::format("\n## Plots (simulated)\n\n![mean % of oracle]({}/{})\n\nPer job, every algorithm's "
-                                "window maximum power against the cap, and its batch size:\n\n",
-                                folder, kOracleChartFile);
+  std::string out = fmt::format("\n## Plots (simulated)\n\n![mean % of oracle]({}/{})\n\n", folder, kOracleChartFile);
+  if (has_searches(runs)) out += fmt::format("![BOBD: best so far against evaluations]({}/{})\n\n", folder, kSearchChartFile);
+  out += "Per job, every algorithm's window maximum power against the cap, and its batch size:\n\n";
   for (const auto& job : matrix.jobs) {
     out += fmt::format("- [job {} ({})]({}/{})\n", job.id, job.model, folder, timeline_file(job.id));
   }
@@ -509,6 +738,7 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
   out += fmt::format("\n## The same, outside cap transitions (%, simulated)\n\n{}",
                      metric_table(matrix, runs, options, steady_over_cap, "{:.2f}"));
   out += cap_step_section(matrix, runs, options);
+  out += search_section(matrix, catalog, runs, options);
   out += fmt::format("\n## Energy per image (J, simulated)\n\n{}",
                      metric_table(matrix, runs, options, joules_per_image, "{:.4f}"));
   std::vector<std::string> notes;
@@ -516,7 +746,7 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
     if (!job.note.empty()) notes.push_back(fmt::format("- Job {}: {}", job.id, job.note));
   }
   if (!notes.empty()) out += fmt::format("\n## Notes on jobs\n\n{}\n", join(notes, "\n"));
-  if (!options.plot_dir.empty()) out += plots_section(matrix, options);
+  if (!options.plot_dir.empty()) out += plots_section(matrix, runs, options);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "gpucap/core/gnuplot.hpp"
@@ -95,7 +96,46 @@ void write_oracle_chart(const Matrix& matrix, const std::vector<BenchRun>& runs,
   run_gnuplot(script, svg);
 }
 
+// Mean and worst best-so-far % of the oracle over every search, against evaluations.
+void write_search_chart(const Matrix& matrix, const std::vector<BenchRun>& runs, const std::string& svg) {
+  std::size_t longest = 0;
+  for (const auto& run : runs) {
+    for (const auto& search : run.searches) longest = std::max(longest, search.best_img_s.size());
+  }
+  std::string mean_data, worst_data;
+  for (std::size_t n = 1; n <= longest; ++n) {
+    double sum = 0.0, worst = 1e300;
+    int count = 0;
+    for (const auto& run : runs) {
+      for (const auto& search : run.searches) {
+        if (const auto pct = search.pct_of_oracle_after(n)) {
+          sum += *pct;
+          worst = std::min(worst, *pct);
+          ++count;
+        }
+      }
+    }
+    if (count == 0) continue;
+    mean_data += fmt::format("{} {:.3f}\n", n, sum / count);
+    worst_data += fmt::format("{} {:.3f}\n", n, worst);
+  }
+  if (mean_data.empty()) return;
+  const auto script = fmt::format(
+      "set terminal svg size 800,420 dynamic enhanced font 'sans,11'\nset output '{}'\n"
+      "set title 'Matrix {}: BOBD best so far as % of the oracle (simulated)' noenhanced\n"
+      "set grid\nset xlabel 'evaluations'\nset ylabel '% of oracle'\nset yrange [0:105]\nset key bottom right\n"
+      "plot '-' with lines lw 2 lc rgb '#1f77b4' title 'mean over searches', "
+      "'-' with lines lw 1.5 lc rgb '#d62728' title 'worst search', 98 with lines dt 2 lc rgb 'black' title '98 %'\n"
+      "{}e\n{}e\n",
+      svg, matrix.id, mean_data, worst_data);
+  run_gnuplot(script, svg);
+}
+
 }  // namespace
+
+bool has_searches(const std::vector<BenchRun>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [](const BenchRun& r) { return !r.searches.empty(); });
+}
 
 std::string timeline_file(const std::string& job) { return fmt::format("timeline-{}.svg", job); }
 
@@ -105,6 +145,7 @@ void write_bench_plots(const Matrix& matrix, const std::vector<BenchRun>& runs,
     write_timeline(job, runs, algorithms, (std::filesystem::path(dir) / timeline_file(job.id)).string());
   }
   write_oracle_chart(matrix, runs, algorithms, (std::filesystem::path(dir) / kOracleChartFile).string());
+  if (has_searches(runs)) write_search_chart(matrix, runs, (std::filesystem::path(dir) / kSearchChartFile).string());
 }
 
 }  // namespace gpucap::bench

@@ -27,6 +27,7 @@ struct BenchFlags {
   int jobs = 1;
   std::string seed = "1";
   double sample_hz = 100.0;
+  int bobd_budget = 50;
   bool json = false;
 };
 
@@ -65,6 +66,7 @@ std::string command_line(const BenchFlags& flags) {
   std::string command = fmt::format("gpucap bench --matrix {} --algorithms {} --seed {}", flags.matrix,
                                     flags.algorithms, flags.seed);
   if (flags.sample_hz != 100.0) command += fmt::format(" --sample-hz {:g}", flags.sample_hz);
+  if (flags.bobd_budget != 50) command += fmt::format(" --bobd-budget {}", flags.bobd_budget);
   if (!flags.out_dir.empty()) command += " --out DIR";
   return command;
 }
@@ -81,6 +83,9 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--jobs", flags->jobs, "Runs in parallel (results do not depend on it)")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed of the twin's noise")->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
+  cmd->add_option("--bobd-budget", flags->bobd_budget,
+                  "bobd: fixed-configuration measurements per cap in its offline search (upstream: 50)")
+      ->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print the summary as JSON instead of CSV");
 
   return Command{cmd, [flags, &global] {
@@ -92,6 +97,10 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    options.seed = parse_seed(flags->seed);
                    options.threads = flags->jobs;
                    options.sample_hz = flags->sample_hz;
+                   if (flags->bobd_budget < 1 || flags->bobd_budget > 100'000) {
+                     throw usage_error(fmt::format("--bobd-budget {} must be between 1 and 100000", flags->bobd_budget));
+                   }
+                   options.search_budget = static_cast<std::size_t>(flags->bobd_budget);
                    bench::validate_bench(matrix, catalog, options);  // before anything is written
                    if (!flags->out_dir.empty()) {
                      prepare_out_dir(flags->out_dir);
@@ -102,7 +111,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                      options.progress = [](std::size_t done, std::size_t total) {
                        constexpr std::size_t kWidth = 30;
                        const auto filled = kWidth * done / total;
-                       std::fprintf(stderr, "\r[%s%s] %3zu%% %zu/%zu (oracles, profiles, runs)",
+                       std::fprintf(stderr, "\r[%s%s] %3zu%% %zu/%zu (models, then runs)",
                                     std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
                                     100 * done / total, done, total);
                        if (done == total) std::fprintf(stderr, "\n");

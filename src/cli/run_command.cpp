@@ -32,6 +32,7 @@ struct RunFlags {
   std::optional<std::string> precision;
   std::string input_pipeline = "none";
   bool autotune_new_shapes = false;
+  std::optional<int> bobd_budget;
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
@@ -147,6 +148,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--autotune-new-shapes", flags->autotune_new_shapes,
                 "The engine autotunes each batch size it has not run before (TF1 + cuDNN, PyTorch with "
                 "cudnn.benchmark): that batch takes longer, at busy power (cost from the GPU file)");
+  cmd->add_option("--bobd-budget", flags->bobd_budget,
+                  "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
+                  "run (default 50, as upstream)");
   cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   flags->controller.add_to(*cmd);
@@ -172,6 +176,16 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                    spec.sim.seed = parse_seed(flags->seed);
                    spec.sim.sample_hz = flags->sample_hz;
                    spec.sim.autotune_new_shapes = flags->autotune_new_shapes;
+                   if (flags->bobd_budget) {
+                     if (!control::needs_offline_search(spec.algorithm)) {
+                       throw usage_error(fmt::format("--bobd-budget does not apply to {}", spec.algorithm));
+                     }
+                     if (*flags->bobd_budget < 1 || *flags->bobd_budget > 100'000) {
+                       throw usage_error(
+                           fmt::format("--bobd-budget {} must be between 1 and 100000", *flags->bobd_budget));
+                     }
+                     spec.search_budget = static_cast<std::size_t>(*flags->bobd_budget);
+                   }
 
                    runtime::SimJob job(catalog, spec);  // validates before any file is created
                    std::unique_ptr<TraceFile> trace;

@@ -34,6 +34,9 @@ const std::vector<AlgorithmInfo>& algorithms() {
       {"capfit", "gpucap's own: a profile corrected online by its own windows; best predicted feasible point, "
        "margin from the measured spread; reacts to a cap change at once",
        "batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
+      {"bobd", "offline Bayesian optimisation (GP, constrained EI, 50 fixed-configuration measurements) for each cap "
+       "before the job; then the configuration found for the cap in force, switched at once on a cap change",
+       "batch, SM clock, memory clock", "Nabavinejad et al., BOBD (BatchDVFS repository, Spearmint)"},
   };
   return list;
 }
@@ -217,19 +220,36 @@ std::unique_ptr<Controller> make_capfit(const ControllerOptions& o) {
   return std::make_unique<CapfitController>(std::move(p));
 }
 
+std::unique_ptr<Controller> make_bobd(const ControllerOptions& o) {
+  constexpr const char* kWhy = "bobd (its offline search sets batch and clocks)";
+  reject(o.alpha.has_value(), "--alpha", kWhy);
+  reject(o.fixed_batch.has_value(), "--batch", kWhy);
+  reject(o.batch_sizes.has_value(), "--batch-sizes", kWhy);
+  reject(o.start_batch.has_value(), "--start-batch", kWhy);
+  reject(o.start_clock_mhz.has_value(), "--start-clock", kWhy);
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", kWhy);
+  TunedParams p;
+  p.period = checked_period(o, p.period);
+  p.table = o.tuned_table;
+  return std::make_unique<TunedController>(std::move(p));
+}
+
 }  // namespace
+
+bool needs_offline_search(std::string_view algorithm) { return to_lower(trim(algorithm)) == "bobd"; }
 
 bool needs_profile(std::string_view algorithm) { return to_lower(trim(algorithm)) == "capfit"; }
 
 bool uses_power_band(std::string_view algorithm) {
   const auto key = to_lower(trim(algorithm));
-  return key != "capfit" && key != "powercap";
+  return key != "capfit" && key != "powercap" && key != "bobd";
 }
 
 std::unique_ptr<Controller> make_controller(std::string_view name, const ControllerOptions& options,
                                             const PlatformLimits& limits) {
   const auto key = to_lower(trim(name));
   reject(options.profile && key != "capfit", "--profile", fmt::format("{} (only capfit runs from a profile)", name));
+  reject(options.tuned_table && key != "bobd", "a tuned table", fmt::format("{} (only bobd runs from one)", name));
   reject(options.latency_slo_ms && key != "morak", "--slo-ms", fmt::format("{} (only morak has a latency SLO)", name));
   if (key == "batchsizer") return make_batchsizer(options);
   if (key == "batchdvfs") return make_batchdvfs(options, limits);
@@ -238,6 +258,7 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   if (key == "powercap") return make_powercap(options, limits);
   if (key == "morak") return make_morak(options, limits);
   if (key == "capfit") return make_capfit(options);
+  if (key == "bobd") return make_bobd(options);
   std::vector<std::string> names;
   for (const auto& info : algorithms()) names.push_back(info.name);
   throw usage_error(fmt::format("unknown algorithm '{}'; known: {}", name, join(names, ", ")));

@@ -95,4 +95,12 @@ std::string CapSchedule::to_string() const {
   return join(parts, ",");
 }
 
+std::vector<double> CapSchedule::distinct_caps() const {
+  std::vector<double> caps;
+  for (const auto& step : steps_) {
+    if (std::find(caps.begin(), caps.end(), step.cap_w) == caps.end()) caps.push_back(step.cap_w);
+  }
+  return caps;
+}
+
 }  // namespace gpucap

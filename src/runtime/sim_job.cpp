@@ -34,6 +34,17 @@ std::shared_ptr<const predict::ProfileModel> measure_default_profile(const sim::
   return std::make_shared<const predict::ProfileModel>(measure_profile(runner, default_profile_space(runner.gpu())));
 }
 
+std::vector<CapSearch> search_caps_on_twin(const sim::Catalog& catalog, const std::string& gpu,
+                                           const std::string& model, const std::vector<double>& caps,
+                                           double sample_hz, std::uint64_t seed, std::size_t budget) {
+  TrialOptions options;
+  options.sample_hz = sample_hz;
+  options.seed = sim::derive_seed(seed, kSearchSeedStream);
+  const SimTrialRunner runner(catalog, gpu, model, options);
+  return search_each_cap("bobd", default_search_space(runner.gpu()), caps,
+                         [&runner](const tune::ConfigPoint& p) { return runner.measure(p); }, budget, seed);
+}
+
 SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
@@ -52,6 +63,16 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   if (control::needs_profile(spec.algorithm) && !controller_options.profile) {
     controller_options.profile = measure_default_profile(catalog, spec.gpu, spec.model, spec.sim.sample_hz,
                                                          sim::derive_seed(spec.sim.seed, kProfileSeedStream));
+  }
+  if (control::needs_offline_search(spec.algorithm) && !controller_options.tuned_table) {
+    // The options are checked before the search, which takes a while.
+    auto check = controller_options;
+    check.tuned_table = std::make_shared<const control::CapTable>(
+        control::CapTable{control::TunedEntry{spec.schedule.min_cap_w(), single_tenant_knobs(1)}});
+    (void)control::make_controller(spec.algorithm, check, platform_->controller_limits());
+    controller_options.tuned_table = std::make_shared<const control::CapTable>(
+        cap_table(search_caps_on_twin(catalog, spec.gpu, spec.model, spec.schedule.distinct_caps(), spec.sim.sample_hz,
+                                      spec.sim.seed, spec.search_budget)));
   }
   controller_ = control::make_controller(spec.algorithm, controller_options, platform_->controller_limits());
   config_.images = spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images);

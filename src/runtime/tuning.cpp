@@ -10,6 +10,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/runtime/runner.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
+#include "gpucap/tune/registry.hpp"
 
 namespace gpucap::runtime {
 
@@ -60,9 +61,7 @@ tune::TrialResult SimTrialRunner::measure(const tune::ConfigPoint& point) const 
   sim_options.seed = options_.seed;
   sim_options.sample_hz = options_.sample_hz;
   SimPlatform platform(gpu_, model_, model_.precision, sim_options);
-  auto knobs = single_tenant_knobs(point.batch_size, point.sm_clock_mhz);
-  knobs.mem_clock_mhz = point.memory_clock_mhz;
-  control::FixedController controller(knobs, control::DecisionPeriod::every_seconds(options_.measure_s));
+  control::FixedController controller(knobs_for(point), control::DecisionPeriod::every_seconds(options_.measure_s));
   RunConfig config;
   config.duration_s = options_.measure_s;
   // No cap applies to a measurement; the search judges feasibility from max_power_w afterwards.
@@ -122,6 +121,39 @@ TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w
     if (on_trial) on_trial(outcome.trials, outcome.best);
   }
   return outcome;
+}
+
+Knobs knobs_for(const tune::ConfigPoint& point) {
+  auto knobs = single_tenant_knobs(point.batch_size, point.sm_clock_mhz);
+  knobs.mem_clock_mhz = point.memory_clock_mhz;
+  return knobs;
+}
+
+std::vector<CapSearch> search_each_cap(std::string_view tuner, const tune::SearchSpace& space,
+                                       const std::vector<double>& caps, const MeasureFn& measure, std::size_t budget,
+                                       std::uint64_t seed) {
+  const auto evaluations = budget > 0 ? budget : tune::tuner_info(tuner).default_budget;
+  std::vector<CapSearch> searches;
+  searches.reserve(caps.size());
+  for (const double cap_w : caps) {
+    const auto search = tune::make_tuner(tuner, space, cap_w, seed);
+    searches.push_back(CapSearch{cap_w, run_tuner(*search, measure, cap_w, evaluations)});
+  }
+  return searches;
+}
+
+control::CapTable cap_table(const std::vector<CapSearch>& searches) {
+  control::CapTable table;
+  for (const auto& search : searches) {
+    const auto& trials = search.outcome.trials;
+    if (trials.empty()) continue;
+    const auto coolest = std::min_element(trials.begin(), trials.end(), [](const tune::Trial& a, const tune::Trial& b) {
+      return a.result.max_power_w < b.result.max_power_w;
+    });
+    const auto& chosen = search.outcome.best ? search.outcome.best->point : coolest->point;
+    table.push_back(control::TunedEntry{search.cap_w, knobs_for(chosen)});
+  }
+  return table;
 }
 
 }  // namespace gpucap::runtime

@@ -42,13 +42,6 @@ std::size_t nearest(const std::vector<double>& positions, double u) {
   return best;
 }
 
-std::size_t find_clock(const std::vector<double>& clocks_mhz, double mhz) {
-  for (std::size_t i = 0; i < clocks_mhz.size(); ++i) {
-    if (std::abs(clocks_mhz[i] - mhz) < 1e-6) return i;
-  }
-  return clocks_mhz.size();
-}
-
 }  // namespace
 
 BobdTuner::BobdTuner(SearchSpace space, double cap_w, BobdOptions options)
@@ -73,25 +66,6 @@ BobdTuner::BobdTuner(SearchSpace space, double cap_w, BobdOptions options)
     }
   }
   visited_.assign(space_.size(), false);
-}
-
-std::size_t BobdTuner::index_of(const ConfigPoint& point) const {
-  const auto& batches = space_.batch_sizes;
-  const auto batch = std::find(batches.begin(), batches.end(), point.batch_size);
-  const auto clock = find_clock(space_.sm_clocks_mhz, point.sm_clock_mhz);
-  std::size_t memory = 0;
-  if (!space_.memory_clocks_mhz.empty()) {
-    memory = point.memory_clock_mhz ? find_clock(space_.memory_clocks_mhz, *point.memory_clock_mhz)
-                                    : space_.memory_clocks_mhz.size();
-  } else if (point.memory_clock_mhz) {
-    memory = 1;  // the space has no memory-clock axis
-  }
-  if (batch == batches.end() || clock == space_.sm_clocks_mhz.size() ||
-      memory >= std::max<std::size_t>(1, space_.memory_clocks_mhz.size())) {
-    throw usage_error(fmt::format("bobd: {} is not in the search space", describe(point)));
-  }
-  const auto batch_index = static_cast<std::size_t>(batch - batches.begin());
-  return batch_index + batches.size() * (clock + space_.sm_clocks_mhz.size() * memory);
 }
 
 std::size_t BobdTuner::snap_to_grid(const std::vector<double>& unit_point) const {
@@ -169,7 +143,9 @@ std::optional<ConfigPoint> BobdTuner::propose() {
 }
 
 void BobdTuner::tell(const ConfigPoint& point, const TrialResult& result) {
-  const auto index = index_of(point);
+  const auto found = space_.index_of(point);
+  if (!found) throw usage_error(fmt::format("bobd: {} is not in the search space", describe(point)));
+  const auto index = *found;
   // A second measurement of one input would make the noiseless GP's kernel matrix singular.
   if (visited_[index]) throw usage_error(fmt::format("bobd: {} was already measured", describe(point)));
   visited_[index] = true;

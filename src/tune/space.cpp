@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "gpucap/core/error.hpp"
 
@@ -27,6 +28,32 @@ ConfigPoint SearchSpace::point(std::size_t index) const {
   index /= sm_clocks_mhz.size();
   if (!memory_clocks_mhz.empty()) p.memory_clock_mhz = memory_clocks_mhz[index];
   return p;
+}
+
+namespace {
+
+std::optional<std::size_t> find_clock(const std::vector<double>& clocks_mhz, double mhz) {
+  for (std::size_t i = 0; i < clocks_mhz.size(); ++i) {
+    if (std::abs(clocks_mhz[i] - mhz) < 1e-6) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::size_t> SearchSpace::index_of(const ConfigPoint& p) const {
+  const auto batch = std::find(batch_sizes.begin(), batch_sizes.end(), p.batch_size);
+  const auto clock = find_clock(sm_clocks_mhz, p.sm_clock_mhz);
+  if (batch == batch_sizes.end() || !clock) return std::nullopt;
+  std::size_t memory = 0;
+  if (memory_clocks_mhz.empty() != !p.memory_clock_mhz.has_value()) return std::nullopt;
+  if (p.memory_clock_mhz) {
+    const auto found = find_clock(memory_clocks_mhz, *p.memory_clock_mhz);
+    if (!found) return std::nullopt;
+    memory = *found;
+  }
+  const auto batch_index = static_cast<std::size_t>(batch - batch_sizes.begin());
+  return batch_index + batch_sizes.size() * (*clock + sm_clocks_mhz.size() * memory);
 }
 
 namespace {

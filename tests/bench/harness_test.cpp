@@ -33,13 +33,14 @@ Matrix small_matrix() {
 TEST(Harness, ResultsDoNotDependOnTheNumberOfThreads) {
   const auto catalog = sim::Catalog::load(test::data_dir());
   BenchOptions options;
-  options.algorithms = {"batchsizer", "batchdvfs", "dvfs", "clipper", "capfit"};
+  options.algorithms = {"batchsizer", "batchdvfs", "dvfs", "clipper", "capfit", "bobd"};
+  options.search_budget = 8;
   options.threads = 1;
   const auto serial = run_matrix(small_matrix(), catalog, options);
   options.threads = 3;
   const auto parallel = run_matrix(small_matrix(), catalog, options);
-  ASSERT_EQ(serial.size(), 15u);
-  ASSERT_EQ(parallel.size(), 15u);
+  ASSERT_EQ(serial.size(), 18u);
+  ASSERT_EQ(parallel.size(), 18u);
   for (std::size_t i = 0; i < serial.size(); ++i) {
     EXPECT_EQ(serial[i].job, parallel[i].job);
     EXPECT_EQ(serial[i].algorithm, parallel[i].algorithm);
@@ -60,7 +61,8 @@ TEST(Harness, SummaryAndReportHaveEveryRun) {
             "matrix,job,model,dataset,cap_w,cap_schedule,algorithm,images,duration_s,throughput_img_s,"
             "oracle_throughput_img_s,pct_of_oracle,"
             "over_cap_windows_pct,over_cap_steady_windows_pct,time_over_cap_s,energy_j,energy_j_per_image,mean_power_w,"
-            "max_power_w,cap_steps,windows_to_under_cap,windows_to_95pct_oracle,platform");
+            "max_power_w,cap_steps,windows_to_under_cap,windows_to_95pct_oracle,search_evaluations,search_cost_s,"
+            "search_pct_of_oracle_after_20,search_pct_of_oracle,platform");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   EXPECT_NE(csv.find("small,c,resnet_v2_50,caltech256,,0:150 10:100,clipper,4000,"), std::string::npos) << csv;
   const auto json = bench_summary_json(matrix, runs, options);
@@ -194,6 +196,70 @@ TEST(Harness, CapfitBeatsBatchDvfsWithoutSteadyWindowsOverTheCapAndReportsCapSte
   EXPECT_TRUE(runs[0].cap_steps.empty());
   const auto json = bench_summary_json(matrix, runs, options);
   EXPECT_EQ(json["runs"][5]["cap_steps"][0]["windows_to_under_cap"], 1);
+}
+
+TEST(Harness, BobdSearchesEveryCapBeforeItsRunsAndReportsItsBestSoFarAgainstTheOracle) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  BenchOptions options;
+  options.algorithms = {"bobd"};
+  options.search_budget = 20;
+  auto matrix = small_matrix();
+  matrix.jobs[2].images = 0;
+  matrix.jobs[2].duration_s = 20;  // long enough to see the step at 10 s through
+  const auto runs = run_matrix(matrix, catalog, options);
+  ASSERT_EQ(runs.size(), 3u);
+  ASSERT_EQ(runs[0].searches.size(), 1u);
+  ASSERT_EQ(runs[2].searches.size(), 2u) << "job c meets two caps";
+  EXPECT_EQ(runs[2].searches[0].cap_w, 150.0);
+  EXPECT_EQ(runs[2].searches[1].cap_w, 100.0);
+  for (const auto& run : runs) {
+    for (const auto& search : run.searches) {
+      ASSERT_EQ(search.best_img_s.size(), 20u);
+      for (std::size_t n = 1; n < 20; ++n) EXPECT_GE(search.best_img_s[n], search.best_img_s[n - 1]);
+      ASSERT_TRUE(search.best.has_value()) << run.job;
+      ASSERT_TRUE(search.pct_of_oracle_after(20).has_value());
+      // The same measurements as the oracle's grid: the search cannot beat the grid's best.
+      EXPECT_LE(*search.pct_of_oracle_after(20), 100.0 + 1e-9) << run.job << " " << search.cap_w;
+      EXPECT_GT(*search.pct_of_oracle_after(20), 90.0) << run.job << " " << search.cap_w;
+      EXPECT_EQ(search.pct_of_oracle_after(1000), search.pct_of_oracle_after(20));
+      EXPECT_FALSE(search.pct_of_oracle_after(0).has_value());
+      EXPECT_NEAR(search.cost_s, 20 * 3.0, 20 * 0.5) << "20 measurements of about 3 s";
+    }
+  }
+  // The run holds what the search found: one batch size under a constant cap, another after the step.
+  const auto& constant = runs[0];
+  ASSERT_FALSE(constant.trace.empty());
+  for (const auto& row : constant.trace) EXPECT_EQ(row.batch_size, constant.searches[0].best->batch_size);
+  const auto& stepped = runs[2];
+  EXPECT_EQ(stepped.trace.front().batch_size, stepped.searches[0].best->batch_size);
+  EXPECT_EQ(stepped.trace.back().batch_size, stepped.searches[1].best->batch_size);
+
+  const auto csv = bench_summary_csv(matrix, runs);
+  EXPECT_NE(csv.find(",20,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",40,"), std::string::npos) << "job c: 20 evaluations for each of its two caps\n" << csv;
+  const auto json = bench_summary_json(matrix, runs, options);
+  ASSERT_EQ(json["runs"][2]["searches"].size(), 2u);
+  EXPECT_EQ(json["runs"][2]["searches"][1]["best_so_far_pct_of_oracle"].size(), 20u);
+  const auto report = bench_report_markdown(matrix, catalog, runs, options, "gpucap bench --matrix small");
+  EXPECT_NE(report.find("## Offline search: BOBD's best so far against evaluations"), std::string::npos);
+  EXPECT_NE(report.find("| 20 | "), std::string::npos) << report;
+
+  // Without the oracle the searches still run, with nothing to compare them to.
+  options.oracle = false;
+  auto one = matrix;
+  one.jobs.resize(1);
+  const auto alone = run_matrix(one, catalog, options);
+  ASSERT_EQ(alone[0].searches.size(), 1u);
+  EXPECT_EQ(alone[0].searches[0].best, runs[0].searches[0].best) << "the same measurements, simulated again";
+  EXPECT_FALSE(alone[0].searches[0].pct_of_oracle_after(20).has_value());
+}
+
+TEST(Harness, ABadBobdBudgetOrOptionIsRejectedBeforeAnyRun) {
+  BenchOptions options;
+  options.algorithms = {"bobd"};
+  auto matrix = small_matrix();
+  matrix.jobs[1].controller.batch_sizes = std::vector<int>{1, 2, 4};
+  expect_usage_error_and_no_runs(matrix, options, "job b (bobd): --batch-sizes does not apply");
 }
 
 }  // namespace

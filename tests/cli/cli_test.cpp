@@ -255,7 +255,7 @@ TEST(Cli, ListsWhatItKnows) {
   const auto models = nlohmann::json::parse(gpucap({"list", "models", "--json"}).out);
   EXPECT_EQ(models.size(), 23u);
   const auto algorithms = nlohmann::json::parse(gpucap({"list", "algorithms", "--json"}).out);
-  EXPECT_EQ(algorithms.size(), 7u);
+  EXPECT_EQ(algorithms.size(), 8u);
   EXPECT_EQ(gpucap({"list", "datasets"}).exit_code, 0);
   const auto matrices = gpucap({"list", "matrices"}).out;
   for (const char* id : {"batchdvfs-p40", "pctodl-3080ti", "pctodl-a100"}) {
@@ -283,6 +283,7 @@ TEST(Cli, BenchRejectsBadInput) {
   expect_error({"bench", "--matrix", "mlperf"}, 2, "unknown matrix 'mlperf'");
   expect_error({"bench", "--matrix", "batchdvfs-p40", "--algorithms", "batchdvfs,nope"}, 2, "unknown algorithm 'nope'");
   expect_error({"bench", "--matrix", "batchdvfs-p40", "--jobs", "0"}, 2, "--jobs 0");
+  expect_error({"bench", "--matrix", "batchdvfs-p40", "--bobd-budget", "0"}, 2, "--bobd-budget 0");
   test::TempDir dir;
   const auto bad = dir.write("bad.json", R"({"id": "x", "gpu": "p40", "jobs": [{"id": "1"}]})");
   expect_error({"bench", "--matrix", bad}, 3, "missing key 'jobs[0].model'");
@@ -295,6 +296,22 @@ TEST(Cli, BenchRejectsBadInput) {
   const auto escape = dir.write("escape.json", R"({"id": "x", "gpu": "p40", "jobs": [
       {"id": "../../evil", "model": "inception_v1", "dataset": "imagenet", "cap_w": 131}]})");
   expect_error({"bench", "--matrix", escape, "--out", out}, 3, "may only contain letters");
+}
+
+TEST(Cli, RunBobdSearchesOnTheTwinBeforeTheRunAndHoldsWhatItFound) {
+  const std::vector<std::string> run = {"run",         "--model", "inception_v1", "--power-cap", "131",
+                                        "--algorithm", "bobd",    "--images",     "3000",        "--json"};
+  const auto r = gpucap(with(run, {"--bobd-budget", "12"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["algorithm"], "bobd");
+  EXPECT_EQ(json["images"], 3000);
+  EXPECT_GT(json["throughput_img_s"].get<double>(), 0.0);
+  expect_error(with(run, {"--bobd-budget", "0"}), 2, "--bobd-budget 0");
+  expect_error({"run", "--model", "inception_v1", "--power-cap", "131", "--algorithm", "batchdvfs", "--bobd-budget",
+                "5"},
+               2, "--bobd-budget does not apply to batchdvfs");
+  expect_error(with(run, {"--alpha", "0.9"}), 2, "--alpha does not apply to bobd");
 }
 
 // A copy of the data folder, for commands that write to it.

@@ -70,7 +70,9 @@ TEST(Capfit, StartsAtTheBestPredictedConfigurationUnderTheCapWithAMargin) {
   EXPECT_LE(chosen->max_power_w, budget_w);
   for (std::size_t i = 0; i < controller.candidates().size(); ++i) {
     const auto p = controller.predicted(i);
-    if (p.max_power_w <= budget_w) EXPECT_LE(p.throughput_img_s, chosen->throughput_img_s);
+    if (p.max_power_w <= budget_w) {
+      EXPECT_LE(p.throughput_img_s, chosen->throughput_img_s);
+    }
   }
 }
 
@@ -95,7 +97,9 @@ TEST(Capfit, LearnsFromItsWindowsWhenTheProfileUnderstatesPower) {
     ASSERT_GT(power_w, 0.0);
     if (power_w > cap_w) ++over;
     knobs = controller.decide(window(knobs, cap_w, power_w, throughput));
-    if (w >= 3) EXPECT_LE(power_w, cap_w) << "window " << w;
+    if (w >= 3) {
+      EXPECT_LE(power_w, cap_w) << "window " << w;
+    }
   }
   EXPECT_LE(over, 1) << "at most the first window, chosen before anything was measured";
 }

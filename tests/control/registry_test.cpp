@@ -27,6 +27,9 @@ TEST(Registry, BuildsEveryListedAlgorithm) {
       options.profile = std::make_shared<const predict::ProfileModel>(
           std::vector<predict::ProfileSample>{{1, 544.0, std::nullopt, 100.0, 60.0}});
     }
+    if (needs_offline_search(info.name)) {
+      options.tuned_table = std::make_shared<const CapTable>(CapTable{{100.0, single_tenant_knobs(8, 544.0)}});
+    }
     const auto controller = make_controller(info.name, options, kP40);
     EXPECT_EQ(controller->name(), info.name);
   }

@@ -66,6 +66,30 @@ TEST(Tuning, RunTunerKeepsTheBestFeasibleAndHonoursTheBudget) {
   EXPECT_EQ(run_tuner(limited, measure, 100.0, 5).trials.size(), 5u);
 }
 
+TEST(Tuning, SearchEachCapRunsOneSearchPerCapAndTheTableHoldsEachCapsBest) {
+  // The synthetic GPU above: the best under 100 W is 32 × 1500 = 48,000; under 70 W, b·f ≤ 30,000:
+  // 16 × 1500 = 24,000 (and 16 × 1000 = 16,000 < 24,000).
+  tune::SearchSpace space{{1, 2, 4, 8, 16, 32, 64}, {500, 1000, 1500}, {}};
+  const MeasureFn measure = [](const tune::ConfigPoint& p) {
+    const double work = p.batch_size * p.sm_clock_mhz;
+    return tune::TrialResult{work, 40.0 + 0.001 * work, 40.0, 1.0};
+  };
+  const auto searches = search_each_cap("oracle", space, {100.0, 70.0, 40.2}, measure, 0, 1);
+  ASSERT_EQ(searches.size(), 3u);
+  EXPECT_EQ(searches[0].cap_w, 100.0);
+  EXPECT_EQ(searches[1].outcome.trials.size(), space.size()) << "the oracle's default budget: the whole space";
+  const auto table = cap_table(searches);
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_EQ(table[0].knobs, single_tenant_knobs(32, 1500.0));
+  EXPECT_EQ(table[1].cap_w, 70.0);
+  EXPECT_EQ(table[1].knobs, single_tenant_knobs(16, 1500.0));
+  // Nothing is under 40.2 W (the least is 40.5 W at 1 × 500): the closest the search came.
+  EXPECT_FALSE(searches[2].outcome.best.has_value());
+  EXPECT_EQ(table[2].knobs, single_tenant_knobs(1, 500.0));
+  EXPECT_EQ(search_each_cap("bobd", space, {100.0}, measure, 7, 1).front().outcome.trials.size(), 7u);
+  EXPECT_THROW((void)search_each_cap("annealing", space, {100.0}, measure, 0, 1), Error);
+}
+
 TEST(Tuning, TheOracleIsAtLeastAsGoodAsAnOnlineControllerUnderTheSameCap) {
   const double cap_w = 131.0;
   const SimTrialRunner runner(catalog(), "p40", "inception_v1", TrialOptions{});

@@ -25,6 +25,18 @@ TEST(SearchSpace, NumbersPointsBatchFastestThenClockThenMemory) {
   EXPECT_EQ(describe(with_memory.point(0)), "batch=8 sm=1000MHz mem=5001MHz");
 }
 
+TEST(SearchSpace, IndexOfIsTheInverseOfPointAndRejectsPointsOutsideTheGrid) {
+  const SearchSpace with_memory{{1, 2, 4}, {544, 1063}, {5001, 9501}};
+  for (const auto& space : {small_space(), with_memory}) {
+    for (std::size_t i = 0; i < space.size(); ++i) EXPECT_EQ(space.index_of(space.point(i)), i);
+  }
+  EXPECT_FALSE(small_space().index_of({3, 544, std::nullopt})) << "batch 3 is not on the grid";
+  EXPECT_FALSE(small_space().index_of({1, 600, std::nullopt})) << "nor is 600 MHz";
+  EXPECT_FALSE(small_space().index_of({1, 544, 5001.0})) << "the space has no memory-clock axis";
+  EXPECT_FALSE(with_memory.index_of({1, 544, std::nullopt})) << "the space needs a memory clock";
+  EXPECT_FALSE(with_memory.index_of({1, 544, 7000.0}));
+}
+
 TEST(SearchSpace, RejectsEmptyUnsortedOrOutOfRangeAxes) {
   EXPECT_NO_THROW(small_space().validate());
   const auto rejects = [](const SearchSpace& space, const std::string& fragment) {

@@ -15,6 +15,7 @@
 #include "gpucap/bench/recovery.hpp"
 #include "gpucap/runtime/runner.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "gpucap/tune/space.hpp"
 
 namespace gpucap::bench {
 
@@ -22,12 +23,26 @@ struct BenchOptions {
   std::vector<std::string> algorithms;
   bool oracle = true;           // measure each job's oracle (exhaustive search) for pct_of_oracle
   double oracle_measure_s = 3.0;  // length of one of the oracle's fixed-configuration measurements
+  std::size_t search_budget = 0;  // bobd: measurements per cap (0: BOBD's default, 50)
   std::uint64_t seed = 1;
   int threads = 1;
   double sample_hz = 100.0;
   std::string trace_dir;  // empty: no per-run traces
   std::string plot_dir;   // empty: no plots (gnuplot SVG timelines per job)
   std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+// An offline search's progress under one cap of a run (bobd): the best feasible throughput after
+// each measurement, against the oracle's best over the same space and the same measurements.
+struct SearchProgress {
+  double cap_w = 0.0;
+  std::vector<double> best_img_s;     // after 1, 2, ... measurements; 0 while none was feasible
+  std::optional<double> oracle_img_s; // the oracle grid's best feasible; nullopt without an oracle
+  double cost_s = 0.0;                // the measurements' time (virtual seconds on the twin)
+  std::optional<tune::ConfigPoint> best;
+  // Best so far as a % of the oracle after `evaluations` measurements (beyond the search's end:
+  // its final value); nullopt without an oracle.
+  [[nodiscard]] std::optional<double> pct_of_oracle_after(std::size_t evaluations) const;
 };
 
 struct BenchRun {
@@ -45,6 +60,7 @@ struct BenchRun {
   std::vector<runtime::TraceRow> trace;       // one row per window
   double over_cap_steady_windows_pct = 0.0;   // over-cap windows among those without a cap change
   std::vector<CapStepRecovery> cap_steps;     // one per change of the cap schedule
+  std::vector<SearchProgress> searches;       // bobd: one per cap of the schedule; empty otherwise
   // The worst step of the run (nullopt: no steps, or some step never got there: see cap_steps).
   [[nodiscard]] std::optional<int> worst_windows_to_under_cap() const;
   [[nodiscard]] std::optional<int> worst_windows_to_95pct_oracle() const;

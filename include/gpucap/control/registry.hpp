@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpucap/control/controller.hpp"
+#include "gpucap/control/tuned.hpp"
 #include "gpucap/predict/profile_model.hpp"
 
 namespace gpucap::control {
@@ -24,6 +25,8 @@ struct ControllerOptions {
   std::optional<double> latency_slo_ms;  // morak: the latency SLO (none: latency never limits)
   // capfit: the model's profile on this GPU (the twin measures one when none is given).
   std::shared_ptr<const predict::ProfileModel> profile;
+  // bobd: the configuration its offline search found for each cap (runtime::search_each_cap).
+  std::shared_ptr<const CapTable> tuned_table;
 };
 
 // What the platform offers the controllers.
@@ -36,6 +39,8 @@ struct PlatformLimits {
 
 // Whether the algorithm runs from a profile of the model (capfit).
 [[nodiscard]] bool needs_profile(std::string_view algorithm);
+// Whether the algorithm runs from an offline search made before the job (bobd).
+[[nodiscard]] bool needs_offline_search(std::string_view algorithm);
 // Whether the algorithm acts on a power band [alpha·cap, cap] (so --alpha applies to it).
 [[nodiscard]] bool uses_power_band(std::string_view algorithm);
 

@@ -33,6 +33,8 @@ class CapSchedule {
   [[nodiscard]] bool is_constant() const { return steps_.size() == 1; }
   [[nodiscard]] double min_cap_w() const;
   [[nodiscard]] double max_cap_w() const;
+  // Every cap the schedule sets, once, in the order they first apply.
+  [[nodiscard]] std::vector<double> distinct_caps() const;
 
   // Throws Error(usage) if any cap lies outside [min_w, max_w]; `what` names the limits.
   void check_range(double min_w, double max_w, std::string_view what) const;

@@ -10,6 +10,7 @@
 #include "gpucap/core/cap_schedule.hpp"
 #include "gpucap/runtime/runner.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
+#include "gpucap/runtime/tuning.hpp"
 #include "gpucap/sim/catalog.hpp"
 
 namespace gpucap::runtime {
@@ -25,6 +26,7 @@ struct SimJobSpec {
   std::optional<sim::Precision> precision; // default: the model's
   sim::PipelineMode pipeline = sim::PipelineMode::none;  // host-side decode cost from the dataset
   control::ControllerOptions controller;
+  std::size_t search_budget = 0;           // bobd: measurements per cap (0: BOBD's default, 50)
   SimOptions sim;
 };
 
@@ -46,6 +48,16 @@ inline constexpr std::uint64_t kProfileSeedStream = 0x9f0f11e;
                                                                                    const std::string& model,
                                                                                    double sample_hz,
                                                                                    std::uint64_t seed);
+
+// The seed stream of the twin that measures an offline search's configurations (bobd).
+inline constexpr std::uint64_t kSearchSeedStream = 0x5ea4c4;
+
+// BOBD's search of the default space (default_search_space) for each cap, on the twin, with 3-s
+// measurements: what bobd runs from when nobody gave it a table. `seed` drives BOBD's initial
+// design; the twin's noise comes from kSearchSeedStream, apart from the runs' (as a profile's).
+[[nodiscard]] std::vector<CapSearch> search_caps_on_twin(const sim::Catalog& catalog, const std::string& gpu,
+                                                         const std::string& model, const std::vector<double>& caps,
+                                                         double sample_hz, std::uint64_t seed, std::size_t budget);
 
 class SimJob {
  public:

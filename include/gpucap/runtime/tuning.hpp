@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <vector>
 
+#include "gpucap/control/tuned.hpp"
 #include "gpucap/predict/profile_model.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "gpucap/tune/tuner.hpp"
@@ -79,5 +81,26 @@ inline constexpr std::size_t kOracleMaxVerifications = 512;
 // Asks the tuner until it is done or `budget` trials were measured (0: no budget).
 [[nodiscard]] TuneOutcome run_tuner(tune::Tuner& tuner, const MeasureFn& measure, double cap_w, std::size_t budget,
                                     const TrialSink& on_trial = {});
+
+// The knobs that hold a configuration: one tenant, its batch size and clocks.
+[[nodiscard]] Knobs knobs_for(const tune::ConfigPoint& point);
+
+// One offline search for one cap.
+struct CapSearch {
+  double cap_w = 0.0;
+  TuneOutcome outcome;
+};
+
+// Runs the tuner `tuner` (tune::make_tuner) once for each cap, each with at most `budget`
+// measurements (0: the tuner's default budget, tune::tuner_info); `seed` drives what the tuner
+// randomises. Throws Error(usage) for an unknown tuner, an invalid space or cap.
+[[nodiscard]] std::vector<CapSearch> search_each_cap(std::string_view tuner, const tune::SearchSpace& space,
+                                                     const std::vector<double>& caps, const MeasureFn& measure,
+                                                     std::size_t budget, std::uint64_t seed);
+
+// What the bobd controller runs from: each cap's best feasible configuration; where none of a
+// search's measurements was feasible, the one with the lowest window-max power (the closest the
+// search came: that run will exceed its cap). Empty searches are left out.
+[[nodiscard]] control::CapTable cap_table(const std::vector<CapSearch>& searches);
 
 }  // namespace gpucap::runtime

@@ -43,7 +43,6 @@ class BobdTuner final : public Tuner {
   [[nodiscard]] const std::vector<double>& unit_coordinates(std::size_t index) const { return coordinates_[index]; }
 
  private:
-  [[nodiscard]] std::size_t index_of(const ConfigPoint& point) const;
   [[nodiscard]] std::optional<std::size_t> next_design_point() const;
   [[nodiscard]] std::size_t snap_to_grid(const std::vector<double>& unit_point) const;
   [[nodiscard]] std::size_t most_promising_point();

@@ -31,6 +31,9 @@ struct SearchSpace {
 
   [[nodiscard]] std::size_t size() const;
   [[nodiscard]] ConfigPoint point(std::size_t index) const;
+  // The inverse of point(): nullopt for a point outside the grid (clocks match within 1e-6 MHz; a
+  // memory clock on a space without that axis, or none on a space with it, is outside).
+  [[nodiscard]] std::optional<std::size_t> index_of(const ConfigPoint& point) const;
   // Throws Error(usage) naming the problem: an empty axis, a batch size < 1, a clock <= 0,
   // unsorted or repeated values.
   void validate() const;
