@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates docs/results/MATRIX/report.md for the three task matrices (batchdvfs-p40,
-# pctodl-3080ti, pctodl-a100) under every algorithm on the twin, with the chart of % of oracle and
-# the timelines of the jobs whose cap steps (the other jobs' timelines are left out to keep the
-# repository small; `gpucap bench --out DIR` writes them all). Deterministic: the same build and
+# pctodl-3080ti, pctodl-a100) under every algorithm on the twin, with the chart of % of oracle,
+# BOBD's best so far against evaluations and the timelines of the jobs whose cap steps (the other
+# jobs' timelines are left out to keep the repository small; `gpucap bench --out DIR` writes them
+# all). Deterministic: the same build and
 # seed give the same files. Needs gnuplot (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ for matrix in batchdvfs-p40 pctodl-3080ti pctodl-a100; do
   dest=docs/results/$matrix
   rm -rf "$dest"
   mkdir -p "$dest/plots"
-  cp "$out/$matrix/plots/pct_of_oracle.svg" "$dest/plots/"
+  cp "$out/$matrix/plots/pct_of_oracle.svg" "$out/$matrix/plots/search_progress.svg" "$dest/plots/"
   # Jobs with a cap schedule: their summary rows have an empty cap_w (5th column).
   for job in $(awk -F, 'NR > 1 && $5 == "" {print $2}' "$out/$matrix/summary.csv" | sort -u); do
     cp "$out/$matrix/plots/timeline-$job.svg" "$dest/plots/"

@@ -97,8 +97,9 @@ class JobRun {
       const auto observation = close_window(now_s);
       const auto previous = knobs_;
       knobs_ = controller_.decide(observation);
-      spdlog::debug("t={:.2f}s cap={:g}W max={:.1f}W mean={:.1f}W -> {} [{}]", observation.time_s, observation.cap_w,
-                   observation.power.max_w, observation.power.mean_w, describe(knobs_), controller_.describe_state());
+      spdlog::debug("t={:.2f}s cap={:g}W max={:.1f}W settled_max={:.1f}W mean={:.1f}W -> {} [{}]", observation.time_s,
+                    observation.cap_w, observation.power.max_w, observation.settled_power.max_w,
+                    observation.power.mean_w, describe(knobs_), controller_.describe_state());
       session.apply(knobs_);
       if (knobs_ != previous) window_.settled_from_s = now_s + platform_.power_settle_s();
       // The controller has answered a cap change: once the reading shows its answer, the

@@ -15,6 +15,12 @@ void check_sample_hz(double sample_hz) {
   }
 }
 
+namespace {
+
+constexpr double kSameInstantS = 1e-9;
+
+}  // namespace
+
 SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz)
     : sensor_(sensor), sample_hz_(sample_hz), latest_(sensor.latest()) {
   check_sample_hz(sample_hz);
@@ -27,7 +33,9 @@ void SimPowerMeter::collect(double end_s, const SampleSink& sink) {
   while (true) {
     const double t = static_cast<double>(next_sample_) / sample_hz_;
     if (t > end_s) break;
-    while (!readings_.empty() && readings_.front().time_s <= t) {
+    // Reading and sample times are both multiples of a period, computed apart: a reading
+    // published at the sample's instant (within rounding) is the latest one.
+    while (!readings_.empty() && readings_.front().time_s <= t + kSameInstantS) {
       latest_ = readings_.front();
       readings_.pop_front();
     }
@@ -57,7 +65,10 @@ std::string SimPlatform::description() const {
                      sim::to_string(twin_.precision()), input, autotune);
 }
 
-double SimPlatform::power_settle_s() const { return twin_.gpu().sensor.averaging_window_s; }
+double SimPlatform::power_settle_s() const {
+  const auto& sensor = twin_.gpu().sensor;
+  return sensor.averaging_window_s + sensor.update_period_s;
+}
 
 void SimPlatform::settle() { twin_.idle(power_settle_s()); }
 

@@ -50,7 +50,9 @@ class SimPlatform final : public Platform {
   [[nodiscard]] device::Device& device() override { return device_; }
   [[nodiscard]] PowerMeter& meter() override { return meter_; }
   [[nodiscard]] control::PlatformLimits controller_limits() const override;
-  // The twin's sensor averaging window.
+  // The twin's sensor averaging window plus its update period: a reading covers the averaging
+  // window before it and is published only at the end of its update period, so a sample taken
+  // sooner than that after a change can still show the knobs before it.
   [[nodiscard]] double power_settle_s() const override;
   void settle() override;
   [[nodiscard]] sim::GpuTwin& twin() { return twin_; }
