@@ -12,6 +12,7 @@ NameAndUnit describe(Signal signal) {
     case Signal::power_limit_min_w: return {"GPU_POWER_LIMIT_MIN_AVAIL", "W", "lowest settable power limit"};
     case Signal::power_limit_max_w: return {"GPU_POWER_LIMIT_MAX_AVAIL", "W", "highest settable power limit"};
     case Signal::power_limit_default_w: return {"GPU_POWER_LIMIT_DEFAULT", "W", "board default power limit"};
+    case Signal::temperature_c: return {"GPU_TEMPERATURE", "C", "GPU die temperature"};
   }
   return {"?", "?", "?"};
 }
@@ -32,7 +33,7 @@ const std::vector<Signal>& all_signals() {
   static const std::vector<Signal> signals = {
       Signal::power_w,           Signal::energy_j,          Signal::sm_clock_mhz,
       Signal::memory_clock_mhz,  Signal::utilization,       Signal::power_limit_min_w,
-      Signal::power_limit_max_w, Signal::power_limit_default_w};
+      Signal::power_limit_max_w, Signal::power_limit_default_w, Signal::temperature_c};
   return signals;
 }
 

@@ -10,7 +10,8 @@ SimDevice::SimDevice(sim::GpuTwin& twin, bool writes_permitted) : twin_(twin), w
 
 std::string SimDevice::name() const { return fmt::format("{} (simulated)", twin_.gpu().name); }
 
-bool SimDevice::has_signal(Signal /*signal*/) const { return true; }
+// The twin models power, clocks and time, not heat.
+bool SimDevice::has_signal(Signal signal) const { return signal != Signal::temperature_c; }
 
 double SimDevice::read(Signal signal) {
   const auto& gpu = twin_.gpu();
@@ -23,8 +24,10 @@ double SimDevice::read(Signal signal) {
     case Signal::power_limit_min_w: return gpu.power_limit_min_w;
     case Signal::power_limit_max_w: return gpu.power_limit_max_w;
     case Signal::power_limit_default_w: return gpu.power_limit_default_w;
+    case Signal::temperature_c: break;
   }
-  throw Error(ErrorCode::unsupported, fmt::format("{}: unknown signal", name()));
+  throw Error(ErrorCode::unsupported,
+              fmt::format("{}: the twin has no signal {}", name(), describe(signal).name));
 }
 
 bool SimDevice::has_control(Control /*control*/) const { return true; }

@@ -314,6 +314,33 @@ TEST(Cli, RunBobdSearchesOnTheTwinBeforeTheRunAndHoldsWhatItFound) {
   expect_error(with(run, {"--alpha", "0.9"}), 2, "--alpha does not apply to bobd");
 }
 
+TEST(Cli, DevicesListsNvidiaGpusThroughNvmlOrSaysThereIsNoDriver) {
+  expect_error({"devices", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"}, 8,
+               "no NVIDIA driver: cannot load /nonexistent/libnvidia-ml.so.1");
+  test::TempDir dir;
+  const auto state = dir.write("nvml.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-abc",
+      "bus_id": "00000000:19:00.0", "power_mw": 70000, "power_limit_mw": 700000, "power_limit_min_mw": 200000,
+      "power_limit_max_mw": 700000, "power_limit_default_mw": 700000, "memory_clocks_mhz": [2619],
+      "graphics_clocks_mhz": [1980, 1755, 1410, 345], "sm_clock_mhz": 345, "memory_clock_mhz": 2619}]})");
+  setenv("GPUCAP_FAKE_NVML_STATE", state.c_str(), 1);
+  const auto text = gpucap({"devices", "--nvml-lib", GPUCAP_FAKE_NVML_PATH});
+  const auto json = gpucap({"devices", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--json"});
+  unsetenv("GPUCAP_FAKE_NVML_STATE");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("GPU 0: NVIDIA H100 80GB HBM3"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("settable 200-700 W"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("345-1980 MHz (4 levels)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("nothing simulated"), std::string::npos) << text.out;
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto parsed = nlohmann::json::parse(json.out);
+  ASSERT_EQ(parsed["devices"].size(), 1u);
+  EXPECT_EQ(parsed["devices"][0]["uuid"], "GPU-abc");
+  EXPECT_EQ(parsed["devices"][0]["power_limit_w"]["min"], 200.0);
+  EXPECT_FALSE(parsed["devices"][0]["simulated"].get<bool>());
+  EXPECT_FALSE(parsed["devices"][0]["energy_counter"].get<bool>());
+  EXPECT_TRUE(parsed["devices"][0]["writable"].contains("GPU_POWER_LIMIT_CONTROL"));
+}
+
 // A copy of the data folder, for commands that write to it.
 std::string copied_data_dir(const test::TempDir& dir) {
   std::filesystem::copy(test::data_dir(), dir.file("data"), std::filesystem::copy_options::recursive);

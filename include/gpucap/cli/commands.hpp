@@ -30,6 +30,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 Command add_calibrate_command(CLI::App& app, const GlobalOptions& global);
 Command add_fidelity_command(CLI::App& app, const GlobalOptions& global);
 Command add_tune_command(CLI::App& app, const GlobalOptions& global);
+Command add_devices_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.

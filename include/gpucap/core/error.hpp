@@ -14,6 +14,7 @@ enum class ErrorCode {
   unsupported,    // a signal or control the device does not have
   device,         // a device call that failed
   not_converged,  // a calibration fit that did not converge (nothing was written)
+  no_gpu,         // no NVIDIA driver or NVML library: real GPUs are unavailable (the twin is not)
   internal,       // a bug: an invariant that should never break
 };
 

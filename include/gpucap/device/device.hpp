@@ -19,6 +19,7 @@ enum class Signal {
   power_limit_min_w,      // GPU_POWER_LIMIT_MIN_AVAIL
   power_limit_max_w,      // GPU_POWER_LIMIT_MAX_AVAIL
   power_limit_default_w,  // GPU_POWER_LIMIT_DEFAULT
+  temperature_c,          // GPU_TEMPERATURE: GPU die temperature (real GPUs; the twin has none)
 };
 
 enum class Control {

@@ -1,0 +1,65 @@
+#pragma once
+// One NVIDIA GPU through NVML, as a Device: NVML's milliwatts, millijoules and percent become
+// watts, joules and fractions here, so nothing above this layer sees NVML's units.
+//
+// NVML offers no query for locked clocks, so the SM and memory locks read as "unlocked" until
+// this process sets them, and are restored by resetting the lock (what `nvidia-smi -rgc` and
+// `-rmc` do). Writing any control needs root (NVML answers NO_PERMISSION otherwise); can_write()
+// says so up front, so an unprivileged process refuses before it writes anything.
+
+#include <optional>
+#include <string>
+
+#include "gpucap/device/device.hpp"
+#include "gpucap/device/nvml_library.hpp"
+
+namespace gpucap::device {
+
+// What `gpucap devices` shows of a GPU.
+struct NvmlDeviceInfo {
+  unsigned index = 0;
+  std::string name;
+  std::string uuid;
+  std::string pci_bus_id;
+  double power_limit_min_w = 0.0;
+  double power_limit_max_w = 0.0;
+  double power_limit_default_w = 0.0;
+  double power_limit_w = 0.0;
+  std::vector<double> memory_clocks_mhz;  // supported, highest first (NVML's order)
+  std::vector<double> sm_clocks_mhz;      // supported at the highest memory clock, highest first
+  bool energy_counter = false;
+};
+
+class NvmlDevice final : public Device {
+ public:
+  // Throws Error(usage) for an index that does not exist; NVML failures as NvmlLibrary does.
+  NvmlDevice(const NvmlLibrary& nvml, unsigned index);
+
+  [[nodiscard]] std::string name() const override { return info_.name; }
+  [[nodiscard]] bool simulated() const override { return false; }
+  [[nodiscard]] bool has_signal(Signal signal) const override;
+  [[nodiscard]] double read(Signal signal) override;
+  [[nodiscard]] bool has_control(Control control) const override;
+  [[nodiscard]] bool can_write(Control control) const override;
+  [[nodiscard]] ControlRange range(Control control) const override;
+  [[nodiscard]] ControlValue read_control(Control control) override;
+  // Locks a clock at exactly `value` MHz (min = max) or resets it (nullopt); sets the power limit
+  // to `value` W or back to the board default (nullopt).
+  void write_control(Control control, ControlValue value) override;
+
+  [[nodiscard]] const NvmlDeviceInfo& info() const { return info_; }
+
+ private:
+  const NvmlLibrary& nvml_;
+  NvmlHandle handle_;
+  NvmlDeviceInfo info_;
+  std::optional<std::uint64_t> energy_at_open_mj_;
+  std::optional<double> sm_lock_mhz_;
+  std::optional<double> memory_lock_mhz_;
+};
+
+// Whether this process may write GPU controls: NVML lets only root lock clocks or set the
+// power limit.
+[[nodiscard]] bool process_may_write_gpu_controls();
+
+}  // namespace gpucap::device

@@ -1,0 +1,134 @@
+#include "gpucap/device/nvml_device.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::device {
+
+namespace {
+
+constexpr double kWattsPerMilliwatt = 1e-3;
+constexpr double kJoulesPerMillijoule = 1e-3;
+
+std::vector<double> as_doubles(const std::vector<unsigned>& values) { return {values.begin(), values.end()}; }
+
+unsigned to_mhz(double mhz) { return static_cast<unsigned>(std::lround(mhz)); }
+
+}  // namespace
+
+bool process_may_write_gpu_controls() { return geteuid() == 0; }
+
+NvmlDevice::NvmlDevice(const NvmlLibrary& nvml, unsigned index) : nvml_(nvml), handle_(nvml.device(index)) {
+  info_.index = index;
+  info_.name = nvml.name(handle_);
+  info_.uuid = nvml.uuid(handle_);
+  info_.pci_bus_id = nvml.pci_bus_id(handle_);
+  const auto limits = nvml.power_limits(handle_);
+  info_.power_limit_min_w = limits.min_mw * kWattsPerMilliwatt;
+  info_.power_limit_max_w = limits.max_mw * kWattsPerMilliwatt;
+  info_.power_limit_default_w = limits.default_mw * kWattsPerMilliwatt;
+  info_.power_limit_w = limits.current_mw * kWattsPerMilliwatt;
+  const auto memory = nvml.supported_memory_clocks_mhz(handle_);
+  info_.memory_clocks_mhz = as_doubles(memory);
+  if (!memory.empty()) {
+    const auto top = *std::max_element(memory.begin(), memory.end());
+    info_.sm_clocks_mhz = as_doubles(nvml.supported_graphics_clocks_mhz(handle_, top));
+  }
+  energy_at_open_mj_ = nvml.total_energy_mj(handle_);
+  info_.energy_counter = energy_at_open_mj_.has_value();
+}
+
+bool NvmlDevice::has_signal(Signal signal) const {
+  return signal != Signal::energy_j || info_.energy_counter;
+}
+
+double NvmlDevice::read(Signal signal) {
+  switch (signal) {
+    case Signal::power_w: return nvml_.power_usage_mw(handle_) * kWattsPerMilliwatt;
+    case Signal::energy_j: {
+      const auto now = nvml_.total_energy_mj(handle_);
+      if (!now || !energy_at_open_mj_) break;
+      return static_cast<double>(*now - *energy_at_open_mj_) * kJoulesPerMillijoule;
+    }
+    case Signal::sm_clock_mhz: return nvml_.sm_clock_mhz(handle_);
+    case Signal::memory_clock_mhz: return nvml_.memory_clock_mhz(handle_);
+    case Signal::utilization: return nvml_.utilization(handle_).gpu_pct / 100.0;
+    case Signal::power_limit_min_w: return info_.power_limit_min_w;
+    case Signal::power_limit_max_w: return info_.power_limit_max_w;
+    case Signal::power_limit_default_w: return info_.power_limit_default_w;
+    case Signal::temperature_c: return nvml_.temperature_c(handle_);
+  }
+  throw Error(ErrorCode::unsupported, fmt::format("{}: no signal {}", name(), describe(signal).name));
+}
+
+bool NvmlDevice::has_control(Control control) const {
+  switch (control) {
+    case Control::sm_clock_lock_mhz: return !info_.sm_clocks_mhz.empty();
+    case Control::memory_clock_lock_mhz: return info_.memory_clocks_mhz.size() > 1;
+    case Control::power_limit_w: return info_.power_limit_max_w > info_.power_limit_min_w;
+  }
+  return false;
+}
+
+bool NvmlDevice::can_write(Control control) const { return has_control(control) && process_may_write_gpu_controls(); }
+
+namespace {
+
+ControlRange discrete_range(const std::vector<double>& values) {
+  if (values.empty()) return {};
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  return {*low, *high, values};
+}
+
+}  // namespace
+
+ControlRange NvmlDevice::range(Control control) const {
+  switch (control) {
+    case Control::sm_clock_lock_mhz: return discrete_range(info_.sm_clocks_mhz);
+    case Control::memory_clock_lock_mhz: return discrete_range(info_.memory_clocks_mhz);
+    case Control::power_limit_w: return {info_.power_limit_min_w, info_.power_limit_max_w, {}};
+  }
+  return {};
+}
+
+ControlValue NvmlDevice::read_control(Control control) {
+  switch (control) {
+    case Control::sm_clock_lock_mhz: return sm_lock_mhz_;
+    case Control::memory_clock_lock_mhz: return memory_lock_mhz_;
+    case Control::power_limit_w: return nvml_.power_limits(handle_).current_mw * kWattsPerMilliwatt;
+  }
+  return std::nullopt;
+}
+
+void NvmlDevice::write_control(Control control, ControlValue value) {
+  switch (control) {
+    case Control::sm_clock_lock_mhz:
+      if (value) {
+        nvml_.set_locked_sm_clocks(handle_, to_mhz(*value), to_mhz(*value));
+      } else {
+        nvml_.reset_locked_sm_clocks(handle_);
+      }
+      sm_lock_mhz_ = value;
+      return;
+    case Control::memory_clock_lock_mhz:
+      if (value) {
+        nvml_.set_locked_memory_clocks(handle_, to_mhz(*value), to_mhz(*value));
+      } else {
+        nvml_.reset_locked_memory_clocks(handle_);
+      }
+      memory_lock_mhz_ = value;
+      return;
+    case Control::power_limit_w: {
+      const double watts = value.value_or(info_.power_limit_default_w);
+      nvml_.set_power_limit_mw(handle_, static_cast<unsigned>(std::lround(watts / kWattsPerMilliwatt)));
+      return;
+    }
+  }
+}
+
+}  // namespace gpucap::device

@@ -1,0 +1,295 @@
+// A fake NVML for tests: the same C entry points gpucap resolves from libnvidia-ml.so.1, backed
+// by a JSON state file named by $GPUCAP_FAKE_NVML_STATE. Tests script devices, readings,
+// permission refusals and failures in that file; every control write is saved back to it
+// (atomically), so another process — the next gpucap start — sees what the last one left.
+//
+// State: {"init_status": 0, "devices": [{"name", "uuid", "bus_id", "power_mw" (a number, or a
+// list read one entry per call, the last repeating), "energy_mj" (absent: not supported),
+// "sm_clock_mhz", "memory_clock_mhz", "utilization_gpu", "utilization_memory", "temperature_c",
+// "power_limit_mw", "power_limit_min_mw", "power_limit_max_mw", "power_limit_default_mw",
+// "memory_clocks_mhz": [...], "graphics_clocks_mhz": [...], "locked_sm_mhz": null | [min, max],
+// "locked_memory_mhz": null | [min, max], "deny_writes": false, "fail": {"nvmlFunction": status}}],
+// "writes": ["nvmlDeviceSet... 0 1200 1200", ...]}
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kSuccess = 0;
+constexpr int kUninitialized = 1;
+constexpr int kInvalidArgument = 2;
+constexpr int kNotSupported = 3;
+constexpr int kNoPermission = 4;
+constexpr int kInsufficientSize = 7;
+constexpr int kDriverNotLoaded = 9;
+
+nlohmann::json state;
+bool initialised = false;
+std::vector<std::size_t> power_calls;
+// Handles are pointers into this array: one per device.
+std::vector<int> handle_ids;
+
+const char* state_path() { return std::getenv("GPUCAP_FAKE_NVML_STATE"); }
+
+void save() {
+  const std::string path = state_path();
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << state.dump(2);
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+nlohmann::json* device_of(void* handle) {
+  if (!initialised || handle == nullptr) return nullptr;
+  const auto index = static_cast<std::size_t>(*static_cast<int*>(handle));
+  auto& devices = state["devices"];
+  return index < devices.size() ? &devices[index] : nullptr;
+}
+
+// The scripted failure of `function` on this device, if any.
+int scripted(const nlohmann::json& device, const char* function) {
+  if (device.contains("fail") && device["fail"].contains(function)) return device["fail"][function].get<int>();
+  return kSuccess;
+}
+
+template <typename T>
+int read_field(void* handle, const char* function, const char* field, T* out) {
+  auto* device = device_of(handle);
+  if (device == nullptr || out == nullptr) return initialised ? kInvalidArgument : kUninitialized;
+  if (const int status = scripted(*device, function); status != kSuccess) return status;
+  if (!device->contains(field)) return kNotSupported;
+  *out = (*device)[field].get<T>();
+  return kSuccess;
+}
+
+int write_call(void* handle, const char* function, const std::string& arguments,
+               const std::function<void(nlohmann::json&)>& apply) {
+  auto* device = device_of(handle);
+  if (device == nullptr) return initialised ? kInvalidArgument : kUninitialized;
+  if (const int status = scripted(*device, function); status != kSuccess) return status;
+  if (device->value("deny_writes", false)) return kNoPermission;
+  apply(*device);
+  state["writes"].push_back(std::string(function) + " " + arguments);
+  save();
+  return kSuccess;
+}
+
+int copy_text(const std::string& text, char* buffer, unsigned length) {
+  if (buffer == nullptr) return kInvalidArgument;
+  if (text.size() + 1 > length) return kInsufficientSize;
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+  return kSuccess;
+}
+
+int copy_list(const nlohmann::json& list, unsigned* count, unsigned* values) {
+  if (count == nullptr) return kInvalidArgument;
+  const auto size = static_cast<unsigned>(list.size());
+  if (*count < size) {
+    *count = size;
+    return kInsufficientSize;
+  }
+  *count = size;
+  for (unsigned i = 0; i < size; ++i) values[i] = list[i].get<unsigned>();
+  return kSuccess;
+}
+
+bool contains(const nlohmann::json& list, unsigned value) {
+  for (const auto& v : list) {
+    if (v.get<unsigned>() == value) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" {
+
+int nvmlInit_v2() {
+  const char* path = state_path();
+  if (path == nullptr) return kDriverNotLoaded;
+  std::ifstream in(path);
+  if (!in) return kDriverNotLoaded;
+  state = nlohmann::json::parse(in);
+  if (const int status = state.value("init_status", 0); status != kSuccess) return status;
+  if (!state.contains("writes")) state["writes"] = nlohmann::json::array();
+  handle_ids.resize(state["devices"].size());
+  for (std::size_t i = 0; i < handle_ids.size(); ++i) handle_ids[i] = static_cast<int>(i);
+  power_calls.assign(handle_ids.size(), 0);
+  initialised = true;
+  return kSuccess;
+}
+
+int nvmlShutdown() {
+  if (!initialised) return kUninitialized;
+  initialised = false;
+  return kSuccess;
+}
+
+const char* nvmlErrorString(int status) {
+  switch (status) {
+    case kSuccess: return "Success";
+    case kUninitialized: return "Uninitialized";
+    case kInvalidArgument: return "Invalid Argument";
+    case kNotSupported: return "Not Supported";
+    case kNoPermission: return "Insufficient Permissions";
+    case kInsufficientSize: return "Insufficient Size";
+    case kDriverNotLoaded: return "Driver Not Loaded";
+    default: return "Unknown Error";
+  }
+}
+
+int nvmlDeviceGetCount_v2(unsigned* count) {
+  if (!initialised) return kUninitialized;
+  *count = static_cast<unsigned>(state["devices"].size());
+  return kSuccess;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** handle) {
+  if (!initialised) return kUninitialized;
+  if (index >= handle_ids.size()) return kInvalidArgument;
+  *handle = &handle_ids[index];
+  return kSuccess;
+}
+
+int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
+  std::string text;
+  if (const int s = read_field(handle, "nvmlDeviceGetName", "name", &text); s != kSuccess) return s;
+  return copy_text(text, name, length);
+}
+
+int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
+  std::string text;
+  if (const int s = read_field(handle, "nvmlDeviceGetUUID", "uuid", &text); s != kSuccess) return s;
+  return copy_text(text, uuid, length);
+}
+
+struct PciInfo {
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+
+int nvmlDeviceGetPciInfo_v3(void* handle, PciInfo* pci) {
+  std::string text;
+  if (const int s = read_field(handle, "nvmlDeviceGetPciInfo_v3", "bus_id", &text); s != kSuccess) return s;
+  std::memset(pci, 0, sizeof(PciInfo));
+  return copy_text(text, pci->bus_id, sizeof(pci->bus_id));
+}
+
+int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
+  auto* device = device_of(handle);
+  if (device == nullptr) return kInvalidArgument;
+  if (const int s = scripted(*device, "nvmlDeviceGetPowerUsage"); s != kSuccess) return s;
+  const auto& power = (*device)["power_mw"];
+  if (!power.is_array()) {
+    *mw = power.get<unsigned>();
+    return kSuccess;
+  }
+  auto& calls = power_calls[static_cast<std::size_t>(*static_cast<int*>(handle))];
+  *mw = power[std::min(calls, power.size() - 1)].get<unsigned>();
+  ++calls;
+  return kSuccess;
+}
+
+int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
+  return read_field(handle, "nvmlDeviceGetTotalEnergyConsumption", "energy_mj", mj);
+}
+
+int nvmlDeviceGetClockInfo(void* handle, int type, unsigned* mhz) {
+  if (type == 1) return read_field(handle, "nvmlDeviceGetClockInfo", "sm_clock_mhz", mhz);
+  if (type == 2) return read_field(handle, "nvmlDeviceGetClockInfo", "memory_clock_mhz", mhz);
+  return kNotSupported;
+}
+
+struct Utilization {
+  unsigned gpu, memory;
+};
+
+int nvmlDeviceGetUtilizationRates(void* handle, Utilization* rates) {
+  if (const int s = read_field(handle, "nvmlDeviceGetUtilizationRates", "utilization_gpu", &rates->gpu); s != kSuccess) {
+    return s;
+  }
+  return read_field(handle, "nvmlDeviceGetUtilizationRates", "utilization_memory", &rates->memory);
+}
+
+int nvmlDeviceGetTemperature(void* handle, int /*sensor*/, unsigned* celsius) {
+  return read_field(handle, "nvmlDeviceGetTemperature", "temperature_c", celsius);
+}
+
+int nvmlDeviceGetPowerManagementLimitConstraints(void* handle, unsigned* min_mw, unsigned* max_mw) {
+  const char* f = "nvmlDeviceGetPowerManagementLimitConstraints";
+  if (const int s = read_field(handle, f, "power_limit_min_mw", min_mw); s != kSuccess) return s;
+  return read_field(handle, f, "power_limit_max_mw", max_mw);
+}
+
+int nvmlDeviceGetPowerManagementDefaultLimit(void* handle, unsigned* mw) {
+  return read_field(handle, "nvmlDeviceGetPowerManagementDefaultLimit", "power_limit_default_mw", mw);
+}
+
+int nvmlDeviceGetPowerManagementLimit(void* handle, unsigned* mw) {
+  return read_field(handle, "nvmlDeviceGetPowerManagementLimit", "power_limit_mw", mw);
+}
+
+int nvmlDeviceGetSupportedMemoryClocks(void* handle, unsigned* count, unsigned* clocks) {
+  auto* device = device_of(handle);
+  if (device == nullptr) return kInvalidArgument;
+  if (const int s = scripted(*device, "nvmlDeviceGetSupportedMemoryClocks"); s != kSuccess) return s;
+  return copy_list((*device)["memory_clocks_mhz"], count, clocks);
+}
+
+int nvmlDeviceGetSupportedGraphicsClocks(void* handle, unsigned memory_mhz, unsigned* count, unsigned* clocks) {
+  auto* device = device_of(handle);
+  if (device == nullptr) return kInvalidArgument;
+  if (const int s = scripted(*device, "nvmlDeviceGetSupportedGraphicsClocks"); s != kSuccess) return s;
+  if (!contains((*device)["memory_clocks_mhz"], memory_mhz)) return kInvalidArgument;
+  return copy_list((*device)["graphics_clocks_mhz"], count, clocks);
+}
+
+int nvmlDeviceSetGpuLockedClocks(void* handle, unsigned min_mhz, unsigned max_mhz) {
+  return write_call(handle, "nvmlDeviceSetGpuLockedClocks", std::to_string(min_mhz) + " " + std::to_string(max_mhz),
+                    [&](nlohmann::json& d) {
+                      d["locked_sm_mhz"] = {min_mhz, max_mhz};
+                      d["sm_clock_mhz"] = max_mhz;
+                    });
+}
+
+int nvmlDeviceResetGpuLockedClocks(void* handle) {
+  return write_call(handle, "nvmlDeviceResetGpuLockedClocks", "",
+                    [](nlohmann::json& d) { d["locked_sm_mhz"] = nullptr; });
+}
+
+int nvmlDeviceSetMemoryLockedClocks(void* handle, unsigned min_mhz, unsigned max_mhz) {
+  return write_call(handle, "nvmlDeviceSetMemoryLockedClocks",
+                    std::to_string(min_mhz) + " " + std::to_string(max_mhz), [&](nlohmann::json& d) {
+                      d["locked_memory_mhz"] = {min_mhz, max_mhz};
+                      d["memory_clock_mhz"] = max_mhz;
+                    });
+}
+
+int nvmlDeviceResetMemoryLockedClocks(void* handle) {
+  return write_call(handle, "nvmlDeviceResetMemoryLockedClocks", "",
+                    [](nlohmann::json& d) { d["locked_memory_mhz"] = nullptr; });
+}
+
+int nvmlDeviceSetPowerManagementLimit(void* handle, unsigned mw) {
+  auto* device = device_of(handle);
+  if (device != nullptr && (mw < (*device)["power_limit_min_mw"].get<unsigned>() ||
+                            mw > (*device)["power_limit_max_mw"].get<unsigned>())) {
+    return kInvalidArgument;
+  }
+  return write_call(handle, "nvmlDeviceSetPowerManagementLimit", std::to_string(mw),
+                    [&](nlohmann::json& d) { d["power_limit_mw"] = mw; });
+}
+
+}  // extern "C"
