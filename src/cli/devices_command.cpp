@@ -16,7 +16,7 @@ namespace gpucap::cli {
 namespace {
 
 struct DevicesFlags {
-  std::string nvml_library = device::kDefaultNvmlLibrary;
+  std::string nvml_library = default_nvml_library();
   bool json = false;
 };
 
@@ -74,9 +74,10 @@ void print_device(const device::NvmlDevice& gpu) {
 Command add_devices_command(CLI::App& app, const GlobalOptions& /*global*/) {
   auto flags = std::make_shared<DevicesFlags>();
   auto* cmd = app.add_subcommand("devices", "List the NVIDIA GPUs (through NVML) and what gpucap may write on each");
-  cmd->add_option("--nvml-lib", flags->nvml_library, "NVML library to load")->capture_default_str();
+  cmd->add_option("--nvml-lib", flags->nvml_library, "NVML library to load (default: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1)")->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print the list as JSON");
   return Command{cmd, [flags] {
+                   recover_gpu_settings(flags->nvml_library);
                    const device::NvmlLibrary nvml(flags->nvml_library);
                    const auto count = nvml.device_count();
                    std::vector<std::unique_ptr<device::NvmlDevice>> gpus;

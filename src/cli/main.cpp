@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("gpucap"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   spdlog::set_pattern("gpucap: %l: %v");
+  // Before anything else: settings a killed gpucap left on a GPU go back as they were.
+  gpucap::cli::recover_gpu_settings(gpucap::cli::default_nvml_library());
   try {
     chosen->run();
     // Results that never reached their reader are a failure (a full disk, a closed pipe).

@@ -11,6 +11,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "gpucap/core/error.hpp"
 
 namespace gpucap {
@@ -54,6 +57,47 @@ void write_text_file(const std::string& path, std::string_view content) {
     std::remove(temporary.c_str());
     throw Error(ErrorCode::io, fmt::format("{}: cannot write ({})", path, std::strerror(saved)));
   }
+}
+
+namespace {
+
+void sync_or_throw(int fd, const std::string& what) {
+  if (fsync(fd) != 0) {
+    const int saved = errno;
+    close(fd);
+    throw Error(ErrorCode::io, fmt::format("{}: fsync failed ({})", what, std::strerror(saved)));
+  }
+  close(fd);
+}
+
+}  // namespace
+
+void write_text_file_durably(const std::string& path, std::string_view content) {
+  const std::string temporary = path + ".tmp";
+  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
+  std::size_t written = 0;
+  while (written < content.size()) {
+    const auto n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved = errno;
+      close(fd);
+      std::remove(temporary.c_str());
+      throw Error(ErrorCode::io, fmt::format("{}: write failed ({})", path, std::strerror(saved)));
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  sync_or_throw(fd, temporary);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    std::remove(temporary.c_str());
+    throw Error(ErrorCode::io, fmt::format("{}: cannot write ({})", path, std::strerror(saved)));
+  }
+  const auto folder = std::filesystem::path(path).parent_path();
+  const int dir_fd = open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open its folder ({})", path, std::strerror(errno)));
+  sync_or_throw(dir_fd, folder.string());
 }
 
 std::vector<std::string> list_files(const std::string& dir, std::string_view extension) {

@@ -24,6 +24,9 @@ std::string value_text(const ControlValue& value, std::string_view unit) {
 
 ControlSession::ControlSession(Device& device) : device_(device) {}
 
+ControlSession::ControlSession(Device& device, RestoreJournal& journal, std::string device_id)
+    : device_(device), journal_(&journal), device_id_(std::move(device_id)) {}
+
 ControlSession::~ControlSession() {
   try {
     restore();
@@ -59,7 +62,11 @@ void ControlSession::write(Control control, ControlValue value) {
                                     [control](const auto& entry) { return entry.first == control; });
   if (current != current_.end() && same_value(current->second, value)) return;
   const ControlValue before = device_.read_control(control);
-  if (!is_saved(control)) saved_.emplace_back(control, before);
+  if (!is_saved(control)) {
+    // On disk before the device changes: a crash after the write must find it.
+    if (journal_ != nullptr) journal_->record(device_id_, control, before);
+    saved_.emplace_back(control, before);
+  }
   if (!same_value(before, value)) {
     device_.write_control(control, value);
     ++writes_;
@@ -109,11 +116,14 @@ void ControlSession::restore() {
                                      value_text(value, describe(control).unit), e.what()));
     }
   }
+  const bool had_saved = !saved_.empty();
   saved_.clear();
   current_.clear();
   if (!failures.empty()) {
-    throw Error(ErrorCode::device, fmt::format("could not restore {}", join(failures, "; ")));
+    const auto kept = journal_ != nullptr ? fmt::format(" (kept in {} for the next start)", journal_->path()) : "";
+    throw Error(ErrorCode::device, fmt::format("could not restore {}{}", join(failures, "; "), kept));
   }
+  if (journal_ != nullptr && had_saved) journal_->forget(device_id_);
 }
 
 }  // namespace gpucap::device

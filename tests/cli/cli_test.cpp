@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <filesystem>
@@ -339,6 +342,65 @@ TEST(Cli, DevicesListsNvidiaGpusThroughNvmlOrSaysThereIsNoDriver) {
   EXPECT_FALSE(parsed["devices"][0]["simulated"].get<bool>());
   EXPECT_FALSE(parsed["devices"][0]["energy_counter"].get<bool>());
   EXPECT_TRUE(parsed["devices"][0]["writable"].contains("GPU_POWER_LIMIT_CONTROL"));
+}
+
+// Starts the crash test's victim with stdout on a pipe; returns its pid once it says "applied".
+pid_t start_holding_gpu_settings(const std::string& nvml_library) {
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    execl(GPUCAP_HOLD_GPU_SETTINGS_PATH, GPUCAP_HOLD_GPU_SETTINGS_PATH, nvml_library.c_str(), nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  std::string said;
+  char c = 0;
+  while (said.find("applied") == std::string::npos && read(out[0], &c, 1) == 1) said += c;
+  close(out[0]);
+  return said.find("applied") != std::string::npos ? pid : -1;
+}
+
+TEST(Cli, SettingsOfAKilledProcessAreRestoredByTheNextGpucapStart) {
+  test::TempDir dir;
+  const auto state = dir.write("nvml.json", R"({"devices": [{"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-crash",
+      "bus_id": "00000000:07:00.0", "power_mw": 90000, "power_limit_mw": 400000, "power_limit_min_mw": 100000,
+      "power_limit_max_mw": 400000, "power_limit_default_mw": 400000, "memory_clocks_mhz": [1215],
+      "graphics_clocks_mhz": [1410, 1200, 1005, 810], "sm_clock_mhz": 1410, "memory_clock_mhz": 1215,
+      "locked_sm_mhz": null}]})");
+  const auto journal = dir.file("journal/restore-journal.json");
+  setenv("GPUCAP_FAKE_NVML_STATE", state.c_str(), 1);
+  setenv("GPUCAP_RESTORE_JOURNAL", journal.c_str(), 1);
+  const pid_t victim = start_holding_gpu_settings(GPUCAP_FAKE_NVML_PATH);
+  ASSERT_GT(victim, 0) << "the victim did not change the settings";
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(victim, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  auto gpu = nlohmann::json::parse(read_text_file(state))["devices"][0];
+  EXPECT_EQ(gpu["locked_sm_mhz"], nlohmann::json({1005, 1005})) << "killed: nothing was restored";
+  EXPECT_EQ(gpu["power_limit_mw"], 250000);
+  ASSERT_TRUE(std::filesystem::exists(journal));
+
+  // The next start of gpucap, whatever the command, puts everything back.
+  setenv("GPUCAP_NVML_LIB", GPUCAP_FAKE_NVML_PATH, 1);
+  const auto next = gpucap({"list", "gpus"});
+  unsetenv("GPUCAP_NVML_LIB");
+  unsetenv("GPUCAP_RESTORE_JOURNAL");
+  unsetenv("GPUCAP_FAKE_NVML_STATE");
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_NE(next.err.find("restored GPU_POWER_LIMIT_CONTROL on GPU GPU-crash to 400 W"), std::string::npos)
+      << next.err;
+  EXPECT_NE(next.err.find("restored GPU_CORE_FREQUENCY_LOCK_CONTROL on GPU GPU-crash to its default"),
+            std::string::npos)
+      << next.err;
+  gpu = nlohmann::json::parse(read_text_file(state))["devices"][0];
+  EXPECT_TRUE(gpu["locked_sm_mhz"].is_null());
+  EXPECT_EQ(gpu["power_limit_mw"], 400000);
+  EXPECT_FALSE(std::filesystem::exists(journal)) << "nothing left to restore";
 }
 
 // A copy of the data folder, for commands that write to it.

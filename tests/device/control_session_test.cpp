@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 
 #include "gpucap/core/error.hpp"
+#include "support/paths.hpp"
 
 namespace gpucap::device {
 namespace {
@@ -123,6 +125,72 @@ TEST(ControlSession, FailedRestoreIsReportedNotSwallowed) {
     EXPECT_NE(std::string(e.what()).find("could not restore GPU_CORE_FREQUENCY_LOCK_CONTROL"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(RestoreJournal, RecordsTheFirstOriginalPerControlAndForgetsPerDevice) {
+  test::TempDir dir;
+  RestoreJournal journal(dir.file("state/journal.json"));
+  EXPECT_TRUE(journal.entries().empty()) << "no file: nothing to restore";
+  journal.record("GPU-a", Control::power_limit_w, 250.0);
+  journal.record("GPU-a", Control::power_limit_w, 150.0);  // a later value is not the original
+  journal.record("GPU-a", Control::sm_clock_lock_mhz, std::nullopt);
+  journal.record("GPU-b", Control::power_limit_w, 300.0);
+  const std::vector<JournalEntry> expected = {{"GPU-a", Control::power_limit_w, 250.0},
+                                              {"GPU-a", Control::sm_clock_lock_mhz, std::nullopt},
+                                              {"GPU-b", Control::power_limit_w, 300.0}};
+  EXPECT_EQ(journal.entries(), expected);
+  journal.forget("GPU-a");
+  ASSERT_EQ(journal.entries().size(), 1u);
+  journal.forget("GPU-b");
+  EXPECT_FALSE(std::filesystem::exists(journal.path())) << "an empty journal is removed";
+  dir.write("bad.json", "{\"version\": 1, \"entries\": [{\"device\": 3}]}");
+  try {
+    (void)RestoreJournal(dir.file("bad.json")).entries();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find("damaged restore journal"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RestoreJournal, ASessionJournalsBeforeItWritesAndForgetsAfterRestoring) {
+  test::TempDir dir;
+  RestoreJournal journal(dir.file("journal.json"));
+  RecordingDevice device;
+  {
+    ControlSession session(device, journal, "GPU-a");
+    session.write(Control::power_limit_w, 150.0);
+    session.write(Control::sm_clock_lock_mhz, 1063.0);
+    const std::vector<JournalEntry> expected = {{"GPU-a", Control::power_limit_w, 250.0},
+                                                {"GPU-a", Control::sm_clock_lock_mhz, std::nullopt}};
+    EXPECT_EQ(journal.entries(), expected);
+  }
+  EXPECT_FALSE(std::filesystem::exists(journal.path())) << "restored: nothing left to recover";
+  // A journal that cannot be written stops the write: no change without its record.
+  RestoreJournal unwritable("/proc/gpucap-journal/journal.json");
+  ControlSession guarded(device, unwritable, "GPU-a");
+  EXPECT_THROW(guarded.write(Control::power_limit_w, 150.0), Error);
+  EXPECT_EQ(device.values[Control::power_limit_w], 250.0);
+}
+
+TEST(RestoreJournal, RecoveryPutsBackWhatAKilledProcessLeftAndKeepsWhatItCannot) {
+  test::TempDir dir;
+  RestoreJournal journal(dir.file("journal.json"));
+  RecordingDevice device;
+  device.values[Control::power_limit_w] = 150.0;  // as the killed process left it
+  device.values[Control::sm_clock_lock_mhz] = 949.0;
+  journal.record("GPU-a", Control::power_limit_w, 250.0);
+  journal.record("GPU-a", Control::sm_clock_lock_mhz, std::nullopt);
+  journal.record("GPU-gone", Control::power_limit_w, 300.0);
+  const auto report = recover_from_journal(
+      journal, [&device](const std::string& id) -> Device* { return id == "GPU-a" ? &device : nullptr; });
+  EXPECT_EQ(report.restored.size(), 2u);
+  EXPECT_EQ(device.values[Control::power_limit_w], 250.0);
+  EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], std::nullopt);
+  ASSERT_EQ(report.failures.size(), 1u);
+  EXPECT_NE(report.failures[0].find("GPU-gone"), std::string::npos);
+  const std::vector<JournalEntry> left = {{"GPU-gone", Control::power_limit_w, 300.0}};
+  EXPECT_EQ(journal.entries(), left);
 }
 
 }  // namespace

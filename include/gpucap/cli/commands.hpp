@@ -33,6 +33,13 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global);
 Command add_devices_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
+
+// The NVML library: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1.
+[[nodiscard]] std::string default_nvml_library();
+// If the restore journal lists GPU settings (a gpucap that did not exit normally left them
+// changed), puts them back through NVML and says so on stderr. Never throws: a failure is
+// reported and the journal kept for the next try.
+void recover_gpu_settings(const std::string& nvml_library);
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.
 [[nodiscard]] std::string resolve_shared_dir();
 

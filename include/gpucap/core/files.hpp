@@ -15,6 +15,10 @@ namespace gpucap {
 // throws Error(io) naming the file.
 void write_text_file(const std::string& path, std::string_view content);
 
+// write_text_file, and the data and the rename reach the disk (fsync of the file and its folder)
+// before it returns: for files that must survive a crash or a power cut (the restore journal).
+void write_text_file_durably(const std::string& path, std::string_view content);
+
 // Regular files in `dir` (not recursive) whose name ends in `extension` (e.g. ".json"), sorted
 // by path. Throws Error(io) if the folder cannot be listed.
 [[nodiscard]] std::vector<std::string> list_files(const std::string& dir, std::string_view extension);

@@ -4,19 +4,26 @@
 //    so bad input never half-applies a change;
 //  - skips writes that would not change the value;
 //  - saves a control's original value before the first write to it, and puts every saved
-//    control back on restore() or destruction (a failed restore is reported, never swallowed).
+//    control back on restore() or destruction (a failed restore is reported, never swallowed);
+//  - with a restore journal, records that original value durably before the first write, and
+//    forgets it once restore() succeeded, so a killed process's changes are undone by the next
+//    gpucap start (restore_journal.hpp).
 
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "gpucap/core/knobs.hpp"
 #include "gpucap/device/device.hpp"
+#include "gpucap/device/restore_journal.hpp"
 
 namespace gpucap::device {
 
 class ControlSession {
  public:
   explicit ControlSession(Device& device);
+  // `device_id` names the device in the journal (an NVIDIA GPU's UUID).
+  ControlSession(Device& device, RestoreJournal& journal, std::string device_id);
   ControlSession(const ControlSession&) = delete;
   ControlSession& operator=(const ControlSession&) = delete;
   // Restores; a failure is logged at error level (destructors must not throw).
@@ -43,6 +50,8 @@ class ControlSession {
   [[nodiscard]] bool is_saved(Control control) const;
 
   Device& device_;
+  RestoreJournal* journal_ = nullptr;
+  std::string device_id_;
   std::vector<std::pair<Control, ControlValue>> saved_;    // original values, in first-write order
   std::vector<std::pair<Control, ControlValue>> current_;  // last value written per control
   int writes_ = 0;
