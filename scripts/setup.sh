@@ -7,6 +7,8 @@ packages=(
   g++ cmake make
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libceres-dev libboost-dev gnuplot-nox
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The LibTorch engine (optional at build time) and the model export its tests run:
+  libtorch-dev python3-torchvision
 )
 
 missing=()

@@ -1,0 +1,48 @@
+#pragma once
+// The LibTorch engine: runs a TorchScript model (scripts/export_models.py exports torchvision
+// models) at any batch size, on the CPU or a CUDA GPU, in FP32 or (CUDA only) FP16. Inputs are
+// synthetic: uniform random images, drawn once from a seed. Built only when LibTorch is found
+// (GPUCAP_HAVE_TORCH); this header names no LibTorch type, so the rest of gpucap builds without it.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpucap/engine/engine.hpp"
+
+namespace gpucap::engine {
+
+struct TorchEngineOptions {
+  std::string model_file;
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+  bool fp16 = false;           // half precision (CUDA only)
+  int input_size = 224;        // height = width of the input images
+  std::uint64_t seed = 1;      // of the synthetic input
+};
+
+class TorchEngine final : public Engine {
+ public:
+  // `now_s` is the platform's clock (a steady clock on real hardware). Throws Error(invalid_data)
+  // when the model file does not load, Error(unsupported) for CUDA in a build or on a machine
+  // without it, or FP16 on the CPU, Error(usage) for an input size out of range.
+  TorchEngine(const TorchEngineOptions& options, std::function<double()> now_s);
+  ~TorchEngine() override;
+
+  [[nodiscard]] std::string name() const override;
+  // One forward pass over `batch_size` synthetic images, waited for (CUDA synchronised).
+  BatchResult run_batch(int batch_size) override;
+
+  // The model's output for `input` (batch_size × 3 × size × size, row-major float32), row-major
+  // float32; `output_shape` receives its shape. Error(usage) for an input of the wrong size.
+  [[nodiscard]] std::vector<float> infer(const std::vector<float>& input, int batch_size,
+                                         std::vector<std::int64_t>* output_shape = nullptr) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::function<double()> now_s_;
+};
+
+}  // namespace gpucap::engine

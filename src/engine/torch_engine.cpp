@@ -1,0 +1,111 @@
+#include "gpucap/engine/torch_engine.hpp"
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/script.h>
+
+#include <mutex>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::engine {
+
+namespace {
+
+constexpr int kMaxInputSize = 4096;
+constexpr int kMaxBatch = 1'000'000;
+
+}  // namespace
+
+struct TorchEngine::Impl {
+  TorchEngineOptions options;
+  torch::Device device{torch::kCPU};
+  torch::ScalarType dtype = torch::kFloat32;
+  mutable torch::jit::Module module;
+  torch::Tensor synthetic;  // the largest batch asked for so far; smaller ones are slices of it
+  std::mutex mutex;         // module.forward is not re-entrant on one module
+};
+
+TorchEngine::TorchEngine(const TorchEngineOptions& options, std::function<double()> now_s)
+    : impl_(std::make_unique<Impl>()), now_s_(std::move(now_s)) {
+  auto& i = *impl_;
+  i.options = options;
+  if (options.input_size < 8 || options.input_size > kMaxInputSize) {
+    throw usage_error(fmt::format("input size {} must be between 8 and {}", options.input_size, kMaxInputSize));
+  }
+  try {
+    i.device = torch::Device(options.device);
+  } catch (const c10::Error&) {
+    throw usage_error(fmt::format("device '{}' is not cpu, cuda or cuda:N", options.device));
+  }
+  if (i.device.is_cuda() && !torch::cuda::is_available()) {
+    throw Error(ErrorCode::unsupported,
+                fmt::format("device {}: this LibTorch has no CUDA, or no CUDA GPU is visible", options.device));
+  }
+  if (options.fp16) {
+    if (!i.device.is_cuda()) throw Error(ErrorCode::unsupported, "FP16 inference needs a CUDA device");
+    i.dtype = torch::kFloat16;
+  }
+  try {
+    i.module = torch::jit::load(options.model_file, i.device);
+  } catch (const c10::Error& e) {
+    throw Error(ErrorCode::invalid_data, fmt::format("{}: not a TorchScript model LibTorch can load: {}",
+                                                     options.model_file, e.what_without_backtrace()));
+  }
+  i.module.eval();
+  if (options.fp16) i.module.to(torch::kFloat16);
+}
+
+TorchEngine::~TorchEngine() = default;
+
+std::string TorchEngine::name() const {
+  return fmt::format("LibTorch {} ({}, {})", impl_->options.model_file, impl_->options.device,
+                     impl_->options.fp16 ? "fp16" : "fp32");
+}
+
+BatchResult TorchEngine::run_batch(int batch_size) {
+  if (batch_size < 1 || batch_size > kMaxBatch) {
+    throw usage_error(fmt::format("batch size {} must be between 1 and {}", batch_size, kMaxBatch));
+  }
+  auto& i = *impl_;
+  const std::lock_guard lock(i.mutex);
+  if (!i.synthetic.defined() || i.synthetic.size(0) < batch_size) {
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(i.options.seed);
+    const auto size = i.options.input_size;
+    i.synthetic = torch::rand({batch_size, 3, size, size}, generator, torch::kFloat32).to(i.device, i.dtype);
+  }
+  const auto input = i.synthetic.narrow(0, 0, batch_size);
+  BatchResult result;
+  result.images = batch_size;
+  result.start_s = now_s_();
+  {
+    const torch::InferenceMode guard;
+    (void)i.module.forward({input});
+  }
+  if (i.device.is_cuda()) torch::cuda::synchronize(i.device.index() < 0 ? -1 : i.device.index());
+  result.end_s = now_s_();
+  return result;
+}
+
+std::vector<float> TorchEngine::infer(const std::vector<float>& input, int batch_size,
+                                      std::vector<std::int64_t>* output_shape) const {
+  auto& i = *impl_;
+  const auto size = static_cast<std::int64_t>(i.options.input_size);
+  const auto expected = static_cast<std::size_t>(batch_size) * 3u * static_cast<std::size_t>(size * size);
+  if (batch_size < 1 || input.size() != expected) {
+    throw usage_error(fmt::format("input of {} values is not {} × 3 × {} × {}", input.size(), batch_size, size, size));
+  }
+  const std::lock_guard lock(i.mutex);
+  const auto tensor = torch::from_blob(const_cast<float*>(input.data()), {batch_size, 3, size, size}, torch::kFloat32)
+                          .to(i.device, i.dtype);
+  torch::Tensor output;
+  {
+    const torch::InferenceMode guard;
+    output = i.module.forward({tensor}).toTensor().to(torch::kCPU, torch::kFloat32).contiguous();
+  }
+  if (output_shape != nullptr) output_shape->assign(output.sizes().begin(), output.sizes().end());
+  const auto* data = output.data_ptr<float>();
+  return std::vector<float>(data, data + output.numel());
+}
+
+}  // namespace gpucap::engine

@@ -1,0 +1,115 @@
+// The LibTorch engine on the CPU against Python: scripts/export_models.py (the CTest fixture
+// export_torch_models) exports two torchvision models with random weights and writes 8 random
+// images and the Python model's output for them; the engine must reproduce that output at every
+// batch size.
+
+#include "gpucap/engine/torch_engine.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::engine {
+namespace {
+
+std::string model_path(const std::string& name, const std::string& suffix) {
+  return std::string(GPUCAP_TEST_MODELS_DIR) + "/" + name + suffix;
+}
+
+std::vector<float> read_floats(const std::string& path) {
+  const auto bytes = read_text_file(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+double steady_now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+class TorchEngineAgainstPython : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchEngineAgainstPython, OutputsMatchThePythonModelAtEveryBatchSize) {
+  const auto name = GetParam();
+  const auto reference = nlohmann::json::parse(read_text_file(model_path(name, ".reference.json")));
+  const auto input = read_floats(model_path(name, ".input.f32"));
+  const auto expected = read_floats(model_path(name, ".output.f32"));
+  const auto batch = reference["input_shape"][0].get<int>();
+  const auto size = reference["input_shape"][2].get<int>();
+  const auto classes = reference["output_shape"][1].get<std::size_t>();
+  ASSERT_EQ(expected.size(), static_cast<std::size_t>(batch) * classes);
+  // Random weights must still give an output that varies, or the comparison proves nothing.
+  const auto [low, high] = std::minmax_element(expected.begin(), expected.end());
+  ASSERT_GT(*high - *low, 1e-3) << name << ": the reference output is constant";
+
+  TorchEngineOptions options;
+  options.model_file = model_path(name, ".pt");
+  options.input_size = size;
+  const TorchEngine engine(options, steady_now_s);
+  const std::size_t per_image = 3u * static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
+  for (const int b : {1, 3, batch}) {
+    const std::vector<float> part(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * per_image));
+    std::vector<std::int64_t> shape;
+    const auto output = engine.infer(part, b, &shape);
+    ASSERT_EQ(shape, (std::vector<std::int64_t>{b, static_cast<std::int64_t>(classes)}));
+    double worst = 0.0;
+    for (std::size_t i = 0; i < output.size(); ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(output[i]) - expected[i]) / (1e-3 + std::abs(expected[i])));
+    }
+    EXPECT_LT(worst, 1e-3) << name << " batch " << b << ": worst relative difference from Python";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, TorchEngineAgainstPython, ::testing::Values("mobilenet_v2", "mnasnet0_5"));
+
+TEST(TorchEngine, RunsBatchesOfAnySizeAndTimesThem) {
+  TorchEngineOptions options;
+  options.model_file = model_path("mnasnet0_5", ".pt");
+  options.input_size = 64;  // a smaller image keeps the test fast; the network is size-agnostic
+  TorchEngine engine(options, steady_now_s);
+  EXPECT_NE(engine.name().find("cpu, fp32"), std::string::npos) << engine.name();
+  for (const int b : {1, 2, 5, 3}) {
+    const auto r = engine.run_batch(b);
+    EXPECT_EQ(r.images, b);
+    EXPECT_GT(r.latency_s(), 0.0);
+  }
+  EXPECT_THROW((void)engine.run_batch(0), Error);
+}
+
+void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& fragment) {
+  try {
+    call();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(TorchEngine, BadModelsDevicesAndInputsAreClearErrors) {
+  test::TempDir dir;
+  TorchEngineOptions options;
+  options.model_file = dir.file("missing.pt");
+  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::invalid_data, "missing.pt: not a TorchScript");
+  options.model_file = dir.write("junk.pt", "this is not a model");
+  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::invalid_data, "junk.pt: not a TorchScript");
+  options.model_file = model_path("mnasnet0_5", ".pt");
+  options.fp16 = true;
+  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::unsupported, "FP16 inference needs a CUDA");
+  options.fp16 = false;
+  options.device = "tpu";
+  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::usage, "device 'tpu'");
+  options.device = "cpu";
+  const TorchEngine engine(options, steady_now_s);
+  expect_error([&] { (void)engine.infer(std::vector<float>(10), 1); }, ErrorCode::usage, "input of 10 values");
+}
+
+}  // namespace
+}  // namespace gpucap::engine
