@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <functional>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -11,7 +15,9 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/runtime/nvml_platform.hpp"
 #include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/engine/torch_plugin.hpp"
 #include "gpucap/sim/catalog.hpp"
 
 namespace gpucap::cli {
@@ -19,8 +25,9 @@ namespace gpucap::cli {
 namespace {
 
 struct RunFlags {
-  std::string gpu = "p40";
-  std::string model;
+  std::string platform = "sim";
+  std::optional<std::string> gpu;  // sim: the twin (default p40)
+  std::optional<std::string> model;
   std::string dataset = "imagenet";
   std::string algorithm;
   std::optional<double> power_cap_w;
@@ -36,6 +43,41 @@ struct RunFlags {
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
+  // --platform nvml
+  unsigned device_index = 0;
+  std::optional<std::string> model_file;
+  std::string engine_device = "cuda";
+  int input_size = 224;
+  std::string nvml_library = default_nvml_library();
+  bool allow_gpu_control = false;
+  std::optional<double> power_settle_s;
+};
+
+// Set by SIGINT/SIGTERM: the run ends at the next batch boundary and restores the GPU.
+std::atomic<bool> stop_requested{false};
+
+extern "C" void request_stop(int /*signal*/) { stop_requested.store(true); }
+
+// For the life of the object, SIGINT and SIGTERM end the run cleanly instead of killing it.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    struct sigaction action {};
+    action.sa_handler = request_stop;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopOnSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
 };
 
 // Rows go to disk as they are produced, so an interrupted run keeps what it measured.
@@ -77,16 +119,10 @@ std::optional<sim::Precision> precision(const RunFlags& flags) {
   throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", *flags.precision));
 }
 
-void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, const runtime::RunSummary& s) {
-  const auto& gpu = catalog.gpu(spec.gpu);
-  const auto& model = catalog.model(spec.model);
-  fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
-  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}\n", model.id,
-             sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
-             spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
-             spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "");
-  const auto line = [](const char* label, const std::string& value) {
-    fmt::print("  {:<22} {:>14}  [simulated]\n", label, value);
+// The summary's figures, each tagged [simulated] or [real].
+void print_summary_lines(const runtime::RunSummary& s) {
+  const auto line = [&s](const char* label, const std::string& value) {
+    fmt::print("  {:<22} {:>14}  [{}]\n", label, value, s.simulated ? "simulated" : "real");
   };
   line("images", fmt::format("{}", s.images));
   line("duration", fmt::format("{:.2f} s", s.duration_s));
@@ -99,16 +135,19 @@ void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, co
   line("max power", fmt::format("{:.2f} W", s.max_power_w));
 }
 
-nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, const runtime::RunSummary& s) {
+void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, const runtime::RunSummary& s) {
+  const auto& gpu = catalog.gpu(spec.gpu);
+  const auto& model = catalog.model(spec.model);
+  fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
+  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}\n", model.id,
+             sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
+             spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
+             spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "");
+  print_summary_lines(s);
+}
+
+nlohmann::json summary_json(const runtime::RunSummary& s) {
   return {{"simulated", s.simulated},
-          {"gpu", catalog.gpu(spec.gpu).id},
-          {"model", catalog.model(spec.model).id},
-          {"dataset", catalog.dataset(spec.dataset).id},
-          {"algorithm", spec.algorithm},
-          {"cap", spec.schedule.to_string()},
-          {"input_pipeline", sim::to_string(spec.pipeline)},
-          {"autotune_new_shapes", spec.sim.autotune_new_shapes},
-          {"seed", spec.sim.seed},
           {"images", s.images},
           {"duration_s", s.duration_s},
           {"throughput_img_s", s.throughput_img_s},
@@ -119,89 +158,233 @@ nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& cata
           {"over_cap_windows_pct", s.over_cap_windows_pct},
           {"time_over_cap_s", s.time_over_cap_s},
           {"mean_power_w", s.mean_power_w},
-          {"max_power_w", s.max_power_w}};
+          {"max_power_w", s.max_power_w},
+          {"stopped_by_signal", s.stopped}};
+}
+
+nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, const runtime::RunSummary& s) {
+  auto out = summary_json(s);
+  out.update(nlohmann::json{{"gpu", catalog.gpu(spec.gpu).id},
+          {"model", catalog.model(spec.model).id},
+          {"dataset", catalog.dataset(spec.dataset).id},
+          {"algorithm", spec.algorithm},
+          {"cap", spec.schedule.to_string()},
+          {"input_pipeline", sim::to_string(spec.pipeline)},
+          {"autotune_new_shapes", spec.sim.autotune_new_shapes},
+          {"seed", spec.sim.seed}});
+  return out;
+}
+
+// A trace file if --trace was given, and the sink that writes it.
+struct TraceOutput {
+  std::unique_ptr<TraceFile> file;
+  runtime::TraceSink sink;
+};
+
+TraceOutput open_trace(const std::string& path, bool simulated) {
+  TraceOutput out;
+  if (path.empty()) return out;
+  out.file = std::make_unique<TraceFile>(path);
+  auto* file = out.file.get();
+  out.sink = [file, simulated](const runtime::TraceRow& row) { file->write(runtime::trace_csv_row(row, simulated)); };
+  return out;
+}
+
+// After the summary is printed: a run a signal stopped exits with its own code.
+void report_stop(const runtime::RunSummary& summary) {
+  if (summary.stopped) {
+    throw Error(ErrorCode::interrupted, "stopped by a signal after the summary above; every GPU setting was restored");
+  }
+}
+
+void reject_for_platform(bool given, const char* option, const char* platform) {
+  if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
+}
+
+void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
+  reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
+  reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
+  reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
+  if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");
+  const auto catalog = sim::Catalog::load(resolve_data_dir(global));
+  runtime::SimJobSpec spec;
+  spec.gpu = flags.gpu.value_or("p40");
+  spec.model = *flags.model;
+  spec.dataset = flags.dataset;
+  spec.algorithm = flags.algorithm;
+  spec.schedule = cap_schedule(flags);
+  if (flags.images && (*flags.images < 1 || *flags.images > runtime::kMaxRunImages)) {
+    throw usage_error(fmt::format("--images must be between 1 and {}", runtime::kMaxRunImages));
+  }
+  spec.images = flags.images.value_or(0);
+  if (flags.duration_s && *flags.duration_s <= 0.0) throw usage_error("--duration must be > 0 s");
+  spec.duration_s = flags.duration_s.value_or(0.0);
+  spec.precision = precision(flags);
+  spec.pipeline = sim::parse_pipeline_mode(flags.input_pipeline);
+  spec.controller = flags.controller.options();
+  spec.sim.seed = parse_seed(flags.seed);
+  spec.sim.sample_hz = flags.sample_hz;
+  spec.sim.autotune_new_shapes = flags.autotune_new_shapes;
+  if (flags.bobd_budget) {
+    if (!control::needs_offline_search(spec.algorithm)) {
+      throw usage_error(fmt::format("--bobd-budget does not apply to {}", spec.algorithm));
+    }
+    if (*flags.bobd_budget < 1 || *flags.bobd_budget > 100'000) {
+      throw usage_error(fmt::format("--bobd-budget {} must be between 1 and 100000", *flags.bobd_budget));
+    }
+    spec.search_budget = static_cast<std::size_t>(*flags.bobd_budget);
+  }
+
+  runtime::SimJob job(catalog, spec);  // validates before any file is created
+  auto trace = open_trace(flags.trace_path, /*simulated=*/true);
+  const StopOnSignals stop_on_signals;
+  const auto summary = job.run(trace.sink, &stop_requested);
+  if (flags.json) {
+    std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
+  } else {
+    print_text(spec, catalog, summary);
+    if (trace.file) fmt::print("  trace                  {}\n", flags.trace_path);
+  }
+  report_stop(summary);
+}
+
+std::unique_ptr<engine::Engine> make_engine(const RunFlags& flags, std::function<double()> now_s) {
+  engine::TorchEngineOptions options;
+  options.model_file = *flags.model_file;
+  options.device = flags.engine_device;
+  options.fp16 = flags.precision.value_or("fp32") == "fp16";
+  options.input_size = flags.input_size;
+  options.seed = parse_seed(flags.seed);
+  return engine::load_torch_engine(options, std::move(now_s));
+}
+
+void run_on_nvml(const RunFlags& flags) {
+  reject_for_platform(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
+  reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
+  reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
+  reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
+  if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  if (control::needs_offline_search(flags.algorithm)) {
+    throw Error(ErrorCode::unsupported, "bobd searches on the twin only; on a real GPU use gpucap tune to find a "
+                                        "configuration, or another algorithm");
+  }
+  if (flags.precision && *flags.precision != "fp32" && *flags.precision != "fp16") {
+    throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", *flags.precision));
+  }
+  runtime::RunConfig config;
+  config.schedule = cap_schedule(flags);
+  if (flags.images && (*flags.images < 1 || *flags.images > runtime::kMaxRunImages)) {
+    throw usage_error(fmt::format("--images must be between 1 and {}", runtime::kMaxRunImages));
+  }
+  if (flags.duration_s && *flags.duration_s <= 0.0) throw usage_error("--duration must be > 0 s");
+  config.images = flags.images.value_or(0);
+  config.duration_s = flags.duration_s.value_or(0.0);
+  if (config.images == 0 && config.duration_s == 0.0) {
+    throw usage_error("give --images N or --duration S (a real GPU has no dataset size to default to)");
+  }
+  runtime::check_run_limits(config.images, config.duration_s);
+  runtime::check_sample_hz(flags.sample_hz);
+
+  recover_gpu_settings(flags.nvml_library);
+  runtime::NvmlPlatformOptions options;
+  options.nvml_library = flags.nvml_library;
+  options.device_index = flags.device_index;
+  options.allow_gpu_control = flags.allow_gpu_control;
+  options.sample_hz = flags.sample_hz;
+  if (flags.power_settle_s) options.power_settle_s = *flags.power_settle_s;
+  runtime::NvmlPlatform platform(options, [&flags](std::function<double()> now_s) {
+    return make_engine(flags, std::move(now_s));
+  });
+  const auto& info = platform.gpu().info();
+  config.schedule.check_range(0.0, info.power_limit_max_w,
+                              fmt::format("what the {} can draw (up to its highest power limit)", info.name));
+  const auto controller = control::make_controller(flags.algorithm, flags.controller.options(),
+                                                   platform.controller_limits());
+  auto trace = open_trace(flags.trace_path, /*simulated=*/false);
+  const StopOnSignals stop_on_signals;
+  config.stop = &stop_requested;
+  const auto summary = runtime::run_job(platform, *controller, config, trace.sink);
+  if (flags.json) {
+    auto out = summary_json(summary);
+    out.update(nlohmann::json{{"platform", "nvml"},
+                              {"gpu", info.name},
+                              {"uuid", info.uuid},
+                              {"model_file", *flags.model_file},
+                              {"engine", platform.engine().name()},
+                              {"algorithm", flags.algorithm},
+                              {"cap", config.schedule.to_string()},
+                              {"device_writes", summary.device_writes},
+                              {"power_samples_dropped", platform.sampler().dropped()}});
+    std::cout << out.dump(2) << "\n";
+  } else {
+    fmt::print("gpucap run on a REAL {} (GPU {}, {})\n", info.name, info.index, info.uuid);
+    fmt::print("  engine {}, algorithm {}, cap {}\n", platform.engine().name(), flags.algorithm,
+               config.schedule.to_string());
+    print_summary_lines(summary);
+    if (trace.file) fmt::print("  trace                  {}\n", flags.trace_path);
+  }
+  report_stop(summary);
 }
 
 }  // namespace
 
 Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto flags = std::make_shared<RunFlags>();
-  auto* cmd = app.add_subcommand("run", "Run one power-capped inference job on the simulated GPU");
-  cmd->add_option("--gpu", flags->gpu, "GPU twin (see 'gpucap list gpus')")->capture_default_str();
-  cmd->add_option("--model", flags->model, "Model (see 'gpucap list models')")->required();
-  cmd->add_option("--dataset", flags->dataset, "Dataset: sets the number of images (see 'gpucap list datasets')")
+  auto* cmd = app.add_subcommand("run", "Run one power-capped inference job on the simulated GPU or a real one");
+  cmd->add_option("--platform", flags->platform,
+                  "sim: the GPU twin, virtual time; nvml: a real NVIDIA GPU (NVML + the LibTorch engine)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", flags->gpu, "sim: GPU twin (see 'gpucap list gpus'; default p40)");
+  cmd->add_option("--model", flags->model, "sim: model (see 'gpucap list models')");
+  cmd->add_option("--dataset", flags->dataset, "sim: dataset, sets the number of images (see 'gpucap list datasets')")
       ->capture_default_str();
   cmd->add_option("--algorithm", flags->algorithm, "Controller (see 'gpucap list algorithms')")->required();
   cmd->add_option("--power-cap", flags->power_cap_w, "Power cap in W (or the cap before the schedule's first step)");
   cmd->add_option("--cap-schedule", flags->cap_schedule,
                   "Cap steps 'T:W,...' in seconds from the start, e.g. \"0:150,85:125,170:100\"");
-  cmd->add_option("--images", flags->images, "Images to process (default: the dataset's size)");
+  cmd->add_option("--images", flags->images, "Images to process (sim default: the dataset's size)");
   cmd->add_option("--duration", flags->duration_s,
-                  "Stop after this many (virtual) seconds; without --images the image count is then unlimited");
-  cmd->add_option("--seed", flags->seed, "Seed of the twin's noise (same seed, same run)")->capture_default_str();
+                  "Stop after this many seconds (virtual on the twin); without --images the image count is then "
+                  "unlimited");
+  cmd->add_option("--seed", flags->seed, "Seed of the twin's noise (same seed, same run); on nvml, of the input")
+      ->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
-  cmd->add_option("--precision", flags->precision, "fp32 or fp16 (default: the model's)");
+  cmd->add_option("--precision", flags->precision, "fp32 or fp16 (sim default: the model's; nvml default: fp32)");
   cmd->add_option("--input-pipeline", flags->input_pipeline,
-                  "Host-side JPEG decode per image (cost from the dataset file): none, serial (decode, then "
+                  "sim: host-side JPEG decode per image (cost from the dataset file): none, serial (decode, then "
                   "compute, as the BatchDVFS harness did) or overlapped")
       ->capture_default_str();
   cmd->add_flag("--autotune-new-shapes", flags->autotune_new_shapes,
-                "The engine autotunes each batch size it has not run before (TF1 + cuDNN, PyTorch with "
+                "sim: the engine autotunes each batch size it has not run before (TF1 + cuDNN, PyTorch with "
                 "cudnn.benchmark): that batch takes longer, at busy power (cost from the GPU file)");
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
                   "run (default 50, as upstream)");
+  cmd->add_option("--device", flags->device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str();
+  cmd->add_option("--model-file", flags->model_file, "nvml: TorchScript model (scripts/export_models.py)");
+  cmd->add_option("--engine-device", flags->engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")
+      ->capture_default_str();
+  cmd->add_option("--input-size", flags->input_size, "nvml: height = width of the input images")
+      ->capture_default_str();
+  cmd->add_option("--nvml-lib", flags->nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else "
+                                                     "libnvidia-ml.so.1)");
+  cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
+                "nvml: let the controller lock clocks and set the power limit (needs root; every setting is "
+                "restored at exit, and after a crash by the next gpucap start)");
+  cmd->add_option("--power-settle-s", flags->power_settle_s,
+                  "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
   cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   flags->controller.add_to(*cmd);
 
   return Command{cmd, [flags, &global] {
-                   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
-                   runtime::SimJobSpec spec;
-                   spec.gpu = flags->gpu;
-                   spec.model = flags->model;
-                   spec.dataset = flags->dataset;
-                   spec.algorithm = flags->algorithm;
-                   spec.schedule = cap_schedule(*flags);
-                   if (flags->images && (*flags->images < 1 || *flags->images > runtime::kMaxRunImages)) {
-                     throw usage_error(
-                         fmt::format("--images must be between 1 and {}", runtime::kMaxRunImages));
-                   }
-                   spec.images = flags->images.value_or(0);
-                   if (flags->duration_s && *flags->duration_s <= 0.0) throw usage_error("--duration must be > 0 s");
-                   spec.duration_s = flags->duration_s.value_or(0.0);
-                   spec.precision = precision(*flags);
-                   spec.pipeline = sim::parse_pipeline_mode(flags->input_pipeline);
-                   spec.controller = flags->controller.options();
-                   spec.sim.seed = parse_seed(flags->seed);
-                   spec.sim.sample_hz = flags->sample_hz;
-                   spec.sim.autotune_new_shapes = flags->autotune_new_shapes;
-                   if (flags->bobd_budget) {
-                     if (!control::needs_offline_search(spec.algorithm)) {
-                       throw usage_error(fmt::format("--bobd-budget does not apply to {}", spec.algorithm));
-                     }
-                     if (*flags->bobd_budget < 1 || *flags->bobd_budget > 100'000) {
-                       throw usage_error(
-                           fmt::format("--bobd-budget {} must be between 1 and 100000", *flags->bobd_budget));
-                     }
-                     spec.search_budget = static_cast<std::size_t>(*flags->bobd_budget);
-                   }
-
-                   runtime::SimJob job(catalog, spec);  // validates before any file is created
-                   std::unique_ptr<TraceFile> trace;
-                   runtime::TraceSink sink;
-                   if (!flags->trace_path.empty()) {
-                     trace = std::make_unique<TraceFile>(flags->trace_path);
-                     sink = [&trace](const runtime::TraceRow& row) {
-                       trace->write(runtime::trace_csv_row(row, /*simulated=*/true));
-                     };
-                   }
-                   const auto summary = job.run(sink);
-                   if (flags->json) {
-                     std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
+                   stop_requested.store(false);
+                   if (flags->platform == "sim") {
+                     run_on_twin(*flags, global);
+                   } else if (flags->platform == "nvml") {
+                     run_on_nvml(*flags);
                    } else {
-                     print_text(spec, catalog, summary);
-                     if (trace) fmt::print("  trace                  {}\n", flags->trace_path);
+                     throw usage_error(fmt::format("--platform '{}' must be sim or nvml", flags->platform));
                    }
                  }};
 }

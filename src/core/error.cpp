@@ -13,6 +13,7 @@ int exit_code(ErrorCode code) noexcept {
     case ErrorCode::device: return 6;
     case ErrorCode::not_converged: return 7;
     case ErrorCode::no_gpu: return 8;
+    case ErrorCode::interrupted: return 130;
     case ErrorCode::internal: return 70;
   }
   return 70;
@@ -27,6 +28,7 @@ const char* error_kind(ErrorCode code) noexcept {
     case ErrorCode::device: return "device";
     case ErrorCode::not_converged: return "not converged";
     case ErrorCode::no_gpu: return "no gpu";
+    case ErrorCode::interrupted: return "interrupted";
     case ErrorCode::internal: return "internal";
   }
   return "internal";

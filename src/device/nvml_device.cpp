@@ -23,7 +23,8 @@ unsigned to_mhz(double mhz) { return static_cast<unsigned>(std::lround(mhz)); }
 
 bool process_may_write_gpu_controls() { return geteuid() == 0; }
 
-NvmlDevice::NvmlDevice(const NvmlLibrary& nvml, unsigned index) : nvml_(nvml), handle_(nvml.device(index)) {
+NvmlDevice::NvmlDevice(const NvmlLibrary& nvml, unsigned index, bool writes_allowed)
+    : nvml_(nvml), handle_(nvml.device(index)), writes_allowed_(writes_allowed) {
   info_.index = index;
   info_.name = nvml.name(handle_);
   info_.uuid = nvml.uuid(handle_);
@@ -75,7 +76,9 @@ bool NvmlDevice::has_control(Control control) const {
   return false;
 }
 
-bool NvmlDevice::can_write(Control control) const { return has_control(control) && process_may_write_gpu_controls(); }
+bool NvmlDevice::can_write(Control control) const {
+  return writes_allowed_ && has_control(control) && process_may_write_gpu_controls();
+}
 
 namespace {
 

@@ -29,8 +29,8 @@ void check_permissions(device::Device& device, const control::Controller& contro
   need(needs.power_limit, device::Control::power_limit_w);
   if (!missing.empty()) {
     throw Error(ErrorCode::unsupported,
-                fmt::format("{} needs write access to {} on {}; run with GPU control permission, or use "
-                            "batchsizer (batch size only)",
+                fmt::format("{} needs write access to {} on {}; run with GPU control permission (gpucap run "
+                            "--allow-gpu-control, as root), or use batchsizer (batch size only)",
                             controller.name(), join(missing, ", "), device.name()));
   }
 }
@@ -68,7 +68,8 @@ class JobRun {
   RunSummary run() {
     check_permissions(platform_.device(), controller_);
     check_run_limits(config_.images, config_.duration_s);
-    device::ControlSession session(platform_.device());
+    const auto owned_session = platform_.open_control_session();
+    auto& session = *owned_session;
     knobs_ = controller_.initial_knobs(config_.schedule.cap_at(0.0));
     session.apply(knobs_);
     platform_.settle();
@@ -77,7 +78,9 @@ class JobRun {
     last_sample_cap_w_ = config_.schedule.cap_at(0.0);
     // Readings from before the job (while settling) are not the job's.
     platform_.meter().collect(start_s_, [](const PowerSample&) {});
-    const double energy_start_j = platform_.device().read(device::Signal::energy_j);
+    // Without an energy counter (GPUs before Volta), energy is the integral of the samples.
+    const bool counted_energy = platform_.device().has_signal(device::Signal::energy_j);
+    const double energy_start_j = counted_energy ? platform_.device().read(device::Signal::energy_j) : 0.0;
     window_.restart(start_s_);
     long long done = 0;
     while (!finished(done)) {
@@ -113,14 +116,19 @@ class JobRun {
       collect_samples(now_s);
       if (window_.power.count() > 0) close_window(now_s);
     }
-    summary_.energy_j = platform_.device().read(device::Signal::energy_j) - energy_start_j;
+    summary_.energy_j =
+        counted_energy ? platform_.device().read(device::Signal::energy_j) - energy_start_j : sampled_energy_j_;
+    summary_.stopped = stop_requested();
     summary_.device_writes = session.writes();
     session.restore();  // explicit, so a failed restore surfaces as an error
     return finish(done);
   }
 
  private:
+  [[nodiscard]] bool stop_requested() const { return config_.stop != nullptr && config_.stop->load(); }
+
   [[nodiscard]] bool finished(long long done) const {
+    if (stop_requested()) return true;
     if (config_.images > 0 && done >= config_.images) return true;
     return config_.duration_s > 0.0 && platform_.clock().now_s() - start_s_ >= config_.duration_s;
   }
@@ -135,6 +143,7 @@ class JobRun {
   // Streams the meter's new samples into the window: statistics and the per-sample cap check.
   void collect_samples(double now_s) {
     platform_.meter().collect(now_s, [this](const PowerSample& sample) {
+      sampled_energy_j_ += sample.power_w / platform_.meter().sample_hz();
       window_.power.add(sample.power_w);
       if (sample.time_s >= window_.settled_from_s) window_.settled_power.add(sample.power_w);
       const double cap_w = config_.schedule.cap_at(sample.time_s - start_s_);
@@ -211,6 +220,7 @@ class JobRun {
   double transition_end_s_ = -kOpenTransition;
   double last_sample_cap_w_ = 0.0;
   RunSummary summary_;
+  double sampled_energy_j_ = 0.0;
 };
 
 }  // namespace

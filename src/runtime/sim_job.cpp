@@ -80,6 +80,10 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   config_.schedule = spec.schedule;
 }
 
-RunSummary SimJob::run(const TraceSink& sink) { return run_job(*platform_, *controller_, config_, sink); }
+RunSummary SimJob::run(const TraceSink& sink, const std::atomic<bool>* stop) {
+  auto config = config_;
+  config.stop = stop;
+  return run_job(*platform_, *controller_, config, sink);
+}
 
 }  // namespace gpucap::runtime

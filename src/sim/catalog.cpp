@@ -66,22 +66,6 @@ std::vector<double> clock_list(const JsonFields& fields, std::string_view key) {
   return clocks;
 }
 
-// Ten levels spread evenly over the supported range, snapped to supported clocks: the default
-// DVFS ladder on GPUs for which the seeds publish none (the seeds used ten levels on the P40).
-std::vector<double> spread_levels(const std::vector<double>& clocks, std::size_t count) {
-  std::vector<double> levels;
-  const double lo = clocks.front();
-  const double hi = clocks.back();
-  for (std::size_t i = 0; i < count; ++i) {
-    const double target = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(count - 1);
-    const auto nearest = std::min_element(clocks.begin(), clocks.end(), [target](double a, double b) {
-      return std::abs(a - target) < std::abs(b - target);
-    });
-    if (levels.empty() || levels.back() != *nearest) levels.push_back(*nearest);
-  }
-  return levels;
-}
-
 std::map<std::string, double> read_priors(const JsonFields& f) {
   std::map<std::string, double> priors;
   if (!f.has("_prior")) return priors;
@@ -99,6 +83,25 @@ void require(bool condition, const JsonFields& fields, std::string_view key, std
 }
 
 }  // namespace
+
+// Ten levels spread evenly over the supported range, snapped to supported clocks: the default
+// DVFS ladder on GPUs for which the seeds publish none (the seeds used ten levels on the P40).
+std::vector<double> spread_levels(const std::vector<double>& clocks, std::size_t count) {
+  if (clocks.empty() || count == 0) return {};
+  if (count == 1) return {clocks.back()};
+  std::vector<double> levels;
+  const double lo = clocks.front();
+  const double hi = clocks.back();
+  for (std::size_t i = 0; i < count; ++i) {
+    const double target = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(count - 1);
+    const auto nearest = std::min_element(clocks.begin(), clocks.end(), [target](double a, double b) {
+      return std::abs(a - target) < std::abs(b - target);
+    });
+    if (levels.empty() || levels.back() != *nearest) levels.push_back(*nearest);
+  }
+  return levels;
+}
+
 
 GpuSpec load_gpu_spec(const std::string& path) {
   const auto json = load_json_file(path);

@@ -15,60 +15,20 @@
 
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
+#include "support/cli_runner.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap {
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& arg) {
-  std::string quoted = "'";
-  for (const char c : arg) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-CliResult gpucap(const std::vector<std::string>& args) {
-  test::TempDir dir;
-  std::string command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(test::data_dir());
-  for (const auto& arg : args) command += " " + quote(arg);
-  command += " >" + quote(dir.file("out")) + " 2>" + quote(dir.file("err"));
-  const int status = std::system(command.c_str());
-  CliResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = read_text_file(dir.file("out"));
-  result.err = read_text_file(dir.file("err"));
-  return result;
-}
-
-// Bad input: the given exit code and exactly one line on stderr that contains `fragment`.
-void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& fragment) {
-  const auto r = gpucap(args);
-  std::string joined;
-  for (const auto& a : args) joined += a + " ";
-  EXPECT_EQ(r.exit_code, exit_code) << joined << "\nstderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\nstderr: " << r.err;
-  EXPECT_EQ(r.err.rfind("gpucap: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << joined << "\nstderr: " << r.err;
-}
+using test::expect_error;
+using test::gpucap;
+using test::quote;
+using test::with;
 
 const std::vector<std::string> kRun = {"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet",
                                        "--algorithm", "batchdvfs"};
 
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
 
 TEST(Cli, HelpAndVersion) {
   const auto help = gpucap({"--help"});

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ constexpr int kNoPermission = 4;
 constexpr int kInsufficientSize = 7;
 constexpr int kDriverNotLoaded = 9;
 
+// NVML is thread-safe (gpucap's sampler thread reads power while the Runner writes controls):
+// every entry point holds this lock.
+std::mutex fake_mutex;
 nlohmann::json state;
 bool initialised = false;
 std::vector<std::size_t> power_calls;
@@ -116,6 +120,7 @@ bool contains(const nlohmann::json& list, unsigned value) {
 extern "C" {
 
 int nvmlInit_v2() {
+  const std::lock_guard lock(fake_mutex);
   const char* path = state_path();
   if (path == nullptr) return kDriverNotLoaded;
   std::ifstream in(path);
@@ -131,12 +136,14 @@ int nvmlInit_v2() {
 }
 
 int nvmlShutdown() {
+  const std::lock_guard lock(fake_mutex);
   if (!initialised) return kUninitialized;
   initialised = false;
   return kSuccess;
 }
 
 const char* nvmlErrorString(int status) {
+  const std::lock_guard lock(fake_mutex);
   switch (status) {
     case kSuccess: return "Success";
     case kUninitialized: return "Uninitialized";
@@ -150,12 +157,14 @@ const char* nvmlErrorString(int status) {
 }
 
 int nvmlDeviceGetCount_v2(unsigned* count) {
+  const std::lock_guard lock(fake_mutex);
   if (!initialised) return kUninitialized;
   *count = static_cast<unsigned>(state["devices"].size());
   return kSuccess;
 }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** handle) {
+  const std::lock_guard lock(fake_mutex);
   if (!initialised) return kUninitialized;
   if (index >= handle_ids.size()) return kInvalidArgument;
   *handle = &handle_ids[index];
@@ -163,12 +172,14 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** handle) {
 }
 
 int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
+  const std::lock_guard lock(fake_mutex);
   std::string text;
   if (const int s = read_field(handle, "nvmlDeviceGetName", "name", &text); s != kSuccess) return s;
   return copy_text(text, name, length);
 }
 
 int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
+  const std::lock_guard lock(fake_mutex);
   std::string text;
   if (const int s = read_field(handle, "nvmlDeviceGetUUID", "uuid", &text); s != kSuccess) return s;
   return copy_text(text, uuid, length);
@@ -181,6 +192,7 @@ struct PciInfo {
 };
 
 int nvmlDeviceGetPciInfo_v3(void* handle, PciInfo* pci) {
+  const std::lock_guard lock(fake_mutex);
   std::string text;
   if (const int s = read_field(handle, "nvmlDeviceGetPciInfo_v3", "bus_id", &text); s != kSuccess) return s;
   std::memset(pci, 0, sizeof(PciInfo));
@@ -188,6 +200,7 @@ int nvmlDeviceGetPciInfo_v3(void* handle, PciInfo* pci) {
 }
 
 int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
+  const std::lock_guard lock(fake_mutex);
   auto* device = device_of(handle);
   if (device == nullptr) return kInvalidArgument;
   if (const int s = scripted(*device, "nvmlDeviceGetPowerUsage"); s != kSuccess) return s;
@@ -203,10 +216,12 @@ int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
 }
 
 int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
+  const std::lock_guard lock(fake_mutex);
   return read_field(handle, "nvmlDeviceGetTotalEnergyConsumption", "energy_mj", mj);
 }
 
 int nvmlDeviceGetClockInfo(void* handle, int type, unsigned* mhz) {
+  const std::lock_guard lock(fake_mutex);
   if (type == 1) return read_field(handle, "nvmlDeviceGetClockInfo", "sm_clock_mhz", mhz);
   if (type == 2) return read_field(handle, "nvmlDeviceGetClockInfo", "memory_clock_mhz", mhz);
   return kNotSupported;
@@ -217,6 +232,7 @@ struct Utilization {
 };
 
 int nvmlDeviceGetUtilizationRates(void* handle, Utilization* rates) {
+  const std::lock_guard lock(fake_mutex);
   if (const int s = read_field(handle, "nvmlDeviceGetUtilizationRates", "utilization_gpu", &rates->gpu); s != kSuccess) {
     return s;
   }
@@ -224,24 +240,29 @@ int nvmlDeviceGetUtilizationRates(void* handle, Utilization* rates) {
 }
 
 int nvmlDeviceGetTemperature(void* handle, int /*sensor*/, unsigned* celsius) {
+  const std::lock_guard lock(fake_mutex);
   return read_field(handle, "nvmlDeviceGetTemperature", "temperature_c", celsius);
 }
 
 int nvmlDeviceGetPowerManagementLimitConstraints(void* handle, unsigned* min_mw, unsigned* max_mw) {
+  const std::lock_guard lock(fake_mutex);
   const char* f = "nvmlDeviceGetPowerManagementLimitConstraints";
   if (const int s = read_field(handle, f, "power_limit_min_mw", min_mw); s != kSuccess) return s;
   return read_field(handle, f, "power_limit_max_mw", max_mw);
 }
 
 int nvmlDeviceGetPowerManagementDefaultLimit(void* handle, unsigned* mw) {
+  const std::lock_guard lock(fake_mutex);
   return read_field(handle, "nvmlDeviceGetPowerManagementDefaultLimit", "power_limit_default_mw", mw);
 }
 
 int nvmlDeviceGetPowerManagementLimit(void* handle, unsigned* mw) {
+  const std::lock_guard lock(fake_mutex);
   return read_field(handle, "nvmlDeviceGetPowerManagementLimit", "power_limit_mw", mw);
 }
 
 int nvmlDeviceGetSupportedMemoryClocks(void* handle, unsigned* count, unsigned* clocks) {
+  const std::lock_guard lock(fake_mutex);
   auto* device = device_of(handle);
   if (device == nullptr) return kInvalidArgument;
   if (const int s = scripted(*device, "nvmlDeviceGetSupportedMemoryClocks"); s != kSuccess) return s;
@@ -249,6 +270,7 @@ int nvmlDeviceGetSupportedMemoryClocks(void* handle, unsigned* count, unsigned* 
 }
 
 int nvmlDeviceGetSupportedGraphicsClocks(void* handle, unsigned memory_mhz, unsigned* count, unsigned* clocks) {
+  const std::lock_guard lock(fake_mutex);
   auto* device = device_of(handle);
   if (device == nullptr) return kInvalidArgument;
   if (const int s = scripted(*device, "nvmlDeviceGetSupportedGraphicsClocks"); s != kSuccess) return s;
@@ -257,6 +279,7 @@ int nvmlDeviceGetSupportedGraphicsClocks(void* handle, unsigned memory_mhz, unsi
 }
 
 int nvmlDeviceSetGpuLockedClocks(void* handle, unsigned min_mhz, unsigned max_mhz) {
+  const std::lock_guard lock(fake_mutex);
   return write_call(handle, "nvmlDeviceSetGpuLockedClocks", std::to_string(min_mhz) + " " + std::to_string(max_mhz),
                     [&](nlohmann::json& d) {
                       d["locked_sm_mhz"] = {min_mhz, max_mhz};
@@ -265,11 +288,13 @@ int nvmlDeviceSetGpuLockedClocks(void* handle, unsigned min_mhz, unsigned max_mh
 }
 
 int nvmlDeviceResetGpuLockedClocks(void* handle) {
+  const std::lock_guard lock(fake_mutex);
   return write_call(handle, "nvmlDeviceResetGpuLockedClocks", "",
                     [](nlohmann::json& d) { d["locked_sm_mhz"] = nullptr; });
 }
 
 int nvmlDeviceSetMemoryLockedClocks(void* handle, unsigned min_mhz, unsigned max_mhz) {
+  const std::lock_guard lock(fake_mutex);
   return write_call(handle, "nvmlDeviceSetMemoryLockedClocks",
                     std::to_string(min_mhz) + " " + std::to_string(max_mhz), [&](nlohmann::json& d) {
                       d["locked_memory_mhz"] = {min_mhz, max_mhz};
@@ -278,11 +303,13 @@ int nvmlDeviceSetMemoryLockedClocks(void* handle, unsigned min_mhz, unsigned max
 }
 
 int nvmlDeviceResetMemoryLockedClocks(void* handle) {
+  const std::lock_guard lock(fake_mutex);
   return write_call(handle, "nvmlDeviceResetMemoryLockedClocks", "",
                     [](nlohmann::json& d) { d["locked_memory_mhz"] = nullptr; });
 }
 
 int nvmlDeviceSetPowerManagementLimit(void* handle, unsigned mw) {
+  const std::lock_guard lock(fake_mutex);
   auto* device = device_of(handle);
   if (device != nullptr && (mw < (*device)["power_limit_min_mw"].get<unsigned>() ||
                             mw > (*device)["power_limit_max_mw"].get<unsigned>())) {

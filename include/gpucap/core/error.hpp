@@ -15,6 +15,7 @@ enum class ErrorCode {
   device,         // a device call that failed
   not_converged,  // a calibration fit that did not converge (nothing was written)
   no_gpu,         // no NVIDIA driver or NVML library: real GPUs are unavailable (the twin is not)
+  interrupted,    // stopped by SIGINT/SIGTERM (every GPU setting was restored)
   internal,       // a bug: an invariant that should never break
 };
 

@@ -33,7 +33,9 @@ struct NvmlDeviceInfo {
 class NvmlDevice final : public Device {
  public:
   // Throws Error(usage) for an index that does not exist; NVML failures as NvmlLibrary does.
-  NvmlDevice(const NvmlLibrary& nvml, unsigned index);
+  // `writes_allowed` = false (no --allow-gpu-control) makes every control read-only, whatever
+  // the process's privileges.
+  NvmlDevice(const NvmlLibrary& nvml, unsigned index, bool writes_allowed = true);
 
   [[nodiscard]] std::string name() const override { return info_.name; }
   [[nodiscard]] bool simulated() const override { return false; }
@@ -52,6 +54,7 @@ class NvmlDevice final : public Device {
  private:
   const NvmlLibrary& nvml_;
   NvmlHandle handle_;
+  bool writes_allowed_;
   NvmlDeviceInfo info_;
   std::optional<std::uint64_t> energy_at_open_mj_;
   std::optional<double> sm_lock_mhz_;

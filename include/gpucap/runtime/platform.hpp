@@ -3,11 +3,13 @@
 // The simulated platform and the real one differ only here.
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gpucap/control/registry.hpp"
 #include "gpucap/core/window_stats.hpp"
+#include "gpucap/device/control_session.hpp"
 #include "gpucap/device/device.hpp"
 #include "gpucap/engine/engine.hpp"
 
@@ -51,6 +53,11 @@ class Platform {
   // Waits power_settle_s(), idle at the knobs just applied, so that a job's first samples do not
   // report the GPU as it was before gpucap configured it.
   virtual void settle() {}
+  // The session every write of a run goes through. A real GPU's is journaled, so that a killed
+  // run's changes are undone by the next gpucap start (device/restore_journal.hpp).
+  [[nodiscard]] virtual std::unique_ptr<device::ControlSession> open_control_session() {
+    return std::make_unique<device::ControlSession>(device());
+  }
 };
 
 }  // namespace gpucap::runtime

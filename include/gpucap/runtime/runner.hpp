@@ -3,6 +3,7 @@
 // Each step: apply knobs → run a batch → when the controller's window is due, summarise the
 // power samples, build an Observation, ask the controller, append a trace row.
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct RunConfig {
   long long images = 0;
   double duration_s = 0.0;
   CapSchedule schedule = CapSchedule::constant(1.0);
+  // Set (by a signal handler) to end the run at the next batch boundary; the run's settings are
+  // restored as at any end.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // One row per window.
@@ -59,6 +63,7 @@ struct RunSummary {
   double mean_power_w = 0.0;      // energy / duration
   double max_power_w = 0.0;       // highest sample
   int device_writes = 0;
+  bool stopped = false;           // ended early by RunConfig::stop
 };
 
 using TraceSink = std::function<void(const TraceRow&)>;

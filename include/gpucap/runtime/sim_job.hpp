@@ -64,7 +64,8 @@ class SimJob {
   // Validates everything (names, caps, options) and builds the twin and the controller;
   // throws Error(usage) before anything runs.
   SimJob(const sim::Catalog& catalog, const SimJobSpec& spec);
-  RunSummary run(const TraceSink& sink = {});
+  // `stop`: see RunConfig::stop.
+  RunSummary run(const TraceSink& sink = {}, const std::atomic<bool>* stop = nullptr);
 
  private:
   std::unique_ptr<SimPlatform> platform_;

@@ -35,6 +35,10 @@ class Catalog {
 };
 
 // Parsers for single files, exposed for tests and for tools that write these files.
+// `count` levels spread evenly over the sorted supported clocks, snapped to supported ones (the
+// default DVFS ladder of a GPU for which the seeds publish none; real GPUs get theirs this way).
+[[nodiscard]] std::vector<double> spread_levels(const std::vector<double>& sorted_clocks, std::size_t count);
+
 [[nodiscard]] GpuSpec load_gpu_spec(const std::string& path);
 [[nodiscard]] ModelSpec load_model_spec(const std::string& path);
 [[nodiscard]] DatasetSpec load_dataset_spec(const std::string& path);

@@ -1,0 +1,151 @@
+// `gpucap run --platform nvml` end to end without a GPU: the real code from the CLI down, with the
+// fake NVML at the library boundary and the LibTorch engine running a small exported model on the
+// CPU (the CTest fixture export_torch_models).
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "gpucap/core/files.hpp"
+#include "support/cli_runner.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap {
+namespace {
+
+using test::expect_error;
+using test::gpucap;
+using test::with;
+
+// A fake GPU drawing 120 W, and the environment that points gpucap at it.
+class FakeGpu {
+ public:
+  FakeGpu()
+      : state_(dir_.write("nvml.json", R"({"devices": [{"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-run",
+          "bus_id": "00000000:07:00.0", "power_mw": 120000, "energy_mj": 5000000, "power_limit_mw": 400000,
+          "power_limit_min_mw": 100000, "power_limit_max_mw": 400000, "power_limit_default_mw": 400000,
+          "memory_clocks_mhz": [1215], "graphics_clocks_mhz": [1410, 1200, 1005, 810, 615, 420],
+          "sm_clock_mhz": 1410, "memory_clock_mhz": 1215, "utilization_gpu": 90, "utilization_memory": 30,
+          "temperature_c": 45, "locked_sm_mhz": null}]})")),
+        journal_(dir_.file("journal.json")) {
+    setenv("GPUCAP_FAKE_NVML_STATE", state_.c_str(), 1);
+    setenv("GPUCAP_RESTORE_JOURNAL", journal_.c_str(), 1);
+  }
+  ~FakeGpu() {
+    unsetenv("GPUCAP_FAKE_NVML_STATE");
+    unsetenv("GPUCAP_RESTORE_JOURNAL");
+  }
+  FakeGpu(const FakeGpu&) = delete;
+  FakeGpu& operator=(const FakeGpu&) = delete;
+  [[nodiscard]] nlohmann::json gpu() const { return nlohmann::json::parse(read_text_file(state_))["devices"][0]; }
+  [[nodiscard]] nlohmann::json writes() const { return nlohmann::json::parse(read_text_file(state_))["writes"]; }
+  [[nodiscard]] const std::string& journal() const { return journal_; }
+
+ private:
+  test::TempDir dir_;
+  std::string state_;
+  std::string journal_;
+};
+
+std::vector<std::string> real_run(const std::string& algorithm) {
+  return {"run", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file",
+          std::string(GPUCAP_TEST_MODELS_DIR) + "/mnasnet0_5.pt", "--engine-device", "cpu", "--input-size", "32",
+          "--power-settle-s", "0", "--power-cap", "150", "--algorithm", algorithm};
+}
+
+TEST(RunNvml, BatchsizerRunsUnprivilegedAndWritesNothing) {
+  const FakeGpu fake;
+  const auto r = gpucap(with(real_run("batchsizer"), {"--images", "300", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(json["simulated"].get<bool>());
+  EXPECT_EQ(json["platform"], "nvml");
+  EXPECT_EQ(json["uuid"], "GPU-run");
+  EXPECT_EQ(json["images"], 300);
+  EXPECT_GT(json["windows"].get<int>(), 0);
+  EXPECT_NEAR(json["max_power_w"].get<double>(), 120.0, 1e-9) << "the fake's power, through the sampler";
+  EXPECT_EQ(json["device_writes"], 0);
+  EXPECT_TRUE(fake.writes().empty());
+  const auto text = gpucap(with(real_run("batchsizer"), {"--images", "50"}));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("gpucap run on a REAL NVIDIA A100-SXM4-40GB"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("[real]"), std::string::npos);
+  EXPECT_EQ(text.out.find("simulated"), std::string::npos) << text.out;
+}
+
+TEST(RunNvml, DvfsControllersNeedPermissionAndRestoreEverythingTheyChanged) {
+  const FakeGpu fake;
+  expect_error(with(real_run("batchdvfs"), {"--images", "100"}), 5,
+               "batchdvfs needs write access to GPU_CORE_FREQUENCY_LOCK_CONTROL");
+  EXPECT_TRUE(fake.writes().empty()) << "refused before anything was written";
+  if (geteuid() != 0) GTEST_SKIP() << "NVML writes need root";
+  const auto r = gpucap(with(real_run("batchdvfs"), {"--images", "400", "--allow-gpu-control", "--window", "10b"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto writes = fake.writes();
+  ASSERT_GE(writes.size(), 2u);
+  EXPECT_EQ(writes.front().get<std::string>().rfind("nvmlDeviceSetGpuLockedClocks", 0), 0u) << writes.dump();
+  EXPECT_EQ(writes.back(), "nvmlDeviceResetGpuLockedClocks ") << "restored at the end";
+  EXPECT_TRUE(fake.gpu()["locked_sm_mhz"].is_null());
+  EXPECT_FALSE(std::filesystem::exists(fake.journal())) << "a clean exit leaves nothing to recover";
+}
+
+TEST(RunNvml, ASignalStopsTheRunAndRestoresTheGpu) {
+  if (geteuid() != 0) GTEST_SKIP() << "NVML writes need root";
+  const FakeGpu fake;
+  test::TempDir dir;
+  std::string command;
+  for (const auto& arg : with(real_run("batchdvfs"), {"--duration", "120", "--allow-gpu-control"})) {
+    command += " " + test::quote(arg);
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const auto full = "exec " + test::quote(GPUCAP_CLI_PATH) + command + " >" + test::quote(dir.file("out")) +
+                      " 2>" + test::quote(dir.file("err"));
+    execl("/bin/sh", "sh", "-c", full.c_str(), nullptr);
+    _exit(127);
+  }
+  // Wait until the run has locked the clock, then interrupt it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (fake.gpu()["locked_sm_mhz"].is_null() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(fake.gpu()["locked_sm_mhz"].is_null()) << "the run never locked the clock";
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << read_text_file(dir.file("err"));
+  EXPECT_NE(read_text_file(dir.file("err")).find("stopped by a signal"), std::string::npos);
+  EXPECT_NE(read_text_file(dir.file("out")).find("[real]"), std::string::npos) << "the summary so far is printed";
+  EXPECT_TRUE(fake.gpu()["locked_sm_mhz"].is_null()) << "restored";
+  EXPECT_FALSE(std::filesystem::exists(fake.journal()));
+}
+
+TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
+  const FakeGpu fake;
+  test::TempDir dir;
+  auto args = real_run("batchsizer");
+  args[6] = dir.write("broken.pt", "not a model");
+  expect_error(with(args, {"--images", "10"}), 3, "broken.pt: not a TorchScript model");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--device", "4"}), 2, "GPU 4 does not exist");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--gpu", "p40"}), 2,
+               "--gpu does not apply to --platform nvml");
+  expect_error(with(real_run("batchsizer"), {}), 2, "give --images N or --duration S");
+  expect_error({"run", "--platform", "nvml", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "--model-file", "x.pt",
+                "--power-cap", "150", "--algorithm", "batchsizer", "--images", "10"},
+               8, "no NVIDIA driver");
+  auto tpu = real_run("batchsizer");
+  tpu[2] = "tpu";
+  expect_error(with(tpu, {"--images", "10"}), 2, "--platform 'tpu' must be sim or nvml");
+  EXPECT_TRUE(fake.writes().empty());
+}
+
+}  // namespace
+}  // namespace gpucap
