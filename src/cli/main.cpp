@@ -23,7 +23,8 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "gpucap — maximise DNN inference throughput on a GPU under a power cap.\n"
-      "Runs on the simulated GPU twin (figures are labelled simulated). See README.md and docs/."};
+      "Runs on the simulated GPU twin (figures are labelled simulated) or, with run --platform nvml, on a real\n"
+      "NVIDIA GPU (labelled real). See README.md and docs/."};
   app.set_version_flag("--version", GPUCAP_VERSION);
   // Zero or one command: a missing or mistyped command is reported below by name.
   app.require_subcommand(0, 1);

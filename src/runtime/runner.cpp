@@ -82,6 +82,7 @@ class JobRun {
     const bool counted_energy = platform_.device().has_signal(device::Signal::energy_j);
     const double energy_start_j = counted_energy ? platform_.device().read(device::Signal::energy_j) : 0.0;
     window_.restart(start_s_);
+    last_sample_s_ = start_s_;
     long long done = 0;
     while (!finished(done)) {
       const long long left = config_.images > 0 ? config_.images - done : knobs_.batch_size();
@@ -116,8 +117,10 @@ class JobRun {
       collect_samples(now_s);
       if (window_.power.count() > 0) close_window(now_s);
     }
-    summary_.energy_j =
-        counted_energy ? platform_.device().read(device::Signal::energy_j) - energy_start_j : sampled_energy_j_;
+    // The time after the last sample is charged at its power.
+    const double tail_j = last_sample_w_ * std::max(0.0, platform_.clock().now_s() - last_sample_s_);
+    summary_.energy_j = counted_energy ? platform_.device().read(device::Signal::energy_j) - energy_start_j
+                                       : sampled_energy_j_ + tail_j;
     summary_.stopped = stop_requested();
     summary_.device_writes = session.writes();
     session.restore();  // explicit, so a failed restore surfaces as an error
@@ -143,7 +146,10 @@ class JobRun {
   // Streams the meter's new samples into the window: statistics and the per-sample cap check.
   void collect_samples(double now_s) {
     platform_.meter().collect(now_s, [this](const PowerSample& sample) {
-      sampled_energy_j_ += sample.power_w / platform_.meter().sample_hz();
+      // Each sample stands for the time since the one before (a sampler can be late).
+      sampled_energy_j_ += sample.power_w * std::max(0.0, sample.time_s - last_sample_s_);
+      last_sample_s_ = sample.time_s;
+      last_sample_w_ = sample.power_w;
       window_.power.add(sample.power_w);
       if (sample.time_s >= window_.settled_from_s) window_.settled_power.add(sample.power_w);
       const double cap_w = config_.schedule.cap_at(sample.time_s - start_s_);
@@ -221,6 +227,8 @@ class JobRun {
   double last_sample_cap_w_ = 0.0;
   RunSummary summary_;
   double sampled_energy_j_ = 0.0;
+  double last_sample_s_ = 0.0;
+  double last_sample_w_ = 0.0;
 };
 
 }  // namespace

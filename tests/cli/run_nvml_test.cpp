@@ -27,9 +27,10 @@ using test::with;
 // A fake GPU drawing 120 W, and the environment that points gpucap at it.
 class FakeGpu {
  public:
-  FakeGpu()
-      : state_(dir_.write("nvml.json", R"({"devices": [{"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-run",
-          "bus_id": "00000000:07:00.0", "power_mw": 120000, "energy_mj": 5000000, "power_limit_mw": 400000,
+  explicit FakeGpu(bool energy_counter = true)
+      : state_(dir_.write("nvml.json", std::string(R"({"devices": [{"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-run",
+          "bus_id": "00000000:07:00.0", "power_mw": 120000, )") + (energy_counter ? R"("energy_mj": 5000000, )" : "") +
+          R"("power_limit_mw": 400000,
           "power_limit_min_mw": 100000, "power_limit_max_mw": 400000, "power_limit_default_mw": 400000,
           "memory_clocks_mhz": [1215], "graphics_clocks_mhz": [1410, 1200, 1005, 810, 615, 420],
           "sm_clock_mhz": 1410, "memory_clock_mhz": 1215, "utilization_gpu": 90, "utilization_memory": 30,
@@ -71,6 +72,7 @@ TEST(RunNvml, BatchsizerRunsUnprivilegedAndWritesNothing) {
   EXPECT_EQ(json["images"], 300);
   EXPECT_GT(json["windows"].get<int>(), 0);
   EXPECT_NEAR(json["max_power_w"].get<double>(), 120.0, 1e-9) << "the fake's power, through the sampler";
+  EXPECT_NEAR(json["mean_power_w"].get<double>(), 120.0, 6.0) << "energy from the GPU's counter / duration";
   EXPECT_EQ(json["device_writes"], 0);
   EXPECT_TRUE(fake.writes().empty());
   const auto text = gpucap(with(real_run("batchsizer"), {"--images", "50"}));
@@ -78,6 +80,15 @@ TEST(RunNvml, BatchsizerRunsUnprivilegedAndWritesNothing) {
   EXPECT_NE(text.out.find("gpucap run on a REAL NVIDIA A100-SXM4-40GB"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("[real]"), std::string::npos);
   EXPECT_EQ(text.out.find("simulated"), std::string::npos) << text.out;
+}
+
+TEST(RunNvml, WithoutAnEnergyCounterEnergyIsTheIntegralOfTheSamples) {
+  const FakeGpu fake(/*energy_counter=*/false);
+  const auto r = gpucap(with(real_run("batchsizer"), {"--images", "300", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(json["mean_power_w"].get<double>(), 120.0, 1.0);
+  EXPECT_NEAR(json["energy_j"].get<double>(), 120.0 * json["duration_s"].get<double>(), 2.0);
 }
 
 TEST(RunNvml, DvfsControllersNeedPermissionAndRestoreEverythingTheyChanged) {

@@ -4,7 +4,8 @@
 // (atomically), so another process — the next gpucap start — sees what the last one left.
 //
 // State: {"init_status": 0, "devices": [{"name", "uuid", "bus_id", "power_mw" (a number, or a
-// list read one entry per call, the last repeating), "energy_mj" (absent: not supported),
+// list read one entry per call, the last repeating), "energy_mj" (the counter at nvmlInit_v2, then
+// advancing at the first scripted power; absent: not supported),
 // "sm_clock_mhz", "memory_clock_mhz", "utilization_gpu", "utilization_memory", "temperature_c",
 // "power_limit_mw", "power_limit_min_mw", "power_limit_max_mw", "power_limit_default_mw",
 // "memory_clocks_mhz": [...], "graphics_clocks_mhz": [...], "locked_sm_mhz": null | [min, max],
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -39,6 +41,7 @@ std::mutex fake_mutex;
 nlohmann::json state;
 bool initialised = false;
 std::vector<std::size_t> power_calls;
+std::chrono::steady_clock::time_point init_time;
 // Handles are pointers into this array: one per device.
 std::vector<int> handle_ids;
 
@@ -131,6 +134,7 @@ int nvmlInit_v2() {
   handle_ids.resize(state["devices"].size());
   for (std::size_t i = 0; i < handle_ids.size(); ++i) handle_ids[i] = static_cast<int>(i);
   power_calls.assign(handle_ids.size(), 0);
+  init_time = std::chrono::steady_clock::now();
   initialised = true;
   return kSuccess;
 }
@@ -215,9 +219,18 @@ int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
   return kSuccess;
 }
 
+// The counter advances at the device's (first scripted) power since nvmlInit_v2.
 int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
   const std::lock_guard lock(fake_mutex);
-  return read_field(handle, "nvmlDeviceGetTotalEnergyConsumption", "energy_mj", mj);
+  unsigned long long start = 0;
+  if (const int s = read_field(handle, "nvmlDeviceGetTotalEnergyConsumption", "energy_mj", &start); s != kSuccess) {
+    return s;
+  }
+  const auto& power = (*device_of(handle))["power_mw"];
+  const double mw = (power.is_array() ? power[0] : power).get<double>();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - init_time).count();
+  *mj = start + static_cast<unsigned long long>(mw * seconds);
+  return kSuccess;
 }
 
 int nvmlDeviceGetClockInfo(void* handle, int type, unsigned* mhz) {
