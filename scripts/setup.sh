@@ -8,7 +8,7 @@ packages=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libceres-dev libboost-dev gnuplot-nox
   libgtest-dev libgmock-dev libbenchmark-dev
   # The LibTorch engine (optional at build time) and the model export its tests run:
-  libtorch-dev python3-torchvision
+  libtorch-dev libturbojpeg0-dev pkg-config python3-torchvision
 )
 
 missing=()

@@ -48,6 +48,7 @@ struct RunFlags {
   std::optional<std::string> model_file;
   std::string engine_device = "cuda";
   int input_size = 224;
+  std::optional<std::string> images_dir;
   std::string nvml_library = default_nvml_library();
   bool allow_gpu_control = false;
   std::optional<double> power_settle_s;
@@ -205,6 +206,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
   reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
+  reject_for_platform(flags.images_dir.has_value(), "--images-dir", "sim (use --dataset)");
   if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   runtime::SimJobSpec spec;
@@ -255,6 +257,7 @@ std::unique_ptr<engine::Engine> make_engine(const RunFlags& flags, std::function
   options.fp16 = flags.precision.value_or("fp32") == "fp16";
   options.input_size = flags.input_size;
   options.seed = parse_seed(flags.seed);
+  options.images_dir = flags.images_dir.value_or("");
   return engine::load_torch_engine(options, std::move(now_s));
 }
 
@@ -366,6 +369,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--input-size", flags->input_size, "nvml: height = width of the input images")
       ->capture_default_str();
+  cmd->add_option("--images-dir", flags->images_dir,
+                  "nvml: a folder of JPEG images as the input (decoded with libjpeg-turbo and resized before the "
+                  "run; batches cycle through the first 256); default: synthetic images");
   cmd->add_option("--nvml-lib", flags->nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else "
                                                      "libnvidia-ml.so.1)");
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
+#include <torch/torch.h>
 
 #include <mutex>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/engine/jpeg_folder.hpp"
 
 namespace gpucap::engine {
 
@@ -23,8 +25,38 @@ struct TorchEngine::Impl {
   torch::ScalarType dtype = torch::kFloat32;
   mutable torch::jit::Module module;
   torch::Tensor synthetic;  // the largest batch asked for so far; smaller ones are slices of it
+  torch::Tensor images;     // the folder's images, N × 3 × S × S on the device (empty: synthetic)
+  std::int64_t next_image = 0;
   std::mutex mutex;         // module.forward is not re-entrant on one module
 };
+
+namespace {
+
+// Decoded images → N × 3 × size × size, resized (bilinear) and normalised as torchvision's
+// ImageNet models expect.
+torch::Tensor image_tensor(const std::vector<DecodedImage>& decoded, int size) {
+  const auto mean = torch::tensor({0.485f, 0.456f, 0.406f}).view({1, 3, 1, 1});
+  const auto stdev = torch::tensor({0.229f, 0.224f, 0.225f}).view({1, 3, 1, 1});
+  std::vector<torch::Tensor> images;
+  images.reserve(decoded.size());
+  for (const auto& image : decoded) {
+    auto pixels = torch::from_blob(const_cast<std::uint8_t*>(image.rgb.data()), {image.height, image.width, 3},
+                                   torch::kUInt8)
+                      .permute({2, 0, 1})
+                      .unsqueeze(0)
+                      .to(torch::kFloat32)
+                      .div(255.0);
+    namespace F = torch::nn::functional;
+    pixels = F::interpolate(pixels, F::InterpolateFuncOptions()
+                                        .size(std::vector<std::int64_t>{size, size})
+                                        .mode(torch::kBilinear)
+                                        .align_corners(false));
+    images.push_back((pixels - mean) / stdev);
+  }
+  return torch::cat(images, 0);
+}
+
+}  // namespace
 
 TorchEngine::TorchEngine(const TorchEngineOptions& options, std::function<double()> now_s)
     : impl_(std::make_unique<Impl>()), now_s_(std::move(now_s)) {
@@ -54,6 +86,12 @@ TorchEngine::TorchEngine(const TorchEngineOptions& options, std::function<double
   }
   i.module.eval();
   if (options.fp16) i.module.to(torch::kFloat16);
+  if (!options.images_dir.empty()) {
+    if (options.max_images < 1) throw usage_error("at least one image must be kept");
+    i.images = image_tensor(decode_jpeg_folder(options.images_dir, options.input_size, options.max_images),
+                            options.input_size)
+                   .to(i.device, i.dtype);
+  }
 }
 
 TorchEngine::~TorchEngine() = default;
@@ -69,12 +107,21 @@ BatchResult TorchEngine::run_batch(int batch_size) {
   }
   auto& i = *impl_;
   const std::lock_guard lock(i.mutex);
-  if (!i.synthetic.defined() || i.synthetic.size(0) < batch_size) {
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(i.options.seed);
-    const auto size = i.options.input_size;
-    i.synthetic = torch::rand({batch_size, 3, size, size}, generator, torch::kFloat32).to(i.device, i.dtype);
+  torch::Tensor input;
+  if (i.images.defined()) {
+    // The next batch_size images of the folder, cycling.
+    const auto count = i.images.size(0);
+    const auto index = torch::arange(i.next_image, i.next_image + batch_size, torch::kLong).remainder(count);
+    input = i.images.index_select(0, index.to(i.device));
+    i.next_image = (i.next_image + batch_size) % count;
+  } else {
+    if (!i.synthetic.defined() || i.synthetic.size(0) < batch_size) {
+      auto generator = at::make_generator<at::CPUGeneratorImpl>(i.options.seed);
+      const auto size = i.options.input_size;
+      i.synthetic = torch::rand({batch_size, 3, size, size}, generator, torch::kFloat32).to(i.device, i.dtype);
+    }
+    input = i.synthetic.narrow(0, 0, batch_size);
   }
-  const auto input = i.synthetic.narrow(0, 0, batch_size);
   BatchResult result;
   result.images = batch_size;
   result.start_s = now_s_();

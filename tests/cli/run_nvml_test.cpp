@@ -146,6 +146,9 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   args[6] = dir.write("broken.pt", "not a model");
   expect_error(with(args, {"--images", "10"}), 3, "broken.pt: not a TorchScript model");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--device", "4"}), 2, "GPU 4 does not exist");
+  dir.write("images/notes.txt", "not an image");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--images-dir", dir.file("images")}), 3,
+               "notes.txt: not a JPEG image");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--gpu", "p40"}), 2,
                "--gpu does not apply to --platform nvml");
   expect_error(with(real_run("batchsizer"), {}), 2, "give --images N or --duration S");

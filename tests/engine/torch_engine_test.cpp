@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <turbojpeg.h>
 
 #include <chrono>
 #include <cmath>
@@ -81,6 +82,63 @@ TEST(TorchEngine, RunsBatchesOfAnySizeAndTimesThem) {
     EXPECT_GT(r.latency_s(), 0.0);
   }
   EXPECT_THROW((void)engine.run_batch(0), Error);
+}
+
+// A JPEG of `width` × `height` with a colour gradient, written with libjpeg-turbo.
+std::string write_jpeg(const test::TempDir& dir, const std::string& name, int width, int height) {
+  std::vector<unsigned char> rgb(static_cast<std::size_t>(width * height * 3));
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      auto* p = &rgb[static_cast<std::size_t>((y * width + x) * 3)];
+      p[0] = static_cast<unsigned char>(255 * x / width);
+      p[1] = static_cast<unsigned char>(255 * y / height);
+      p[2] = 128;
+    }
+  }
+  tjhandle compressor = tjInitCompress();
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  const int status = tjCompress2(compressor, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, 90, 0);
+  std::string bytes(reinterpret_cast<const char*>(jpeg), size);
+  tjFree(jpeg);
+  tjDestroy(compressor);
+  EXPECT_EQ(status, 0);
+  return dir.write(name, bytes);
+}
+
+TEST(TorchEngine, RunsOnAFolderOfJpegImagesOfAnySize) {
+  test::TempDir images;
+  write_jpeg(images, "a.jpg", 300, 200);
+  write_jpeg(images, "b.jpg", 40, 64);  // smaller than the input: scaled up
+  write_jpeg(images, "c.jpeg", 500, 500);
+  TorchEngineOptions options;
+  options.model_file = model_path("mnasnet0_5", ".pt");
+  options.input_size = 64;
+  options.images_dir = images.path();
+  TorchEngine engine(options, steady_now_s);
+  for (const int b : {2, 5, 1}) EXPECT_EQ(engine.run_batch(b).images, b) << "batches cycle through the 3 images";
+
+  test::TempDir broken;
+  write_jpeg(broken, "good.jpg", 64, 64);
+  broken.write("notes.txt", "not an image");
+  options.images_dir = broken.path();
+  try {
+    TorchEngine e(options, steady_now_s);
+    FAIL() << "an unreadable file must be an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find("notes.txt: not a JPEG image"), std::string::npos) << e.what();
+  }
+  test::TempDir empty;
+  options.images_dir = empty.path();
+  EXPECT_THROW(TorchEngine(options, steady_now_s), Error);
+  options.images_dir = empty.file("missing");
+  try {
+    TorchEngine e(options, steady_now_s);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io) << e.what();
+  }
 }
 
 void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& fragment) {

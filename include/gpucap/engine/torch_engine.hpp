@@ -1,7 +1,10 @@
 #pragma once
 // The LibTorch engine: runs a TorchScript model (scripts/export_models.py exports torchvision
 // models) at any batch size, on the CPU or a CUDA GPU, in FP32 or (CUDA only) FP16. Inputs are
-// synthetic: uniform random images, drawn once from a seed. Built only when LibTorch is found
+// synthetic (uniform random images, drawn once from a seed) or the JPEG images of a folder,
+// decoded with libjpeg-turbo, resized to the input size and normalised with the ImageNet mean and
+// standard deviation, all before the run (batches cycle through them; decoding is not what a run
+// measures). Built only when LibTorch is found
 // (GPUCAP_HAVE_TORCH); this header names no LibTorch type, so the rest of gpucap builds without it.
 
 #include <cstdint>
@@ -20,18 +23,21 @@ struct TorchEngineOptions {
   bool fp16 = false;           // half precision (CUDA only)
   int input_size = 224;        // height = width of the input images
   std::uint64_t seed = 1;      // of the synthetic input
+  std::string images_dir;      // empty: synthetic input
+  std::size_t max_images = 256;  // images of the folder kept (in name order)
 };
 
 class TorchEngine final : public Engine {
  public:
   // `now_s` is the platform's clock (a steady clock on real hardware). Throws Error(invalid_data)
-  // when the model file does not load, Error(unsupported) for CUDA in a build or on a machine
+  // when the model file does not load or an image cannot be decoded, Error(io) for an image folder
+  // that cannot be read, Error(unsupported) for CUDA in a build or on a machine
   // without it, or FP16 on the CPU, Error(usage) for an input size out of range.
   TorchEngine(const TorchEngineOptions& options, std::function<double()> now_s);
   ~TorchEngine() override;
 
   [[nodiscard]] std::string name() const override;
-  // One forward pass over `batch_size` synthetic images, waited for (CUDA synchronised).
+  // One forward pass over `batch_size` input images, waited for (CUDA synchronised).
   BatchResult run_batch(int batch_size) override;
 
   // The model's output for `input` (batch_size × 3 × size × size, row-major float32), row-major
