@@ -50,6 +50,7 @@ nlohmann::json device_json(const device::NvmlDevice& gpu) {
           {"memory_clocks_mhz", i.memory_clocks_mhz},
           {"sm_clocks_mhz", i.sm_clocks_mhz},
           {"energy_counter", i.energy_counter},
+          {"instant_power", i.instant_power},
           {"writable", writable},
           {"simulated", false}};
 }
@@ -64,6 +65,8 @@ void print_device(const device::NvmlDevice& gpu) {
   fmt::print("  memory clocks       {}\n", clock_list(i.memory_clocks_mhz));
   fmt::print("  SM clocks           {}\n", clock_list(i.sm_clocks_mhz));
   fmt::print("  energy counter      {}\n", i.energy_counter ? "yes" : "no");
+  fmt::print("  power reading       {}\n", i.instant_power ? "instantaneous (NVML_FI_DEV_POWER_INSTANT)"
+                                                           : "nvmlDeviceGetPowerUsage (a 1-s average from Ampere on)");
   for (const auto control : device::all_controls()) {
     fmt::print("  may write {:<33} {}\n", device::describe(control).name, permission_text(gpu, control));
   }

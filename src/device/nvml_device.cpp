@@ -42,6 +42,7 @@ NvmlDevice::NvmlDevice(const NvmlLibrary& nvml, unsigned index, bool writes_allo
   }
   energy_at_open_mj_ = nvml.total_energy_mj(handle_);
   info_.energy_counter = energy_at_open_mj_.has_value();
+  info_.instant_power = nvml.instant_power_mw(handle_).has_value();
 }
 
 bool NvmlDevice::has_signal(Signal signal) const {
@@ -50,7 +51,13 @@ bool NvmlDevice::has_signal(Signal signal) const {
 
 double NvmlDevice::read(Signal signal) {
   switch (signal) {
-    case Signal::power_w: return nvml_.power_usage_mw(handle_) * kWattsPerMilliwatt;
+    case Signal::power_w: {
+      // The instantaneous reading where there is one: a 1-s average hides the peaks a cap is about.
+      if (info_.instant_power) {
+        if (const auto mw = nvml_.instant_power_mw(handle_)) return *mw * kWattsPerMilliwatt;
+      }
+      return nvml_.power_usage_mw(handle_) * kWattsPerMilliwatt;
+    }
     case Signal::energy_j: {
       const auto now = nvml_.total_energy_mj(handle_);
       if (!now || !energy_at_open_mj_) break;
@@ -112,9 +119,18 @@ void NvmlDevice::write_control(Control control, ControlValue value) {
   switch (control) {
     case Control::sm_clock_lock_mhz:
       if (value) {
-        nvml_.set_locked_sm_clocks(handle_, to_mhz(*value), to_mhz(*value));
-      } else {
-        nvml_.reset_locked_sm_clocks(handle_);
+        if (!sm_by_application_clocks_ && !nvml_.set_locked_sm_clocks(handle_, to_mhz(*value), to_mhz(*value))) {
+          sm_by_application_clocks_ = true;
+        }
+        if (sm_by_application_clocks_) {
+          const auto memory = info_.memory_clocks_mhz.empty()
+                                  ? nvml_.memory_clock_mhz(handle_)
+                                  : to_mhz(*std::max_element(info_.memory_clocks_mhz.begin(), info_.memory_clocks_mhz.end()));
+          nvml_.set_applications_clocks(handle_, memory, to_mhz(*value));
+        }
+      } else if (sm_by_application_clocks_ || !nvml_.reset_locked_sm_clocks(handle_)) {
+        // Also after a crash, when a fresh process does not know which kind the GPU used.
+        nvml_.reset_applications_clocks(handle_);
       }
       sm_lock_mhz_ = value;
       return;

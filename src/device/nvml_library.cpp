@@ -34,6 +34,23 @@ constexpr int kTemperatureGpu = 0;   // NVML_TEMPERATURE_GPU
 constexpr unsigned kNameSize = 96;   // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 constexpr unsigned kUuidSize = 80;   // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 constexpr unsigned kMaxClocks = 512;
+constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT
+struct NvmlFieldValue {  // nvmlFieldValue_t
+  unsigned field_id;
+  unsigned scope_id;
+  long long timestamp;
+  long long latency_us;
+  int value_type;  // nvmlValueType_t
+  int status;      // nvmlReturn_t
+  union {
+    double d;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    int si;
+  } value;
+};
 
 }  // namespace
 
@@ -47,6 +64,7 @@ struct NvmlLibrary::Api {
   nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*pci_info)(nvmlDevice_t, NvmlPciInfo*) = nullptr;
   nvmlReturn_t (*power_usage)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*field_values)(nvmlDevice_t, int, NvmlFieldValue*) = nullptr;  // optional
   nvmlReturn_t (*total_energy)(nvmlDevice_t, unsigned long long*) = nullptr;  // optional
   nvmlReturn_t (*clock_info)(nvmlDevice_t, int, unsigned*) = nullptr;
   nvmlReturn_t (*utilization)(nvmlDevice_t, NvmlUtilizationC*) = nullptr;
@@ -61,6 +79,8 @@ struct NvmlLibrary::Api {
   nvmlReturn_t (*lock_memory)(nvmlDevice_t, unsigned, unsigned) = nullptr;  // optional
   nvmlReturn_t (*reset_memory)(nvmlDevice_t) = nullptr;                     // optional
   nvmlReturn_t (*set_limit)(nvmlDevice_t, unsigned) = nullptr;
+  nvmlReturn_t (*set_app_clocks)(nvmlDevice_t, unsigned, unsigned) = nullptr;
+  nvmlReturn_t (*reset_app_clocks)(nvmlDevice_t) = nullptr;
 };
 
 namespace {
@@ -108,6 +128,7 @@ NvmlLibrary::NvmlLibrary(const std::string& path) : path_(path), api_(std::make_
     resolve(handle_, path, "nvmlDeviceGetUUID", a.uuid);
     resolve(handle_, path, "nvmlDeviceGetPciInfo_v3", a.pci_info);
     resolve(handle_, path, "nvmlDeviceGetPowerUsage", a.power_usage);
+    resolve(handle_, path, "nvmlDeviceGetFieldValues", a.field_values, false);
     resolve(handle_, path, "nvmlDeviceGetTotalEnergyConsumption", a.total_energy, false);
     resolve(handle_, path, "nvmlDeviceGetClockInfo", a.clock_info);
     resolve(handle_, path, "nvmlDeviceGetUtilizationRates", a.utilization);
@@ -122,6 +143,8 @@ NvmlLibrary::NvmlLibrary(const std::string& path) : path_(path), api_(std::make_
     resolve(handle_, path, "nvmlDeviceSetMemoryLockedClocks", a.lock_memory, false);
     resolve(handle_, path, "nvmlDeviceResetMemoryLockedClocks", a.reset_memory, false);
     resolve(handle_, path, "nvmlDeviceSetPowerManagementLimit", a.set_limit);
+    resolve(handle_, path, "nvmlDeviceSetApplicationsClocks", a.set_app_clocks);
+    resolve(handle_, path, "nvmlDeviceResetApplicationsClocks", a.reset_app_clocks);
     const auto status = a.init();
     if (status != 0) {
       const auto code = code_for(status);
@@ -195,6 +218,22 @@ unsigned NvmlLibrary::power_usage_mw(NvmlHandle device) const {
   return mw;
 }
 
+std::optional<unsigned> NvmlLibrary::instant_power_mw(NvmlHandle device) const {
+  if (api_->field_values == nullptr) return std::nullopt;
+  NvmlFieldValue field{};
+  field.field_id = kFieldPowerInstant;
+  if (api_->field_values(device, 1, &field) != 0 || field.status != 0) return std::nullopt;
+  switch (field.value_type) {
+    case 0: return static_cast<unsigned>(field.value.d);
+    case 1: return field.value.ui;
+    case 2: return static_cast<unsigned>(field.value.ul);
+    case 3: return static_cast<unsigned>(field.value.ull);
+    case 4: return static_cast<unsigned>(field.value.sll);
+    case 5: return static_cast<unsigned>(field.value.si);
+    default: return std::nullopt;
+  }
+}
+
 std::optional<std::uint64_t> NvmlLibrary::total_energy_mj(NvmlHandle device) const {
   if (api_->total_energy == nullptr) return std::nullopt;
   unsigned long long mj = 0;
@@ -253,12 +292,26 @@ std::vector<unsigned> NvmlLibrary::supported_graphics_clocks_mhz(NvmlHandle devi
   return clocks;
 }
 
-void NvmlLibrary::set_locked_sm_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const {
-  check(*api_, api_->lock_sm(device, min_mhz, max_mhz), "nvmlDeviceSetGpuLockedClocks");
+bool NvmlLibrary::set_locked_sm_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const {
+  const auto status = api_->lock_sm(device, min_mhz, max_mhz);
+  if (static_cast<NvmlStatus>(status) == NvmlStatus::not_supported) return false;
+  check(*api_, status, "nvmlDeviceSetGpuLockedClocks");
+  return true;
 }
 
-void NvmlLibrary::reset_locked_sm_clocks(NvmlHandle device) const {
-  check(*api_, api_->reset_sm(device), "nvmlDeviceResetGpuLockedClocks");
+void NvmlLibrary::set_applications_clocks(NvmlHandle device, unsigned memory_mhz, unsigned sm_mhz) const {
+  check(*api_, api_->set_app_clocks(device, memory_mhz, sm_mhz), "nvmlDeviceSetApplicationsClocks");
+}
+
+void NvmlLibrary::reset_applications_clocks(NvmlHandle device) const {
+  check(*api_, api_->reset_app_clocks(device), "nvmlDeviceResetApplicationsClocks");
+}
+
+bool NvmlLibrary::reset_locked_sm_clocks(NvmlHandle device) const {
+  const auto status = api_->reset_sm(device);
+  if (static_cast<NvmlStatus>(status) == NvmlStatus::not_supported) return false;
+  check(*api_, status, "nvmlDeviceResetGpuLockedClocks");
+  return true;
 }
 
 void NvmlLibrary::set_locked_memory_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const {

@@ -96,6 +96,42 @@ TEST(Nvml, ReadsIdentityAndSignalsInSiUnits) {
   expect_error([&] { NvmlDevice missing(nvml, 2); }, ErrorCode::usage, "GPU 2 does not exist (2 NVIDIA GPUs found)");
 }
 
+TEST(Nvml, PowerIsTheInstantaneousReadingWhereTheDriverHasOne) {
+  auto instant = a100();
+  instant["power_instant_mw"] = 287125;
+  const FakeNvml fake(nlohmann::json::array({instant, a100()}));
+  const NvmlLibrary nvml(kFake);
+  NvmlDevice with(nvml, 0);
+  EXPECT_TRUE(with.info().instant_power);
+  EXPECT_DOUBLE_EQ(with.read(Signal::power_w), 287.125) << "not the 1-s average (61.25 W)";
+  NvmlDevice without(nvml, 1);
+  EXPECT_FALSE(without.info().instant_power);
+  EXPECT_DOUBLE_EQ(without.read(Signal::power_w), 61.25);
+}
+
+TEST(Nvml, AGpuThatCannotLockClocksGetsApplicationClocks) {
+  auto p40 = a100();
+  p40["name"] = "Tesla P40";
+  p40["locked_clocks_supported"] = false;
+  p40["memory_clocks_mhz"] = {3615, 405};
+  p40["graphics_clocks_mhz"] = {1531, 1303, 1063, 544};
+  const FakeNvml fake(nlohmann::json::array({p40}));
+  const NvmlLibrary nvml(kFake);
+  {
+    NvmlDevice gpu(nvml, 0);
+    gpu.write_control(Control::sm_clock_lock_mhz, 1063.0);
+    EXPECT_EQ(fake.state()["devices"][0]["applications_clocks_mhz"], nlohmann::json({3615, 1063}))
+        << "at the highest memory clock";
+    gpu.write_control(Control::sm_clock_lock_mhz, std::nullopt);
+    EXPECT_TRUE(fake.state()["devices"][0]["applications_clocks_mhz"].is_null());
+    gpu.write_control(Control::sm_clock_lock_mhz, 1303.0);
+  }
+  // A fresh process (recovery after a crash) does not know the kind: resetting still works.
+  NvmlDevice fresh(nvml, 0);
+  fresh.write_control(Control::sm_clock_lock_mhz, std::nullopt);
+  EXPECT_TRUE(fake.state()["devices"][0]["applications_clocks_mhz"].is_null());
+}
+
 TEST(Nvml, NoLibraryOrNoDriverIsAClearNoGpuError) {
   expect_error([] { NvmlLibrary nvml("/nonexistent/libnvidia-ml.so.1"); }, ErrorCode::no_gpu,
                "no NVIDIA driver: cannot load /nonexistent/libnvidia-ml.so.1");

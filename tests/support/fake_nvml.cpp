@@ -9,7 +9,9 @@
 // "sm_clock_mhz", "memory_clock_mhz", "utilization_gpu", "utilization_memory", "temperature_c",
 // "power_limit_mw", "power_limit_min_mw", "power_limit_max_mw", "power_limit_default_mw",
 // "memory_clocks_mhz": [...], "graphics_clocks_mhz": [...], "locked_sm_mhz": null | [min, max],
-// "locked_memory_mhz": null | [min, max], "deny_writes": false, "fail": {"nvmlFunction": status}}],
+// "locked_memory_mhz": null | [min, max], "locked_clocks_supported": true (false: a pre-Volta GPU,
+// application clocks only), "power_instant_mw" (absent: no instantaneous reading), "deny_writes":
+// false, "fail": {"nvmlFunction": status}}],
 // "writes": ["nvmlDeviceSet... 0 1200 1200", ...]}
 
 #include <nlohmann/json.hpp>
@@ -291,8 +293,14 @@ int nvmlDeviceGetSupportedGraphicsClocks(void* handle, unsigned memory_mhz, unsi
   return copy_list((*device)["graphics_clocks_mhz"], count, clocks);
 }
 
+bool locks_clocks(void* handle) {
+  auto* device = device_of(handle);
+  return device == nullptr || device->value("locked_clocks_supported", true);
+}
+
 int nvmlDeviceSetGpuLockedClocks(void* handle, unsigned min_mhz, unsigned max_mhz) {
   const std::lock_guard lock(fake_mutex);
+  if (!locks_clocks(handle)) return kNotSupported;
   return write_call(handle, "nvmlDeviceSetGpuLockedClocks", std::to_string(min_mhz) + " " + std::to_string(max_mhz),
                     [&](nlohmann::json& d) {
                       d["locked_sm_mhz"] = {min_mhz, max_mhz};
@@ -302,6 +310,7 @@ int nvmlDeviceSetGpuLockedClocks(void* handle, unsigned min_mhz, unsigned max_mh
 
 int nvmlDeviceResetGpuLockedClocks(void* handle) {
   const std::lock_guard lock(fake_mutex);
+  if (!locks_clocks(handle)) return kNotSupported;
   return write_call(handle, "nvmlDeviceResetGpuLockedClocks", "",
                     [](nlohmann::json& d) { d["locked_sm_mhz"] = nullptr; });
 }
@@ -330,6 +339,48 @@ int nvmlDeviceSetPowerManagementLimit(void* handle, unsigned mw) {
   }
   return write_call(handle, "nvmlDeviceSetPowerManagementLimit", std::to_string(mw),
                     [&](nlohmann::json& d) { d["power_limit_mw"] = mw; });
+}
+
+int nvmlDeviceSetApplicationsClocks(void* handle, unsigned memory_mhz, unsigned sm_mhz) {
+  const std::lock_guard lock(fake_mutex);
+  return write_call(handle, "nvmlDeviceSetApplicationsClocks", std::to_string(memory_mhz) + " " + std::to_string(sm_mhz),
+                    [&](nlohmann::json& d) {
+                      d["applications_clocks_mhz"] = {memory_mhz, sm_mhz};
+                      d["sm_clock_mhz"] = sm_mhz;
+                    });
+}
+
+int nvmlDeviceResetApplicationsClocks(void* handle) {
+  const std::lock_guard lock(fake_mutex);
+  return write_call(handle, "nvmlDeviceResetApplicationsClocks", "",
+                    [](nlohmann::json& d) { d["applications_clocks_mhz"] = nullptr; });
+}
+
+struct FieldValue {  // nvmlFieldValue_t
+  unsigned field_id, scope_id;
+  long long timestamp, latency_us;
+  int value_type, status;
+  unsigned long long value;
+};
+
+// Only NVML_FI_DEV_POWER_INSTANT (186), from "power_instant_mw" (absent: not supported).
+int nvmlDeviceGetFieldValues(void* handle, int count, FieldValue* values) {
+  const std::lock_guard lock(fake_mutex);
+  auto* device = device_of(handle);
+  if (device == nullptr || count < 0) return kInvalidArgument;
+  for (int i = 0; i < count; ++i) {
+    auto& v = values[i];
+    v.value = 0;
+    if (v.field_id != 186 || !device->contains("power_instant_mw")) {
+      v.status = kNotSupported;
+      continue;
+    }
+    v.status = kSuccess;
+    v.value_type = 1;  // unsigned int, in the union's first bytes
+    const auto mw = (*device)["power_instant_mw"].get<unsigned>();
+    std::memcpy(&v.value, &mw, sizeof(mw));
+  }
+  return kSuccess;
 }
 
 }  // extern "C"

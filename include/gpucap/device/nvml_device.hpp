@@ -4,7 +4,8 @@
 //
 // NVML offers no query for locked clocks, so the SM and memory locks read as "unlocked" until
 // this process sets them, and are restored by resetting the lock (what `nvidia-smi -rgc` and
-// `-rmc` do). Writing any control needs root (NVML answers NO_PERMISSION otherwise); can_write()
+// `-rmc` do). GPUs before Volta cannot lock clocks: there the SM clock control sets application
+// clocks (at the highest memory clock) and is restored with nvmlDeviceResetApplicationsClocks. Writing any control needs root (NVML answers NO_PERMISSION otherwise); can_write()
 // says so up front, so an unprivileged process refuses before it writes anything.
 
 #include <optional>
@@ -28,6 +29,7 @@ struct NvmlDeviceInfo {
   std::vector<double> memory_clocks_mhz;  // supported, highest first (NVML's order)
   std::vector<double> sm_clocks_mhz;      // supported at the highest memory clock, highest first
   bool energy_counter = false;
+  bool instant_power = false;  // power_w is NVML's instantaneous reading (else its 1-s average)
 };
 
 class NvmlDevice final : public Device {
@@ -58,6 +60,7 @@ class NvmlDevice final : public Device {
   NvmlDeviceInfo info_;
   std::optional<std::uint64_t> energy_at_open_mj_;
   std::optional<double> sm_lock_mhz_;
+  bool sm_by_application_clocks_ = false;  // the GPU refused a clock lock: application clocks
   std::optional<double> memory_lock_mhz_;
 };
 

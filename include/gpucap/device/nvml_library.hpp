@@ -66,7 +66,11 @@ class NvmlLibrary {
   [[nodiscard]] std::string uuid(NvmlHandle device) const;
   [[nodiscard]] std::string pci_bus_id(NvmlHandle device) const;
 
+  // NVML's power reading: a 1-s average on Ampere and later boards (instantaneous before).
   [[nodiscard]] unsigned power_usage_mw(NvmlHandle device) const;
+  // The instantaneous reading (field NVML_FI_DEV_POWER_INSTANT, drivers from R530 on); nullopt
+  // where the driver or the GPU does not have it.
+  [[nodiscard]] std::optional<unsigned> instant_power_mw(NvmlHandle device) const;
   // nullopt where the GPU or driver has no energy counter (before Volta).
   [[nodiscard]] std::optional<std::uint64_t> total_energy_mj(NvmlHandle device) const;
   [[nodiscard]] unsigned sm_clock_mhz(NvmlHandle device) const;
@@ -77,8 +81,14 @@ class NvmlLibrary {
   [[nodiscard]] std::vector<unsigned> supported_memory_clocks_mhz(NvmlHandle device) const;
   [[nodiscard]] std::vector<unsigned> supported_graphics_clocks_mhz(NvmlHandle device, unsigned memory_mhz) const;
 
-  void set_locked_sm_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const;
-  void reset_locked_sm_clocks(NvmlHandle device) const;
+  // Locked clocks exist from Volta on; false (nothing written) where the GPU does not support
+  // them, so the caller can use application clocks instead.
+  [[nodiscard]] bool set_locked_sm_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const;
+  [[nodiscard]] bool reset_locked_sm_clocks(NvmlHandle device) const;
+  // Application clocks (memory, SM): the SM clock control of older GPUs (Kepler to Pascal, e.g.
+  // the seeds' Tesla P40).
+  void set_applications_clocks(NvmlHandle device, unsigned memory_mhz, unsigned sm_mhz) const;
+  void reset_applications_clocks(NvmlHandle device) const;
   // Error(unsupported) where the driver lacks memory-clock locking (before R470).
   void set_locked_memory_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const;
   void reset_locked_memory_clocks(NvmlHandle device) const;
