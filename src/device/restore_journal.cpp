@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
@@ -43,6 +46,8 @@ std::vector<JournalEntry> parse(const std::string& text, const std::string& path
       entry.device_id = e.at("device").get<std::string>();
       entry.control = control_of(e.at("control").get<std::string>(), path);
       if (!e.at("original").is_null()) entry.original = e.at("original").get<double>();
+      entry.owner.pid = e.at("pid").get<long>();
+      entry.owner.start_ticks = e.at("pid_start_ticks").get<unsigned long long>();
       entries.push_back(std::move(entry));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -56,7 +61,9 @@ std::string serialise(const std::vector<JournalEntry>& entries) {
   for (const auto& e : entries) {
     list.push_back({{"device", e.device_id},
                     {"control", control_key(e.control)},
-                    {"original", e.original ? nlohmann::json(*e.original) : nlohmann::json()}});
+                    {"original", e.original ? nlohmann::json(*e.original) : nlohmann::json()},
+                    {"pid", e.owner.pid},
+                    {"pid_start_ticks", e.owner.start_ticks}});
   }
   return nlohmann::json{{"version", kJournalVersion}, {"entries", list}}.dump(2) + "\n";
 }
@@ -89,7 +96,32 @@ std::vector<JournalEntry> read_entries(const std::string& path) {
   return parse(read_text_file(path), path);
 }
 
+// Field 22 of /proc/PID/stat (starttime); nullopt when there is no such process.
+std::optional<unsigned long long> start_ticks_of(long pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return std::nullopt;
+  const auto after_name = stat.rfind(')');  // the name may hold spaces and parentheses
+  if (after_name == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(after_name + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::stoull(field);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+ProcessId this_process() {
+  const long pid = static_cast<long>(getpid());
+  return ProcessId{pid, start_ticks_of(pid).value_or(0)};
+}
+
+bool is_running(const ProcessId& process) {
+  const auto ticks = start_ticks_of(process.pid);
+  return ticks && *ticks == process.start_ticks;
+}
 
 std::string default_journal_path() {
   if (const char* path = std::getenv("GPUCAP_RESTORE_JOURNAL"); path != nullptr && *path != '\0') return path;
@@ -118,7 +150,7 @@ void RestoreJournal::record(const std::string& device_id, Control control, Contr
     return e.device_id == device_id && e.control == control;
   });
   if (known) return;
-  entries.push_back(JournalEntry{device_id, control, original});
+  entries.push_back(JournalEntry{device_id, control, original, this_process()});
   write_text_file_durably(path_, serialise(entries));
 }
 
@@ -126,7 +158,10 @@ void RestoreJournal::forget(const std::string& device_id) {
   if (!std::filesystem::exists(path_)) return;
   const JournalLock lock(path_);
   auto entries = read_entries(path_);
-  std::erase_if(entries, [&](const JournalEntry& e) { return e.device_id == device_id; });
+  const auto me = this_process();
+  std::erase_if(entries, [&](const JournalEntry& e) {
+    return e.device_id == device_id && (e.owner == me || !is_running(e.owner));
+  });
   if (entries.empty()) {
     std::error_code ec;
     std::filesystem::remove(path_, ec);
@@ -141,7 +176,9 @@ std::vector<JournalEntry> RestoreJournal::entries() const { return read_entries(
 RecoveryReport recover_from_journal(RestoreJournal& journal, const DeviceFinder& find) {
   RecoveryReport report;
   std::vector<std::string> devices;
-  const auto entries = journal.entries();
+  auto entries = journal.entries();
+  // A running owner (a run in progress elsewhere) restores its settings itself.
+  std::erase_if(entries, [](const JournalEntry& e) { return is_running(e.owner); });
   for (const auto& e : entries) {
     if (std::find(devices.begin(), devices.end(), e.device_id) == devices.end()) devices.push_back(e.device_id);
   }

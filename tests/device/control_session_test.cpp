@@ -135,9 +135,11 @@ TEST(RestoreJournal, RecordsTheFirstOriginalPerControlAndForgetsPerDevice) {
   journal.record("GPU-a", Control::power_limit_w, 150.0);  // a later value is not the original
   journal.record("GPU-a", Control::sm_clock_lock_mhz, std::nullopt);
   journal.record("GPU-b", Control::power_limit_w, 300.0);
-  const std::vector<JournalEntry> expected = {{"GPU-a", Control::power_limit_w, 250.0},
-                                              {"GPU-a", Control::sm_clock_lock_mhz, std::nullopt},
-                                              {"GPU-b", Control::power_limit_w, 300.0}};
+  const auto me = this_process();
+  EXPECT_TRUE(is_running(me));
+  const std::vector<JournalEntry> expected = {{"GPU-a", Control::power_limit_w, 250.0, me},
+                                              {"GPU-a", Control::sm_clock_lock_mhz, std::nullopt, me},
+                                              {"GPU-b", Control::power_limit_w, 300.0, me}};
   EXPECT_EQ(journal.entries(), expected);
   journal.forget("GPU-a");
   ASSERT_EQ(journal.entries().size(), 1u);
@@ -161,8 +163,8 @@ TEST(RestoreJournal, ASessionJournalsBeforeItWritesAndForgetsAfterRestoring) {
     ControlSession session(device, journal, "GPU-a");
     session.write(Control::power_limit_w, 150.0);
     session.write(Control::sm_clock_lock_mhz, 1063.0);
-    const std::vector<JournalEntry> expected = {{"GPU-a", Control::power_limit_w, 250.0},
-                                                {"GPU-a", Control::sm_clock_lock_mhz, std::nullopt}};
+    const std::vector<JournalEntry> expected = {{"GPU-a", Control::power_limit_w, 250.0, this_process()},
+                                                {"GPU-a", Control::sm_clock_lock_mhz, std::nullopt, this_process()}};
     EXPECT_EQ(journal.entries(), expected);
   }
   EXPECT_FALSE(std::filesystem::exists(journal.path())) << "restored: nothing left to recover";
@@ -173,15 +175,22 @@ TEST(RestoreJournal, ASessionJournalsBeforeItWritesAndForgetsAfterRestoring) {
   EXPECT_EQ(device.values[Control::power_limit_w], 250.0);
 }
 
+// A pid above Linux's largest (4194304): never a running process.
+constexpr long kDeadPid = 999'999'999;
+
 TEST(RestoreJournal, RecoveryPutsBackWhatAKilledProcessLeftAndKeepsWhatItCannot) {
   test::TempDir dir;
-  RestoreJournal journal(dir.file("journal.json"));
+  // Written by a process that has died since.
+  const auto path = dir.write("journal.json", R"({"version": 1, "entries": [
+      {"device": "GPU-a", "control": "GPU_POWER_LIMIT_CONTROL", "original": 250.0, "pid": 999999999, "pid_start_ticks": 7},
+      {"device": "GPU-a", "control": "GPU_CORE_FREQUENCY_LOCK_CONTROL", "original": null, "pid": 999999999,
+       "pid_start_ticks": 7},
+      {"device": "GPU-gone", "control": "GPU_POWER_LIMIT_CONTROL", "original": 300.0, "pid": 999999999,
+       "pid_start_ticks": 7}]})");
+  RestoreJournal journal(path);
   RecordingDevice device;
   device.values[Control::power_limit_w] = 150.0;  // as the killed process left it
   device.values[Control::sm_clock_lock_mhz] = 949.0;
-  journal.record("GPU-a", Control::power_limit_w, 250.0);
-  journal.record("GPU-a", Control::sm_clock_lock_mhz, std::nullopt);
-  journal.record("GPU-gone", Control::power_limit_w, 300.0);
   const auto report = recover_from_journal(
       journal, [&device](const std::string& id) -> Device* { return id == "GPU-a" ? &device : nullptr; });
   EXPECT_EQ(report.restored.size(), 2u);
@@ -189,8 +198,21 @@ TEST(RestoreJournal, RecoveryPutsBackWhatAKilledProcessLeftAndKeepsWhatItCannot)
   EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], std::nullopt);
   ASSERT_EQ(report.failures.size(), 1u);
   EXPECT_NE(report.failures[0].find("GPU-gone"), std::string::npos);
-  const std::vector<JournalEntry> left = {{"GPU-gone", Control::power_limit_w, 300.0}};
+  const std::vector<JournalEntry> left = {{"GPU-gone", Control::power_limit_w, 300.0, ProcessId{kDeadPid, 7}}};
   EXPECT_EQ(journal.entries(), left);
+}
+
+TEST(RestoreJournal, RecoveryLeavesTheSettingsOfARunningRunAlone) {
+  test::TempDir dir;
+  RestoreJournal journal(dir.file("journal.json"));
+  journal.record("GPU-a", Control::power_limit_w, 250.0);  // this process: running
+  RecordingDevice device;
+  device.values[Control::power_limit_w] = 150.0;
+  const auto report = recover_from_journal(journal, [&device](const std::string&) -> Device* { return &device; });
+  EXPECT_TRUE(report.restored.empty());
+  EXPECT_TRUE(report.failures.empty());
+  EXPECT_EQ(device.values[Control::power_limit_w], 150.0) << "a run in progress keeps its settings";
+  EXPECT_EQ(journal.entries().size(), 1u);
 }
 
 }  // namespace

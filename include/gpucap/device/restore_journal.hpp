@@ -19,10 +19,24 @@
 
 namespace gpucap::device {
 
+// The process that changed a setting: its pid and its start time (clock ticks after boot, from
+// /proc/PID/stat), so that a pid reused by another process is not taken for it.
+struct ProcessId {
+  long pid = 0;
+  unsigned long long start_ticks = 0;
+
+  bool operator==(const ProcessId&) const = default;
+};
+
+[[nodiscard]] ProcessId this_process();
+// Whether that process is still running.
+[[nodiscard]] bool is_running(const ProcessId& process);
+
 struct JournalEntry {
   std::string device_id;  // the GPU's UUID
   Control control = Control::sm_clock_lock_mhz;
   ControlValue original;  // nullopt: unlocked / the board default
+  ProcessId owner;        // who changed it
 
   bool operator==(const JournalEntry&) const = default;
 };
@@ -34,10 +48,12 @@ class RestoreJournal {
   explicit RestoreJournal(std::string path);
   [[nodiscard]] const std::string& path() const { return path_; }
 
-  // Records the original value of a control unless one is recorded for it already (the first is
-  // the one to restore); durable before it returns. Error(io) when it cannot be written.
+  // Records the original value of a control, owned by this process, unless one is recorded for it
+  // already (the first is the one to restore); durable before it returns. Error(io) when it cannot
+  // be written.
   void record(const std::string& device_id, Control control, ControlValue original);
-  // Forgets the device's entries; removes the file once none are left.
+  // Forgets the device's entries (except those of other running processes); removes the file once
+  // none are left.
   void forget(const std::string& device_id);
   // Every entry; none when the file does not exist. Error(invalid_data) for a damaged journal.
   [[nodiscard]] std::vector<JournalEntry> entries() const;
@@ -54,8 +70,10 @@ struct RecoveryReport {
   std::vector<std::string> failures;  // one line each; those entries stay in the journal
 };
 
-// Puts every journaled control back, device by device; a device whose controls were all restored
-// is forgotten. Devices `find` does not know stay in the journal (and in failures).
+// Puts back every journaled control whose owner is no longer running, device by device; a device
+// whose controls were all restored is forgotten. A running owner's entries are left alone: that
+// run is still using its settings and restores them itself. Devices `find` does not know stay in
+// the journal (and in failures).
 [[nodiscard]] RecoveryReport recover_from_journal(RestoreJournal& journal, const DeviceFinder& find);
 
 }  // namespace gpucap::device
