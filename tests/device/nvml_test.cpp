@@ -10,6 +10,7 @@
 #include "gpucap/core/files.hpp"
 #include "gpucap/device/control_session.hpp"
 #include "gpucap/device/nvml_device.hpp"
+#include "support/expect_error.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap::device {
@@ -56,15 +57,7 @@ class FakeNvml {
 
 const char* kFake = GPUCAP_FAKE_NVML_PATH;
 
-void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_error_from;
 
 TEST(Nvml, ReadsIdentityAndSignalsInSiUnits) {
   auto second = a100();
@@ -93,7 +86,7 @@ TEST(Nvml, ReadsIdentityAndSignalsInSiUnits) {
   NvmlDevice other(nvml, 1);
   EXPECT_FALSE(other.has_signal(Signal::energy_j)) << "no energy counter on that one";
   EXPECT_TRUE(gpu.has_signal(Signal::energy_j));
-  expect_error([&] { NvmlDevice missing(nvml, 2); }, ErrorCode::usage, "GPU 2 does not exist (2 NVIDIA GPUs found)");
+  expect_error_from([&] { NvmlDevice missing(nvml, 2); }, ErrorCode::usage, "GPU 2 does not exist (2 NVIDIA GPUs found)");
 }
 
 TEST(Nvml, PowerIsTheInstantaneousReadingWhereTheDriverHasOne) {
@@ -133,14 +126,14 @@ TEST(Nvml, AGpuThatCannotLockClocksGetsApplicationClocks) {
 }
 
 TEST(Nvml, NoLibraryOrNoDriverIsAClearNoGpuError) {
-  expect_error([] { NvmlLibrary nvml("/nonexistent/libnvidia-ml.so.1"); }, ErrorCode::no_gpu,
+  expect_error_from([] { NvmlLibrary nvml("/nonexistent/libnvidia-ml.so.1"); }, ErrorCode::no_gpu,
                "no NVIDIA driver: cannot load /nonexistent/libnvidia-ml.so.1");
   {
     const FakeNvml fake(nlohmann::json::array(), /*init_status=*/9);
-    expect_error([] { NvmlLibrary nvml(kFake); }, ErrorCode::no_gpu, "nvmlInit_v2 failed: Driver Not Loaded");
+    expect_error_from([] { NvmlLibrary nvml(kFake); }, ErrorCode::no_gpu, "nvmlInit_v2 failed: Driver Not Loaded");
   }
   // A library that loads but is not NVML.
-  expect_error([] { NvmlLibrary nvml("libm.so.6"); }, ErrorCode::device, "entry point nvmlInit_v2 is missing");
+  expect_error_from([] { NvmlLibrary nvml("libm.so.6"); }, ErrorCode::device, "entry point nvmlInit_v2 is missing");
 }
 
 TEST(Nvml, WritesLockAndResetClocksAndSetThePowerLimit) {
@@ -166,9 +159,9 @@ TEST(Nvml, NvmlErrorsBecomeTypedErrorsWithNvmlsMessage) {
   const FakeNvml fake(nlohmann::json::array({refusing}));
   const NvmlLibrary nvml(kFake);
   NvmlDevice gpu(nvml, 0);
-  expect_error([&] { gpu.write_control(Control::sm_clock_lock_mhz, 1200.0); }, ErrorCode::unsupported,
+  expect_error_from([&] { gpu.write_control(Control::sm_clock_lock_mhz, 1200.0); }, ErrorCode::unsupported,
                "nvmlDeviceSetGpuLockedClocks: Insufficient Permissions");
-  expect_error([&] { (void)gpu.read(Signal::power_w); }, ErrorCode::device, "nvmlDeviceGetPowerUsage: Unknown Error");
+  expect_error_from([&] { (void)gpu.read(Signal::power_w); }, ErrorCode::device, "nvmlDeviceGetPowerUsage: Unknown Error");
   EXPECT_TRUE(fake.state()["writes"].empty());
 }
 

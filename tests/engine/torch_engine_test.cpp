@@ -15,6 +15,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
+#include "support/expect_error.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap::engine {
@@ -141,32 +142,24 @@ TEST(TorchEngine, RunsOnAFolderOfJpegImagesOfAnySize) {
   }
 }
 
-void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_error_from;
 
 TEST(TorchEngine, BadModelsDevicesAndInputsAreClearErrors) {
   test::TempDir dir;
   TorchEngineOptions options;
   options.model_file = dir.file("missing.pt");
-  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::invalid_data, "missing.pt: not a TorchScript");
+  expect_error_from([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::invalid_data, "missing.pt: not a TorchScript");
   options.model_file = dir.write("junk.pt", "this is not a model");
-  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::invalid_data, "junk.pt: not a TorchScript");
+  expect_error_from([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::invalid_data, "junk.pt: not a TorchScript");
   options.model_file = model_path("mnasnet0_5", ".pt");
   options.fp16 = true;
-  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::unsupported, "FP16 inference needs a CUDA");
+  expect_error_from([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::unsupported, "FP16 inference needs a CUDA");
   options.fp16 = false;
   options.device = "tpu";
-  expect_error([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::usage, "device 'tpu'");
+  expect_error_from([&] { TorchEngine e(options, steady_now_s); }, ErrorCode::usage, "device 'tpu'");
   options.device = "cpu";
   const TorchEngine engine(options, steady_now_s);
-  expect_error([&] { (void)engine.infer(std::vector<float>(10), 1); }, ErrorCode::usage, "input of 10 values");
+  expect_error_from([&] { (void)engine.infer(std::vector<float>(10), 1); }, ErrorCode::usage, "input of 10 values");
 }
 
 }  // namespace
