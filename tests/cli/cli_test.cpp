@@ -15,6 +15,7 @@
 
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
+#include "gpucap/predict/pctodl.hpp"
 #include "support/cli_runner.hpp"
 #include "support/paths.hpp"
 
@@ -361,6 +362,43 @@ TEST(Cli, SettingsOfAKilledProcessAreRestoredByTheNextGpucapStart) {
   EXPECT_TRUE(gpu["locked_sm_mhz"].is_null());
   EXPECT_EQ(gpu["power_limit_mw"], 400000);
   EXPECT_FALSE(std::filesystem::exists(journal)) << "nothing left to restore";
+}
+
+TEST(Cli, PredictRunsPctodlsPredictorAndRejectsBadTenants) {
+  const auto params = test::shared_file("pctodl");
+  const std::vector<std::string> base = {"predict", "--params", params, "--model", "resnet50", "--gpu", "3080ti",
+                                         "--p", "50", "25", "--b", "16", "16", "--f", "1950"};
+  const auto r = gpucap(with(base, {"--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  const auto predictor = predict::PctodlPredictor::load(params, "resnet50", "imagenet_mem5001");
+  const std::vector<double> p = {50, 25};
+  const std::vector<int> b = {16, 16};
+  const auto expected = predictor.predict(p, b, 1950);
+  EXPECT_DOUBLE_EQ(json["u_sm"].get<double>(), expected.u_sm);
+  EXPECT_DOUBLE_EQ(json["u_mem"].get<double>(), expected.u_mem);
+  EXPECT_DOUBLE_EQ(json["throughput"].get<double>(), expected.throughput);
+  EXPECT_DOUBLE_EQ(json["power"].get<double>(), expected.power_w);
+  const auto text = gpucap(base);
+  EXPECT_NE(text.out.find("a prediction, not a measurement"), std::string::npos) << text.out;
+  const auto mem9501 = nlohmann::json::parse(gpucap(with(base, {"--mem", "9501", "--json"})).out);
+  EXPECT_EQ(mem9501["param_set"], "imagenet_mem9501");
+  expect_error({"predict", "--params", params, "--model", "resnet50", "--gpu", "3080ti", "--p", "60", "50", "--b", "8",
+                "8", "--f", "1500"},
+               2, "add up to 110 %");
+  expect_error({"predict", "--params", params, "--model", "resnet50", "--gpu", "3080ti", "--p", "60", "--b", "8", "8",
+                "--f", "1500"},
+               2, "--p lists 1 tenants but --b lists 2");
+  expect_error(with(base, {"--mem", "810"}), 2, "not 810");
+  expect_error({"predict", "--params", params, "--model", "resnet18", "--gpu", "a100", "--p", "50", "--b", "8", "--f",
+                "1400"},
+               2, "resnet18");
+  expect_error({"predict", "--params", params, "--model", "resnet50", "--gpu", "h100", "--p", "50", "--b", "8", "--f",
+                "1400"},
+               2, "not 'h100'");
+  expect_error({"predict", "--params", "/nonexistent", "--model", "resnet50", "--gpu", "a100", "--p", "50", "--b", "8",
+                "--f", "1400"},
+               4, "/nonexistent/index.json");
 }
 
 // A copy of the data folder, for commands that write to it.

@@ -1,0 +1,108 @@
+// gpucap predict: PctoDL's predictor (predict/pctodl.hpp) for one multi-tenant configuration —
+// MPS shares, batch sizes, SM clock — on the RTX 3080 Ti or the A100.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <vector>
+
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/predict/pctodl.hpp"
+
+namespace gpucap::cli {
+
+namespace {
+
+struct PredictFlags {
+  std::optional<std::string> params_dir;
+  std::string model;
+  std::string gpu;
+  std::vector<double> shares_pct;
+  std::vector<int> batches;
+  double sm_clock_mhz = 0.0;
+  double memory_clock_mhz = 0.0;  // 0: the GPU's default set
+  std::optional<std::string> param_set;
+  bool json = false;
+};
+
+// --params, else $GPUCAP_PCTODL_PARAMS, else the shared data's pctodl/ folder.
+std::string params_dir(const PredictFlags& flags) {
+  if (flags.params_dir) return *flags.params_dir;
+  if (const char* env = std::getenv("GPUCAP_PCTODL_PARAMS"); env != nullptr && *env != '\0') return env;
+  return (std::filesystem::path(resolve_shared_dir()) / "pctodl").string();
+}
+
+void check_tenants(const PredictFlags& flags) {
+  if (flags.shares_pct.empty()) throw usage_error("--p needs one MPS share per tenant");
+  if (flags.shares_pct.size() != flags.batches.size()) {
+    throw usage_error(fmt::format("--p lists {} tenants but --b lists {}", flags.shares_pct.size(), flags.batches.size()));
+  }
+  double total = 0.0;
+  for (const double p : flags.shares_pct) {
+    if (!(p > 0.0 && p <= 100.0)) throw usage_error(fmt::format("MPS share {:g} % must be in (0, 100]", p));
+    total += p;
+  }
+  if (total > 100.0 + 1e-9) throw usage_error(fmt::format("MPS shares add up to {:g} %, more than 100 %", total));
+  for (const int b : flags.batches) {
+    if (b < 1 || b > 100'000) throw usage_error(fmt::format("batch size {} must be between 1 and 100000", b));
+  }
+  if (!(flags.sm_clock_mhz > 0.0 && flags.sm_clock_mhz <= 10'000.0)) {
+    throw usage_error(fmt::format("--f {:g} MHz must be a positive SM clock", flags.sm_clock_mhz));
+  }
+}
+
+}  // namespace
+
+Command add_predict_command(CLI::App& app, const GlobalOptions& /*global*/) {
+  auto flags = std::make_shared<PredictFlags>();
+  auto* cmd = app.add_subcommand(
+      "predict", "PctoDL's predictor: SM and memory utilisation, throughput and power of MPS tenants at an SM clock");
+  cmd->add_option("--params", flags->params_dir,
+                  "PctoDL parameter folder (default: $GPUCAP_PCTODL_PARAMS, else ../shared/data/pctodl)");
+  cmd->add_option("--model", flags->model, "Model as PctoDL names it (resnet50, mobilenet_v2, mnasnet, ...)")
+      ->required();
+  cmd->add_option("--gpu", flags->gpu, "3080ti or a100")->required();
+  cmd->add_option("--p", flags->shares_pct, "MPS share of each tenant in percent, e.g. --p 50 25")->required();
+  cmd->add_option("--b", flags->batches, "Batch size of each tenant, e.g. --b 16 16")->required();
+  cmd->add_option("--f", flags->sm_clock_mhz, "SM clock in MHz")->required();
+  cmd->add_option("--mem", flags->memory_clock_mhz, "Memory clock in MHz (3080 Ti: 5001 or 9501; A100: 1215)");
+  cmd->add_option("--param-set", flags->param_set,
+                  "Parameter set (suffix), e.g. imagenet_mem9501 (default: PctoDL's ImageNet set for the GPU and --mem)");
+  cmd->add_flag("--json", flags->json, "Print {u_sm, u_mem, throughput, power} as JSON");
+  return Command{cmd, [flags] {
+                   check_tenants(*flags);
+                   auto set = flags->param_set.value_or(
+                       predict::default_pctodl_param_set(flags->gpu, flags->memory_clock_mhz));
+                   if (!set.empty() && set.front() == '_') set.erase(0, 1);
+                   const auto predictor = predict::PctodlPredictor::load(params_dir(*flags), flags->model, set);
+                   const auto r = predictor.predict(flags->shares_pct, flags->batches, flags->sm_clock_mhz);
+                   if (flags->json) {
+                     std::cout << nlohmann::json{{"u_sm", r.u_sm},
+                                                 {"u_mem", r.u_mem},
+                                                 {"throughput", r.throughput},
+                                                 {"power", r.power_w},
+                                                 {"model", predictor.model()},
+                                                 {"param_set", predictor.param_set()},
+                                                 {"memory_clock_mhz", predictor.memory_clock_mhz()},
+                                                 {"predicted", true}}
+                                      .dump(2)
+                              << "\n";
+                     return;
+                   }
+                   fmt::print("PctoDL predictor, {} ({}, memory clock {:g} MHz), SM clock {:g} MHz — a prediction, "
+                              "not a measurement\n",
+                              predictor.model(), predictor.param_set(), predictor.memory_clock_mhz(),
+                              flags->sm_clock_mhz);
+                   fmt::print("  SM utilisation      {:8.2f} %\n", r.u_sm);
+                   fmt::print("  memory utilisation  {:8.2f} %\n", r.u_mem);
+                   fmt::print("  throughput          {:8.1f} img/s\n", r.throughput);
+                   fmt::print("  power               {:8.1f} W (window maximum)\n", r.power_w);
+                 }};
+}
+
+}  // namespace gpucap::cli
