@@ -1,0 +1,80 @@
+#pragma once
+// PctoDL's greedy partitioner (seed-systems.md §2.7): which tenants to run on one GPU under NVIDIA
+// MPS — each an MPS share and a batch size — and at which SM and memory clock, for the most
+// predicted throughput under a power cap. Master Partition admits one tenant at a time, the one
+// with the highest predicted throughput gain per share (FindBestNext), and after each admission
+// the highest SM clock whose predicted power still fits the cap (SolveFreq: bracketing and
+// bisection). An exhaustive search over every partition is here too, as the reference the greedy
+// one is measured against. Both work on any predictor (PctoDL's fits, or one of gpucap's own).
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpucap::tune {
+
+struct Tenant {
+  int share_pct = 0;  // MPS active-thread percentage
+  int batch = 0;
+
+  bool operator==(const Tenant&) const = default;
+};
+
+struct PartitionPrediction {
+  double throughput_img_s = 0.0;
+  double power_w = 0.0;
+};
+
+// Predicts a set of tenants at an SM clock and a memory clock.
+using PartitionPredictor =
+    std::function<PartitionPrediction(const std::vector<Tenant>& tenants, double sm_clock_mhz, double memory_clock_mhz)>;
+
+struct PartitionSpace {
+  std::vector<double> sm_clocks_mhz;      // the GPU's supported SM clocks
+  std::vector<double> memory_clocks_mhz;  // candidates (3080 Ti: 9501, 5001; A100: 1215)
+  int mps_step_pct = 5;
+  std::vector<int> batch_pool = {4, 8, 16, 32, 64, 96, 128, 192, 256};
+  int max_batch = 256;                    // PctoDL caps vgg19 at 160
+  double bisection_low_mhz = 500.0;       // SolveFreq's bounds
+  double bisection_high_mhz = 2100.0;
+  std::size_t max_tenants = 0;            // exhaustive search only: 0 = as many as the shares allow
+
+  // Throws Error(usage) for an empty clock list, a step that does not divide 100, ...
+  void validate() const;
+  // The batch sizes a tenant of `share_pct` may take: the pool's within
+  // [max(4, ⌊0.8·share⌋), ⌊6.4·share⌋] (at most max_batch); if none, the one closest to the lower end.
+  [[nodiscard]] std::vector<int> batches_for(int share_pct) const;
+};
+
+struct Partition {
+  std::vector<Tenant> tenants;  // in admission order
+  double sm_clock_mhz = 0.0;
+  double memory_clock_mhz = 0.0;
+  PartitionPrediction predicted;
+};
+
+struct PartitionSearch {
+  std::optional<Partition> best;      // nullopt: not even one tenant fits under the cap
+  std::size_t predictor_calls = 0;    // distinct (tenants, SM clock, memory clock) predicted
+  std::size_t configurations = 0;     // tenant sets whose clock was solved
+};
+
+// Master Partition + FindBestNext (§2.7), as upstream, including its quirks: the density
+// (throughput gain per share) is not required to be positive, and leftover share is handed out in
+// step-sized chunks round-robin before the clocks are solved once more. One deviation: SolveFreq
+// accepts a bisection point only within 1 W *under* the cap (upstream: within 1 W either side,
+// so its pick could exceed the cap by up to 1 W).
+[[nodiscard]] PartitionSearch greedy_partition(const PartitionSpace& space, const PartitionPredictor& predict,
+                                               double cap_w);
+
+// Every multiset of tenants (shares in steps, adding up to at most 100; each share's admissible
+// batches) at every memory clock, each at the SM clock SolveFreq finds over the whole range: the
+// best predicted throughput under the cap. Tenants are ordered by share, then batch, descending.
+[[nodiscard]] PartitionSearch exhaustive_partition(const PartitionSpace& space, const PartitionPredictor& predict,
+                                                   double cap_w);
+
+[[nodiscard]] std::string describe(const std::vector<Tenant>& tenants);
+
+}  // namespace gpucap::tune
