@@ -401,6 +401,35 @@ TEST(Cli, PredictRunsPctodlsPredictorAndRejectsBadTenants) {
                4, "/nonexistent/index.json");
 }
 
+TEST(Cli, PartitionPlansTenantsAndClocksUnderTheCap) {
+  const auto params = test::shared_file("pctodl");
+  const std::vector<std::string> base = {"partition", "--params", params, "--model", "resnet50", "--gpu", "3080ti",
+                                         "--power-cap", "200"};
+  const auto r = gpucap(with(base, {"--json", "--exhaustive", "--max-tenants", "2", "--mps-step", "10"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(json["predicted"].get<bool>());
+  const auto& greedy = json["greedy"];
+  ASSERT_FALSE(greedy["tenants"].empty());
+  int total = 0;
+  for (const auto& t : greedy["tenants"]) total += t["mps_pct"].get<int>();
+  EXPECT_LE(total, 100);
+  EXPECT_LE(greedy["power_w"].get<double>(), 200.0);
+  EXPECT_LE(json["exhaustive"]["power_w"].get<double>(), 200.0);
+  EXPECT_LE(json["exhaustive"]["tenants"].size(), 2u);
+  EXPECT_GT(json["greedy_predictor_calls"].get<int>(), 0);
+  const auto text = gpucap(base);
+  EXPECT_NE(text.out.find("predicted by PctoDL's fits, not measured"), std::string::npos) << text.out;
+  expect_error(with(base, {"--mps-step", "3"}), 2, "--mps-step 3 must divide 100");
+  expect_error({"partition", "--params", params, "--model", "resnet50", "--gpu", "p40", "--power-cap", "200"}, 2,
+               "not 'p40'");
+  expect_error({"partition", "--params", params, "--model", "resnet50", "--gpu", "3080ti", "--power-cap", "20"}, 2,
+               "no partition of resnet50 fits under 20 W");
+  expect_error({"partition", "--params", params, "--model", "resnet50", "--gpu", "3080ti", "--power-cap", "200",
+                "--mem", "810"},
+               2, "not 810");
+}
+
 // A copy of the data folder, for commands that write to it.
 std::string copied_data_dir(const test::TempDir& dir) {
   std::filesystem::copy(test::data_dir(), dir.file("data"), std::filesystem::copy_options::recursive);

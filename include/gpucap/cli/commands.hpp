@@ -32,6 +32,7 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global);
 Command add_tune_command(CLI::App& app, const GlobalOptions& global);
 Command add_devices_command(CLI::App& app, const GlobalOptions& global);
 Command add_predict_command(CLI::App& app, const GlobalOptions& global);
+Command add_partition_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
 

@@ -1,0 +1,173 @@
+// gpucap partition: PctoDL's greedy partitioner (tune/partition.hpp) with PctoDL's predictor:
+// MPS tenants, batch sizes and clocks for the most predicted throughput under a power cap.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/predict/pctodl.hpp"
+#include "gpucap/sim/catalog.hpp"
+#include "gpucap/tune/partition.hpp"
+
+namespace gpucap::cli {
+
+namespace {
+
+struct PartitionFlags {
+  std::optional<std::string> params_dir;
+  std::string model;
+  std::string gpu;
+  double cap_w = 0.0;
+  int mps_step = 5;
+  std::optional<double> memory_clock_mhz;  // fixed; default: every fitted memory clock
+  bool exhaustive = false;
+  std::size_t max_tenants = 4;
+  bool json = false;
+};
+
+std::string params_dir(const PartitionFlags& flags) {
+  if (flags.params_dir) return *flags.params_dir;
+  if (const char* env = std::getenv("GPUCAP_PCTODL_PARAMS"); env != nullptr && *env != '\0') return env;
+  return (std::filesystem::path(resolve_shared_dir()) / "pctodl").string();
+}
+
+// PctoDL's memory-clock candidates (seed-systems.md §2.7), highest first.
+std::vector<double> memory_candidates(const std::string& gpu_key) {
+  return gpu_key == "a100" ? std::vector<double>{1215} : std::vector<double>{9501, 5001};
+}
+
+nlohmann::json partition_json(const tune::Partition& p) {
+  auto tenants = nlohmann::json::array();
+  for (const auto& t : p.tenants) tenants.push_back({{"mps_pct", t.share_pct}, {"batch", t.batch}});
+  return {{"tenants", tenants},
+          {"sm_clock_mhz", p.sm_clock_mhz},
+          {"memory_clock_mhz", p.memory_clock_mhz},
+          {"throughput_img_s", p.predicted.throughput_img_s},
+          {"power_w", p.predicted.power_w}};
+}
+
+}  // namespace
+
+Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
+  auto flags = std::make_shared<PartitionFlags>();
+  auto* cmd = app.add_subcommand(
+      "partition", "PctoDL's greedy partitioner: MPS tenants, batch sizes and clocks under a power cap (predicted)");
+  cmd->add_option("--params", flags->params_dir,
+                  "PctoDL parameter folder (default: $GPUCAP_PCTODL_PARAMS, else ../shared/data/pctodl)");
+  cmd->add_option("--model", flags->model, "Model as PctoDL names it (resnet50, mobilenet_v2, mnasnet, ...)")
+      ->required();
+  cmd->add_option("--gpu", flags->gpu, "3080ti or a100")->required();
+  cmd->add_option("--power-cap", flags->cap_w, "Power cap in W")->required();
+  cmd->add_option("--mps-step", flags->mps_step, "MPS share step in percent")->capture_default_str();
+  cmd->add_option("--mem", flags->memory_clock_mhz, "Fix the memory clock (default: try every fitted one)");
+  cmd->add_flag("--exhaustive", flags->exhaustive, "Also search every partition, for comparison");
+  cmd->add_option("--max-tenants", flags->max_tenants, "Exhaustive search: at most this many tenants")
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "Print the result as JSON");
+  return Command{cmd, [flags, &global] {
+                   const auto key = name_key(flags->gpu);
+                   if (key != "3080ti" && key != "rtx3080ti" && key != "a100") {
+                     throw usage_error(fmt::format("PctoDL has fits for the RTX 3080 Ti and the A100, not '{}'",
+                                                   flags->gpu));
+                   }
+                   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
+                   const auto& gpu = catalog.gpu(key == "a100" ? "a100" : "rtx3080ti");
+                   if (!(flags->cap_w > 0.0 && flags->cap_w <= gpu.power_limit_max_w)) {
+                     throw usage_error(fmt::format("--power-cap {:g} W must be in (0, {:g}] W for the {}", flags->cap_w,
+                                                   gpu.power_limit_max_w, gpu.name));
+                   }
+                   if (flags->max_tenants < 1 || flags->max_tenants > 100) {
+                     throw usage_error("--max-tenants must be between 1 and 100");
+                   }
+                   tune::PartitionSpace space;
+                   space.sm_clocks_mhz = gpu.sm_clocks_mhz;
+                   space.memory_clocks_mhz = flags->memory_clock_mhz
+                                                 ? std::vector<double>{*flags->memory_clock_mhz}
+                                                 : memory_candidates(key == "a100" ? "a100" : "3080ti");
+                   space.mps_step_pct = flags->mps_step;
+                   if (flags->model == "vgg19") space.max_batch = 160;  // as upstream
+                   space.max_tenants = flags->max_tenants;
+                   space.validate();
+                   // One predictor per memory clock: each has its own fitted parameter set.
+                   std::map<double, predict::PctodlPredictor> by_memory;
+                   for (const double m : space.memory_clocks_mhz) {
+                     by_memory.emplace(m, predict::PctodlPredictor::load(
+                                              params_dir(*flags), flags->model,
+                                              predict::default_pctodl_param_set(flags->gpu, m)));
+                   }
+                   const tune::PartitionPredictor predictor = [&by_memory](const std::vector<tune::Tenant>& tenants,
+                                                                           double f, double m) {
+                     std::vector<double> shares;
+                     std::vector<int> batches;
+                     for (const auto& t : tenants) {
+                       shares.push_back(t.share_pct);
+                       batches.push_back(t.batch);
+                     }
+                     const auto r = by_memory.at(m).predict(shares, batches, f);
+                     return tune::PartitionPrediction{r.throughput, r.power_w};
+                   };
+                   const auto timed = [&](auto search) {
+                     const auto start = std::chrono::steady_clock::now();
+                     auto result = search(space, predictor, flags->cap_w);
+                     const double ms =
+                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                     return std::make_pair(std::move(result), ms);
+                   };
+                   const auto [greedy, greedy_ms] = timed(tune::greedy_partition);
+                   std::optional<std::pair<tune::PartitionSearch, double>> exhaustive;
+                   if (flags->exhaustive) exhaustive = timed(tune::exhaustive_partition);
+                   if (!greedy.best) {
+                     throw usage_error(fmt::format("no partition of {} fits under {:g} W (even one tenant at the "
+                                                   "lowest clock is predicted above it)",
+                                                   flags->model, flags->cap_w));
+                   }
+                   if (flags->json) {
+                     nlohmann::json out{{"model", flags->model},
+                                        {"gpu", gpu.id},
+                                        {"power_cap_w", flags->cap_w},
+                                        {"predicted", true},
+                                        {"greedy", partition_json(*greedy.best)},
+                                        {"greedy_predictor_calls", greedy.predictor_calls},
+                                        {"greedy_configurations", greedy.configurations},
+                                        {"greedy_wall_ms", greedy_ms}};
+                     if (exhaustive && exhaustive->first.best) {
+                       out["exhaustive"] = partition_json(*exhaustive->first.best);
+                       out["exhaustive_predictor_calls"] = exhaustive->first.predictor_calls;
+                       out["exhaustive_max_tenants"] = flags->max_tenants;
+                       out["exhaustive_wall_ms"] = exhaustive->second;
+                     }
+                     std::cout << out.dump(2) << "\n";
+                     return;
+                   }
+                   const auto& g = *greedy.best;
+                   fmt::print("PctoDL greedy partition of {} on the {} under {:g} W — predicted by PctoDL's fits, not "
+                              "measured\n",
+                              flags->model, gpu.name, flags->cap_w);
+                   fmt::print("  tenants             {}\n", tune::describe(g.tenants));
+                   fmt::print("  clocks              SM {:.0f} MHz, memory {:g} MHz\n", g.sm_clock_mhz,
+                              g.memory_clock_mhz);
+                   fmt::print("  throughput          {:.1f} img/s\n", g.predicted.throughput_img_s);
+                   fmt::print("  power               {:.1f} W\n", g.predicted.power_w);
+                   fmt::print("  searched            {} configurations, {} predictions, {:.1f} ms\n",
+                              greedy.configurations, greedy.predictor_calls, greedy_ms);
+                   if (exhaustive && exhaustive->first.best) {
+                     const auto& e = *exhaustive->first.best;
+                     fmt::print("  exhaustive (≤ {} tenants)  {} at SM {:.0f} / mem {:g} MHz: {:.1f} img/s, {:.1f} W; "
+                                "{} predictions, {:.0f} ms; greedy reaches {:.2f} %\n",
+                                flags->max_tenants, tune::describe(e.tenants), e.sm_clock_mhz, e.memory_clock_mhz,
+                                e.predicted.throughput_img_s, e.predicted.power_w, exhaustive->first.predictor_calls,
+                                exhaustive->second, 100.0 * g.predicted.throughput_img_s / e.predicted.throughput_img_s);
+                   }
+                 }};
+}
+
+}  // namespace gpucap::cli
