@@ -28,7 +28,7 @@ struct RunFlags {
   std::string platform = "sim";
   std::optional<std::string> gpu;  // sim: the twin (default p40)
   std::optional<std::string> model;
-  std::string dataset = "imagenet";
+  std::optional<std::string> dataset;  // sim: default imagenet
   std::string algorithm;
   std::optional<double> power_cap_w;
   std::optional<std::string> cap_schedule;
@@ -212,7 +212,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   runtime::SimJobSpec spec;
   spec.gpu = flags.gpu.value_or("p40");
   spec.model = *flags.model;
-  spec.dataset = flags.dataset;
+  spec.dataset = flags.dataset.value_or("imagenet");
   spec.algorithm = flags.algorithm;
   spec.schedule = cap_schedule(flags);
   if (flags.images && (*flags.images < 1 || *flags.images > runtime::kMaxRunImages)) {
@@ -266,6 +266,8 @@ void run_on_nvml(const RunFlags& flags) {
   reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
+  reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
+  reject_for_platform(flags.bobd_budget.has_value(), "--bobd-budget", "nvml (bobd searches on the twin only)");
   if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
   if (control::needs_offline_search(flags.algorithm)) {
     throw Error(ErrorCode::unsupported, "bobd searches on the twin only; on a real GPU use gpucap tune to find a "
@@ -339,8 +341,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--gpu", flags->gpu, "sim: GPU twin (see 'gpucap list gpus'; default p40)");
   cmd->add_option("--model", flags->model, "sim: model (see 'gpucap list models')");
-  cmd->add_option("--dataset", flags->dataset, "sim: dataset, sets the number of images (see 'gpucap list datasets')")
-      ->capture_default_str();
+  cmd->add_option("--dataset", flags->dataset,
+                  "sim: dataset, sets the number of images (see 'gpucap list datasets'; default imagenet)");
   cmd->add_option("--algorithm", flags->algorithm, "Controller (see 'gpucap list algorithms')")->required();
   cmd->add_option("--power-cap", flags->power_cap_w, "Power cap in W (or the cap before the schedule's first step)");
   cmd->add_option("--cap-schedule", flags->cap_schedule,

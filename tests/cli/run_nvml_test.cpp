@@ -152,6 +152,8 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--gpu", "p40"}), 2,
                "--gpu does not apply to --platform nvml");
   expect_error(with(real_run("batchsizer"), {}), 2, "give --images N or --duration S");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--dataset", "caltech256"}), 2,
+               "--dataset does not apply to --platform nvml");
   expect_error({"run", "--platform", "nvml", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "--model-file", "x.pt",
                 "--power-cap", "150", "--algorithm", "batchsizer", "--images", "10"},
                8, "no NVIDIA driver");
