@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
@@ -16,6 +18,12 @@ std::string resolve_data_dir(const GlobalOptions& global) {
   if (!global.data_dir.empty()) return global.data_dir;
   if (const char* env = std::getenv("GPUCAP_DATA_DIR"); env != nullptr && *env != '\0') return env;
   return GPUCAP_DEFAULT_DATA_DIR;
+}
+
+std::string resolve_pctodl_params_dir(const std::optional<std::string>& given) {
+  if (given) return *given;
+  if (const char* env = std::getenv("GPUCAP_PCTODL_PARAMS"); env != nullptr && *env != '\0') return env;
+  return (std::filesystem::path(resolve_shared_dir()) / "pctodl").string();
 }
 
 std::string resolve_shared_dir() {

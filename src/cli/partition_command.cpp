@@ -34,12 +34,6 @@ struct PartitionFlags {
   bool json = false;
 };
 
-std::string params_dir(const PartitionFlags& flags) {
-  if (flags.params_dir) return *flags.params_dir;
-  if (const char* env = std::getenv("GPUCAP_PCTODL_PARAMS"); env != nullptr && *env != '\0') return env;
-  return (std::filesystem::path(resolve_shared_dir()) / "pctodl").string();
-}
-
 // PctoDL's memory-clock candidates (seed-systems.md §2.7), highest first.
 std::vector<double> memory_candidates(const std::string& gpu_key) {
   return gpu_key == "a100" ? std::vector<double>{1215} : std::vector<double>{9501, 5001};
@@ -101,7 +95,7 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    std::map<double, predict::PctodlPredictor> by_memory;
                    for (const double m : space.memory_clocks_mhz) {
                      by_memory.emplace(m, predict::PctodlPredictor::load(
-                                              params_dir(*flags), flags->model,
+                                              resolve_pctodl_params_dir(flags->params_dir), flags->model,
                                               predict::default_pctodl_param_set(flags->gpu, m)));
                    }
                    const tune::PartitionPredictor predictor = [&by_memory](const std::vector<tune::Tenant>& tenants,

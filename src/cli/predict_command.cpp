@@ -30,13 +30,6 @@ struct PredictFlags {
   bool json = false;
 };
 
-// --params, else $GPUCAP_PCTODL_PARAMS, else the shared data's pctodl/ folder.
-std::string params_dir(const PredictFlags& flags) {
-  if (flags.params_dir) return *flags.params_dir;
-  if (const char* env = std::getenv("GPUCAP_PCTODL_PARAMS"); env != nullptr && *env != '\0') return env;
-  return (std::filesystem::path(resolve_shared_dir()) / "pctodl").string();
-}
-
 void check_tenants(const PredictFlags& flags) {
   if (flags.shares_pct.empty()) throw usage_error("--p needs one MPS share per tenant");
   if (flags.shares_pct.size() != flags.batches.size()) {
@@ -79,7 +72,8 @@ Command add_predict_command(CLI::App& app, const GlobalOptions& /*global*/) {
                    auto set = flags->param_set.value_or(
                        predict::default_pctodl_param_set(flags->gpu, flags->memory_clock_mhz));
                    if (!set.empty() && set.front() == '_') set.erase(0, 1);
-                   const auto predictor = predict::PctodlPredictor::load(params_dir(*flags), flags->model, set);
+                   const auto predictor = predict::PctodlPredictor::load(
+                       resolve_pctodl_params_dir(flags->params_dir), flags->model, set);
                    const auto r = predictor.predict(flags->shares_pct, flags->batches, flags->sm_clock_mhz);
                    if (flags->json) {
                      std::cout << nlohmann::json{{"u_sm", r.u_sm},

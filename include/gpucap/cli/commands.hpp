@@ -36,6 +36,10 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
 
+// PctoDL's parameter folder: `given` (--params), else $GPUCAP_PCTODL_PARAMS, else the shared
+// data's pctodl/ folder.
+[[nodiscard]] std::string resolve_pctodl_params_dir(const std::optional<std::string>& given);
+
 // The NVML library: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1.
 [[nodiscard]] std::string default_nvml_library();
 // If the restore journal lists GPU settings (a gpucap that did not exit normally left them
