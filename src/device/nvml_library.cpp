@@ -276,20 +276,29 @@ NvmlPowerLimits NvmlLibrary::power_limits(NvmlHandle device) const {
   return limits;
 }
 
-std::vector<unsigned> NvmlLibrary::supported_memory_clocks_mhz(NvmlHandle device) const {
+namespace {
+
+// A list NVML fills in: `query(count, values)` with room for kMaxClocks entries.
+template <typename Query>
+std::vector<unsigned> clock_list(const NvmlLibrary::Api& api, const char* function, Query query) {
   std::vector<unsigned> clocks(kMaxClocks);
   auto count = kMaxClocks;
-  check(*api_, api_->memory_clocks(device, &count, clocks.data()), "nvmlDeviceGetSupportedMemoryClocks");
+  check(api, query(&count, clocks.data()), function);
   clocks.resize(std::min(count, kMaxClocks));
   return clocks;
 }
 
+}  // namespace
+
+std::vector<unsigned> NvmlLibrary::supported_memory_clocks_mhz(NvmlHandle device) const {
+  return clock_list(*api_, "nvmlDeviceGetSupportedMemoryClocks",
+                    [&](unsigned* count, unsigned* values) { return api_->memory_clocks(device, count, values); });
+}
+
 std::vector<unsigned> NvmlLibrary::supported_graphics_clocks_mhz(NvmlHandle device, unsigned memory_mhz) const {
-  std::vector<unsigned> clocks(kMaxClocks);
-  auto count = kMaxClocks;
-  check(*api_, api_->graphics_clocks(device, memory_mhz, &count, clocks.data()), "nvmlDeviceGetSupportedGraphicsClocks");
-  clocks.resize(std::min(count, kMaxClocks));
-  return clocks;
+  return clock_list(*api_, "nvmlDeviceGetSupportedGraphicsClocks", [&](unsigned* count, unsigned* values) {
+    return api_->graphics_clocks(device, memory_mhz, count, values);
+  });
 }
 
 bool NvmlLibrary::set_locked_sm_clocks(NvmlHandle device, unsigned min_mhz, unsigned max_mhz) const {
