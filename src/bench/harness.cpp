@@ -15,6 +15,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
+#include "gpucap/runtime/mps_planning.hpp"
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/runtime/tuning.hpp"
 #include "gpucap/tune/oracle.hpp"
@@ -52,6 +53,8 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
   if (!control::uses_power_band(algorithm)) spec.controller.alpha.reset();
   if (control::needs_profile(algorithm)) spec.controller.profile = inputs.profile;
   if (control::needs_offline_search(algorithm)) spec.controller.tuned_table = inputs.tuned_table;
+  if (matrix.mps && to_lower(algorithm) == "morak") spec.controller.mps_shares_pct = matrix.mps->morak_shares_pct;
+  spec.pctodl_params_dir = options.pctodl_params_dir;
   spec.sim.sample_hz = options.sample_hz;
   // Same noise for every algorithm on a job (common random numbers), different across jobs.
   spec.sim.seed = sim::derive_seed(options.seed, job_index);
@@ -163,10 +166,18 @@ struct ModelOracle {
   std::vector<std::optional<tune::Trial>> best;  // per cap
   tune::SearchSpace space;
   std::vector<tune::Trial> grid;  // every point of `space`, in its order
+  std::vector<std::optional<runtime::PartitionOracle>> partitions;  // per cap; multi-tenant matrices only
 
+  // The best measured throughput under the cap: one process (the grid) or an MPS partition.
   [[nodiscard]] std::optional<double> throughput_at(double cap_w) const {
     for (std::size_t i = 0; i < caps.size(); ++i) {
-      if (caps[i] == cap_w && best[i]) return best[i]->result.throughput_img_s;
+      if (caps[i] != cap_w) continue;
+      std::optional<double> best_img_s;
+      if (best[i]) best_img_s = best[i]->result.throughput_img_s;
+      if (i < partitions.size() && partitions[i]) {
+        best_img_s = std::max(best_img_s.value_or(0.0), partitions[i]->measured.throughput_img_s);
+      }
+      return best_img_s;
     }
     return std::nullopt;
   }
@@ -211,7 +222,7 @@ runtime::TrialOptions offline_trial_options(const BenchOptions& options) {
 
 ModelOracle measure_oracle(const Matrix& matrix, const sim::Catalog& catalog, const BenchOptions& options,
                            const std::string& model) {
-  ModelOracle oracle{model, model_caps(matrix, model), {}, {}, {}};
+  ModelOracle oracle{model, model_caps(matrix, model), {}, {}, {}, {}};
   auto trial_options = offline_trial_options(options);
   const runtime::SimTrialRunner runner(catalog, matrix.gpu, model, trial_options);
   oracle.space = runtime::default_search_space(runner.gpu());
@@ -225,6 +236,10 @@ ModelOracle measure_oracle(const Matrix& matrix, const sim::Catalog& catalog, co
   for (const double cap : oracle.caps) {
     oracle.best.push_back(runtime::verified_best(oracle.grid, cap,
                                                  [&verifier](const tune::ConfigPoint& p) { return verifier.measure(p); }));
+    if (matrix.mps) {
+      oracle.partitions.push_back(runtime::partition_oracle(verifier, catalog.gpu(matrix.gpu), catalog.model(model), cap,
+                                                            matrix.mps->oracle_max_tenants));
+    }
   }
   return oracle;
 }
@@ -273,6 +288,19 @@ std::vector<SearchProgress> job_searches(const MatrixJob& job, const std::vector
   for (const double cap : job.schedule.distinct_caps()) {
     for (const auto& search : searches) {
       if (search.cap_w == cap) out.push_back(search);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> describe_partition_oracle(const ModelOracle& oracle, const MatrixJob& job) {
+  std::vector<std::string> out;
+  for (const double cap : job.schedule.distinct_caps()) {
+    for (std::size_t i = 0; i < oracle.caps.size() && i < oracle.partitions.size(); ++i) {
+      if (oracle.caps[i] != cap || !oracle.partitions[i]) continue;
+      const auto& p = *oracle.partitions[i];
+      out.push_back(fmt::format("{:g} W: {} @ SM {:g} / mem {:g} MHz, {:.1f} img/s", cap, control::describe(p.plan.tenants),
+                                p.plan.sm_clock_mhz, p.plan.memory_clock_mhz, p.measured.throughput_img_s));
     }
   }
   return out;
@@ -371,6 +399,7 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
           return oracle != nullptr ? oracle->throughput_at(cap_w) : std::nullopt;
         });
         if (control::needs_offline_search(runs[i].algorithm)) runs[i].searches = job_searches(job, searches[m]);
+        if (oracle != nullptr) runs[i].partition_oracle = describe_partition_oracle(*oracle, job);
       },
       progress);
   return runs;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -21,6 +22,27 @@ Matrix load_matrix(const std::string& path) {
   matrix.id = f.string("id");
   matrix.description = f.string_or("description", "");
   matrix.gpu = f.string("gpu");
+  if (f.has("mps")) {
+    const JsonFields mps(f.at("mps"), path, "mps.");
+    MatrixMps m;
+    const auto max_tenants = mps.positive_integer("oracle_max_tenants");
+    if (max_tenants > 4) throw mps.error("oracle_max_tenants", "must be between 1 and 4 (the search grows steeply)");
+    m.oracle_max_tenants = static_cast<std::size_t>(max_tenants);
+    const auto& shares = mps.at("morak_shares_pct");
+    if (!shares.is_array() || shares.empty()) throw mps.error("morak_shares_pct", "must be a non-empty array");
+    m.morak_shares_pct.clear();
+    double total = 0.0;
+    for (const auto& share : shares) {
+      if (!share.is_number() || !(share.get<double>() >= 5.0 && share.get<double>() <= 100.0) ||
+          std::fmod(share.get<double>(), 5.0) != 0.0) {
+        throw mps.error("morak_shares_pct", "each share must be a multiple of 5 in [5, 100]");
+      }
+      total += share.get<double>();
+      m.morak_shares_pct.push_back(share.get<double>());
+    }
+    if (total > 100.0) throw mps.error("morak_shares_pct", "the shares add up to more than 100 %");
+    matrix.mps = m;
+  }
   const auto& jobs = f.at("jobs");
   if (!jobs.is_array() || jobs.empty()) throw f.error("jobs", "must be a non-empty array");
   std::set<std::string> ids;

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <iostream>
 
 #include "gpucap/bench/harness.hpp"
@@ -28,13 +29,17 @@ struct BenchFlags {
   std::string seed = "1";
   double sample_hz = 100.0;
   int bobd_budget = 50;
+  std::optional<std::string> params_dir;
   bool json = false;
 };
 
-std::vector<std::string> algorithm_list(const std::string& text) {
+// "all": every algorithm; the MPS partitioners (pctodl, directcap) only on multi-tenant matrices.
+std::vector<std::string> algorithm_list(const std::string& text, bool multi_tenant) {
   std::vector<std::string> names;
   if (trim(text) == "all") {
-    for (const auto& info : control::algorithms()) names.push_back(info.name);
+    for (const auto& info : control::algorithms()) {
+      if (multi_tenant || !control::needs_mps_planning(info.name)) names.push_back(info.name);
+    }
     return names;
   }
   for (const auto item : split(text, ',')) {
@@ -86,6 +91,9 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search (upstream: 50)")
       ->capture_default_str();
+  cmd->add_option("--params", flags->params_dir,
+                  "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
+                  "../shared/data/pctodl)");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON instead of CSV");
 
   return Command{cmd, [flags, &global] {
@@ -93,7 +101,11 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    const auto matrix = bench::load_matrix(bench::matrix_path(data_dir, flags->matrix));
                    const auto catalog = sim::Catalog::load(data_dir);
                    bench::BenchOptions options;
-                   options.algorithms = algorithm_list(flags->algorithms);
+                   options.algorithms = algorithm_list(flags->algorithms, matrix.mps.has_value());
+                   if (std::any_of(options.algorithms.begin(), options.algorithms.end(),
+                                   [](const std::string& a) { return control::needs_mps_planning(a); })) {
+                     options.pctodl_params_dir = resolve_pctodl_params_dir(flags->params_dir);
+                   }
                    options.seed = parse_seed(flags->seed);
                    options.threads = flags->jobs;
                    options.sample_hz = flags->sample_hz;

@@ -14,7 +14,7 @@
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
-#include "gpucap/predict/pctodl.hpp"
+#include "gpucap/runtime/mps_planning.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "gpucap/tune/partition.hpp"
 
@@ -32,12 +32,8 @@ struct PartitionFlags {
   bool exhaustive = false;
   std::size_t max_tenants = 4;
   bool json = false;
+  std::string predictor = "pctodl";  // or "twin": the simulated GPU's own model
 };
-
-// PctoDL's memory-clock candidates (seed-systems.md §2.7), highest first.
-std::vector<double> memory_candidates(const std::string& gpu_key) {
-  return gpu_key == "a100" ? std::vector<double>{1215} : std::vector<double>{9501, 5001};
-}
 
 nlohmann::json partition_json(const tune::Partition& p) {
   auto tenants = nlohmann::json::array();
@@ -66,6 +62,10 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--exhaustive", flags->exhaustive, "Also search every partition, for comparison");
   cmd->add_option("--max-tenants", flags->max_tenants, "Exhaustive search: at most this many tenants")
       ->capture_default_str();
+  cmd->add_option("--predictor", flags->predictor,
+                  "pctodl: PctoDL's fits; twin: the simulated GPU's own MPS model (what a run on the twin measures)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"pctodl", "twin"}));
   cmd->add_flag("--json", flags->json, "Print the result as JSON");
   return Command{cmd, [flags, &global] {
                    const auto key = name_key(flags->gpu);
@@ -82,33 +82,19 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    if (flags->max_tenants < 1 || flags->max_tenants > 100) {
                      throw usage_error("--max-tenants must be between 1 and 100");
                    }
-                   tune::PartitionSpace space;
-                   space.sm_clocks_mhz = gpu.sm_clocks_mhz;
-                   space.memory_clocks_mhz = flags->memory_clock_mhz
-                                                 ? std::vector<double>{*flags->memory_clock_mhz}
-                                                 : memory_candidates(key == "a100" ? "a100" : "3080ti");
+                   const auto& model = catalog.model(flags->model);
+                   // PctoDL's space (its memory-clock candidates, vgg19's batch cap) with the flags.
+                   auto space = runtime::pctodl_partition_space(gpu, model);
+                   if (flags->memory_clock_mhz) space.memory_clocks_mhz = {*flags->memory_clock_mhz};
                    space.mps_step_pct = flags->mps_step;
-                   if (flags->model == "vgg19") space.max_batch = 160;  // as upstream
                    space.max_tenants = flags->max_tenants;
                    space.validate();
-                   // One predictor per memory clock: each has its own fitted parameter set.
-                   std::map<double, predict::PctodlPredictor> by_memory;
-                   for (const double m : space.memory_clocks_mhz) {
-                     by_memory.emplace(m, predict::PctodlPredictor::load(
-                                              resolve_pctodl_params_dir(flags->params_dir), flags->model,
-                                              predict::default_pctodl_param_set(flags->gpu, m)));
-                   }
-                   const tune::PartitionPredictor predictor = [&by_memory](const std::vector<tune::Tenant>& tenants,
-                                                                           double f, double m) {
-                     std::vector<double> shares;
-                     std::vector<int> batches;
-                     for (const auto& t : tenants) {
-                       shares.push_back(t.share_pct);
-                       batches.push_back(t.batch);
-                     }
-                     const auto r = by_memory.at(m).predict(shares, batches, f);
-                     return tune::PartitionPrediction{r.throughput, r.power_w};
-                   };
+                   const tune::PartitionPredictor predictor =
+                       flags->predictor == "twin"
+                           ? runtime::twin_partition_predictor(gpu, model)
+                           : runtime::pctodl_predictor(catalog, gpu, model,
+                                                       resolve_pctodl_params_dir(flags->params_dir),
+                                                       space.memory_clocks_mhz);
                    const auto timed = [&](auto search) {
                      const auto start = std::chrono::steady_clock::now();
                      auto result = search(space, predictor, flags->cap_w);
@@ -117,6 +103,7 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                      return std::make_pair(std::move(result), ms);
                    };
                    const auto [greedy, greedy_ms] = timed(tune::greedy_partition);
+                   const auto [local, local_ms] = timed(tune::local_search_partition);
                    std::optional<std::pair<tune::PartitionSearch, double>> exhaustive;
                    if (flags->exhaustive) exhaustive = timed(tune::exhaustive_partition);
                    if (!greedy.best) {
@@ -129,10 +116,16 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                                         {"gpu", gpu.id},
                                         {"power_cap_w", flags->cap_w},
                                         {"predicted", true},
+                                        {"predictor", flags->predictor},
                                         {"greedy", partition_json(*greedy.best)},
                                         {"greedy_predictor_calls", greedy.predictor_calls},
                                         {"greedy_configurations", greedy.configurations},
                                         {"greedy_wall_ms", greedy_ms}};
+                     if (local.best) {
+                       out["local"] = partition_json(*local.best);
+                       out["local_predictor_calls"] = local.predictor_calls;
+                       out["local_wall_ms"] = local_ms;
+                     }
                      if (exhaustive && exhaustive->first.best) {
                        out["exhaustive"] = partition_json(*exhaustive->first.best);
                        out["exhaustive_predictor_calls"] = exhaustive->first.predictor_calls;
@@ -143,9 +136,9 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                      return;
                    }
                    const auto& g = *greedy.best;
-                   fmt::print("PctoDL greedy partition of {} on the {} under {:g} W — predicted by PctoDL's fits, not "
-                              "measured\n",
-                              flags->model, gpu.name, flags->cap_w);
+                   fmt::print("PctoDL greedy partition of {} on the {} under {:g} W — predicted by {}, not measured\n",
+                              flags->model, gpu.name, flags->cap_w,
+                              flags->predictor == "twin" ? "the twin's MPS model (simulated)" : "PctoDL's fits");
                    fmt::print("  tenants             {}\n", tune::describe(g.tenants));
                    fmt::print("  clocks              SM {:.0f} MHz, memory {:g} MHz\n", g.sm_clock_mhz,
                               g.memory_clock_mhz);
@@ -153,13 +146,22 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    fmt::print("  power               {:.1f} W\n", g.predicted.power_w);
                    fmt::print("  searched            {} configurations, {} predictions, {:.1f} ms\n",
                               greedy.configurations, greedy.predictor_calls, greedy_ms);
+                   if (local.best) {
+                     const auto& l = *local.best;
+                     fmt::print("  gpucap local search {} at SM {:.0f} / mem {:g} MHz: {:.1f} img/s, {:.1f} W; {} "
+                                "predictions, {:.1f} ms\n",
+                                tune::describe(l.tenants), l.sm_clock_mhz, l.memory_clock_mhz,
+                                l.predicted.throughput_img_s, l.predicted.power_w, local.predictor_calls, local_ms);
+                   }
                    if (exhaustive && exhaustive->first.best) {
                      const auto& e = *exhaustive->first.best;
                      fmt::print("  exhaustive (≤ {} tenants)  {} at SM {:.0f} / mem {:g} MHz: {:.1f} img/s, {:.1f} W; "
-                                "{} predictions, {:.0f} ms; greedy reaches {:.2f} %\n",
+                                "{} predictions, {:.0f} ms; greedy reaches {:.2f} %, local search {:.2f} %\n",
                                 flags->max_tenants, tune::describe(e.tenants), e.sm_clock_mhz, e.memory_clock_mhz,
                                 e.predicted.throughput_img_s, e.predicted.power_w, exhaustive->first.predictor_calls,
-                                exhaustive->second, 100.0 * g.predicted.throughput_img_s / e.predicted.throughput_img_s);
+                                exhaustive->second, 100.0 * g.predicted.throughput_img_s / e.predicted.throughput_img_s,
+                                local.best ? 100.0 * local.best->predicted.throughput_img_s / e.predicted.throughput_img_s
+                                           : 0.0);
                    }
                  }};
 }

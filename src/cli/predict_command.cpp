@@ -1,5 +1,6 @@
 // gpucap predict: PctoDL's predictor (predict/pctodl.hpp) for one multi-tenant configuration —
-// MPS shares, batch sizes, SM clock — on the RTX 3080 Ti or the A100.
+// MPS shares, batch sizes, SM clock — on the RTX 3080 Ti or the A100; or, with --fitted, gpucap's
+// own predictor fitted by `gpucap fit` (predict/fitted.hpp) for any GPU that was profiled.
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,8 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/predict/fitted.hpp"
 #include "gpucap/predict/pctodl.hpp"
 
 namespace gpucap::cli {
@@ -27,6 +30,7 @@ struct PredictFlags {
   double sm_clock_mhz = 0.0;
   double memory_clock_mhz = 0.0;  // 0: the GPU's default set
   std::optional<std::string> param_set;
+  std::optional<std::string> fitted;  // a model written by gpucap fit
   bool json = false;
 };
 
@@ -49,26 +53,80 @@ void check_tenants(const PredictFlags& flags) {
   }
 }
 
+void predict_fitted(const PredictFlags& flags, bool gpu_given, bool mem_given) {
+  if (flags.params_dir || flags.param_set || gpu_given) {
+    throw usage_error("--fitted replaces PctoDL's --params, --param-set and --gpu: give one or the other");
+  }
+  const auto predictor = predict::FittedPredictor::load(*flags.fitted);
+  if (!flags.model.empty() && name_key(flags.model) != name_key(predictor.model())) {
+    throw usage_error(fmt::format("{} is a predictor of {}, not {}", *flags.fitted, predictor.model(), flags.model));
+  }
+  const auto clocks = predictor.memory_clocks_mhz();
+  double memory_clock_mhz = flags.memory_clock_mhz;
+  if (!mem_given) {
+    if (clocks.size() != 1) {
+      std::vector<std::string> names;
+      for (const double m : clocks) names.push_back(fmt::format("{:g}", m));
+      throw usage_error(fmt::format("{} was fitted at memory clocks {} MHz: choose one with --mem", *flags.fitted,
+                                    join(names, ", ")));
+    }
+    memory_clock_mhz = clocks.front();
+  }
+  const auto r = predictor.predict(flags.shares_pct, flags.batches, flags.sm_clock_mhz, memory_clock_mhz);
+  if (flags.json) {
+    std::cout << nlohmann::json{{"u_sm", r.u_sm_pct},
+                                {"u_mem", r.u_mem_pct ? nlohmann::json(*r.u_mem_pct) : nlohmann::json()},
+                                {"throughput", r.throughput_img_s},
+                                {"power", r.power_w},
+                                {"model", predictor.model()},
+                                {"predictor", "fitted"},
+                                {"fitted", *flags.fitted},
+                                {"memory_clock_mhz", memory_clock_mhz},
+                                {"predicted", true}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  fmt::print("gpucap's fitted predictor, {} ({}, memory clock {:g} MHz), SM clock {:g} MHz — a prediction, not a "
+             "measurement\n",
+             predictor.model(), *flags.fitted, memory_clock_mhz, flags.sm_clock_mhz);
+  fmt::print("  SM utilisation      {:8.2f} %\n", r.u_sm_pct);
+  if (r.u_mem_pct) fmt::print("  memory utilisation  {:8.2f} %\n", *r.u_mem_pct);
+  fmt::print("  throughput          {:8.1f} img/s\n", r.throughput_img_s);
+  fmt::print("  power               {:8.1f} W (window maximum)\n", r.power_w);
+}
+
 }  // namespace
 
 Command add_predict_command(CLI::App& app, const GlobalOptions& /*global*/) {
   auto flags = std::make_shared<PredictFlags>();
   auto* cmd = app.add_subcommand(
-      "predict", "PctoDL's predictor: SM and memory utilisation, throughput and power of MPS tenants at an SM clock");
+      "predict",
+      "PctoDL's predictor (or, with --fitted, gpucap's own): SM and memory utilisation, throughput and power of MPS "
+      "tenants at an SM clock");
   cmd->add_option("--params", flags->params_dir,
                   "PctoDL parameter folder (default: $GPUCAP_PCTODL_PARAMS, else ../shared/data/pctodl)");
-  cmd->add_option("--model", flags->model, "Model as PctoDL names it (resnet50, mobilenet_v2, mnasnet, ...)")
-      ->required();
-  cmd->add_option("--gpu", flags->gpu, "3080ti or a100")->required();
+  cmd->add_option("--model", flags->model,
+                  "Model as PctoDL names it (resnet50, mobilenet_v2, mnasnet, ...); required unless --fitted");
+  auto* gpu = cmd->add_option("--gpu", flags->gpu, "3080ti or a100; required unless --fitted");
   cmd->add_option("--p", flags->shares_pct, "MPS share of each tenant in percent, e.g. --p 50 25")->required();
   cmd->add_option("--b", flags->batches, "Batch size of each tenant, e.g. --b 16 16")->required();
   cmd->add_option("--f", flags->sm_clock_mhz, "SM clock in MHz")->required();
-  cmd->add_option("--mem", flags->memory_clock_mhz, "Memory clock in MHz (3080 Ti: 5001 or 9501; A100: 1215)");
+  auto* mem = cmd->add_option("--mem", flags->memory_clock_mhz,
+                              "Memory clock in MHz (3080 Ti: 5001 or 9501; A100: 1215; --fitted: the model's only one)");
   cmd->add_option("--param-set", flags->param_set,
                   "Parameter set (suffix), e.g. imagenet_mem9501 (default: PctoDL's ImageNet set for the GPU and --mem)");
+  cmd->add_option("--fitted", flags->fitted,
+                  "Use gpucap's own predictor, a MODEL.json written by `gpucap fit`, instead of PctoDL's");
   cmd->add_flag("--json", flags->json, "Print {u_sm, u_mem, throughput, power} as JSON");
-  return Command{cmd, [flags] {
+  return Command{cmd, [flags, gpu, mem] {
                    check_tenants(*flags);
+                   if (flags->fitted) {
+                     predict_fitted(*flags, gpu->count() > 0, mem->count() > 0);
+                     return;
+                   }
+                   if (flags->model.empty()) throw usage_error("--model is required (or --fitted MODEL.json)");
+                   if (flags->gpu.empty()) throw usage_error("--gpu is required (or --fitted MODEL.json)");
                    auto set = flags->param_set.value_or(
                        predict::default_pctodl_param_set(flags->gpu, flags->memory_clock_mhz));
                    if (!set.empty() && set.front() == '_') set.erase(0, 1);

@@ -57,15 +57,32 @@ MorakController::MorakController(MorakParams params)
     : params_(std::move(params)), state_{params_.start_batch_index, params_.start_clock_index} {}
 
 Knobs MorakController::knobs() const {
-  return single_tenant_knobs(params_.batch_sizes[static_cast<std::size_t>(state_.batch_index)],
-                             params_.clocks_mhz[static_cast<std::size_t>(state_.clock_index)]);
+  auto k = single_tenant_knobs(params_.batch_sizes[static_cast<std::size_t>(state_.batch_index)],
+                               params_.clocks_mhz[static_cast<std::size_t>(state_.clock_index)]);
+  const int batch = k.batch_size();
+  k.tenants.clear();
+  for (const double share : params_.shares_pct) k.tenants.push_back(TenantKnobs{share, batch});
+  return k;
 }
+
+namespace {
+// Upstream: latency = max over workers of batch / throughput (one worker: the mean batch latency).
+double batch_latency_ms(const Observation& observation) {
+  if (observation.knobs.tenants.size() <= 1) return observation.mean_batch_latency_s * 1000.0;
+  double worst_ms = 0.0;
+  for (std::size_t i = 0; i < observation.knobs.tenants.size(); ++i) {
+    const double rate = i < observation.tenant_throughput_img_s.size() ? observation.tenant_throughput_img_s[i] : 0.0;
+    const double batch = observation.knobs.tenants[i].batch_size;
+    worst_ms = std::max(worst_ms, rate > 0.0 ? 1000.0 * batch / rate : 1e9);
+  }
+  return worst_ms;
+}
+}  // namespace
 
 Knobs MorakController::initial_knobs(double /*cap_w*/) const { return knobs(); }
 
 Knobs MorakController::decide(const Observation& observation) {
-  state_ = morak_step(params_, state_, observation.power.max_w, observation.cap_w,
-                      observation.mean_batch_latency_s * 1000.0);
+  state_ = morak_step(params_, state_, observation.power.max_w, observation.cap_w, batch_latency_ms(observation));
   return knobs();
 }
 

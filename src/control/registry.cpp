@@ -9,8 +9,10 @@
 #include "gpucap/control/batchsizer.hpp"
 #include "gpucap/control/capfit.hpp"
 #include "gpucap/control/clipper.hpp"
+#include "gpucap/control/directcap.hpp"
 #include "gpucap/control/dvfs.hpp"
 #include "gpucap/control/morak.hpp"
+#include "gpucap/control/pctodl.hpp"
 #include "gpucap/control/powercap.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
@@ -30,7 +32,13 @@ const std::vector<AlgorithmInfo>& algorithms() {
       {"powercap", "board power limit set to the cap, fixed batch (256), SM clock left to the GPU's boost",
        "power limit", "PctoDL repository, directcap/powercap baseline (nvidia-smi -pl)"},
       {"morak", "batch and SM clock stepped on window max power, band [0.98·cap, 1.02·cap], latency SLO picks the knob",
-       "batch, SM clock", "PctoDL repository, Morak baseline (single-tenant form)"},
+       "batch, SM clock (MPS shares fixed)", "PctoDL repository, Morak baseline"},
+      {"pctodl", "MPS tenants, batch sizes and clocks from the greedy partitioner on a predictor; thermodynamic DVFS "
+       "controller + FreqGuard every 5 s; asynchronous re-plan on a cap change",
+       "MPS shares, batch, SM clock, memory clock", "PctoDL repository (src/main.py), seed-systems.md §2.10"},
+      {"directcap", "MPS tenants and batch sizes from the greedy partitioner; board power limit = cap, SM clock left "
+       "to boost; memory clock down after 5 windows over 1.02·cap",
+       "MPS shares, batch, power limit, memory clock", "PctoDL repository, directcap baseline"},
       {"capfit", "gpucap's own: a profile corrected online by its own windows; best predicted feasible point, "
        "margin from the measured spread; reacts to a cap change at once",
        "batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
@@ -179,6 +187,19 @@ std::unique_ptr<Controller> make_powercap(const ControllerOptions& o, const Plat
   return std::make_unique<PowercapController>(p);
 }
 
+std::vector<double> checked_mps_shares(const std::vector<double>& shares) {
+  if (shares.empty()) throw usage_error("--mps-shares needs at least one share");
+  double total = 0.0;
+  for (const double share : shares) {
+    if (!(share >= 5.0 && share <= 100.0) || std::fmod(share, 5.0) != 0.0) {
+      throw usage_error(fmt::format("MPS share {:g} % must be a multiple of 5 in [5, 100]", share));
+    }
+    total += share;
+  }
+  if (total > 100.0) throw usage_error(fmt::format("MPS shares add up to {:g} %, more than 100 %", total));
+  return shares;
+}
+
 // Morak steps through every supported SM clock (PctoDL: 15-MHz steps), not the DVFS ladder.
 std::vector<double> morak_clocks(const ControllerOptions& o, const PlatformLimits& limits) {
   if (o.clock_levels_mhz || limits.supported_sm_clocks_mhz.empty()) return checked_clock_levels(o, limits);
@@ -204,7 +225,38 @@ std::unique_ptr<Controller> make_morak(const ControllerOptions& o, const Platfor
                                                                   static_cast<std::ptrdiff_t>(sizes.size()) - 1));
   p.start_clock_index = o.start_clock_mhz ? index_of_clock(p.clocks_mhz, *o.start_clock_mhz)
                                           : static_cast<int>(p.clocks_mhz.size() / 2);
+  if (o.mps_shares_pct) p.shares_pct = checked_mps_shares(*o.mps_shares_pct);
   return std::make_unique<MorakController>(std::move(p));
+}
+
+std::unique_ptr<Controller> make_pctodl(const ControllerOptions& o) {
+  constexpr const char* kWhy = "pctodl (its partitioner and DVFS controller set batch and clocks)";
+  reject(o.alpha.has_value(), "--alpha", kWhy);
+  reject(o.fixed_batch.has_value(), "--batch", kWhy);
+  reject(o.batch_sizes.has_value(), "--batch-sizes", kWhy);
+  reject(o.start_batch.has_value(), "--start-batch", kWhy);
+  reject(o.start_clock_mhz.has_value(), "--start-clock", kWhy);
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", kWhy);
+  PctodlParams p;
+  p.period = checked_period(o, p.period);
+  p.planning = o.mps_planning;
+  return std::make_unique<PctodlController>(std::move(p));
+}
+
+std::unique_ptr<Controller> make_directcap(const ControllerOptions& o, const PlatformLimits& limits) {
+  constexpr const char* kWhy = "directcap (its partitioner sets batch sizes; the GPU sets the clock)";
+  reject(o.alpha.has_value(), "--alpha", kWhy);
+  reject(o.fixed_batch.has_value(), "--batch", kWhy);
+  reject(o.batch_sizes.has_value(), "--batch-sizes", kWhy);
+  reject(o.start_batch.has_value(), "--start-batch", kWhy);
+  reject(o.start_clock_mhz.has_value(), "--start-clock", kWhy);
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", kWhy);
+  DirectcapParams p;
+  p.period = checked_period(o, p.period);
+  p.planning = o.mps_planning;
+  p.power_limit_min_w = limits.power_limit_min_w;
+  p.power_limit_max_w = limits.power_limit_max_w;
+  return std::make_unique<DirectcapController>(std::move(p));
 }
 
 std::unique_ptr<Controller> make_capfit(const ControllerOptions& o) {
@@ -240,9 +292,14 @@ bool needs_offline_search(std::string_view algorithm) { return to_lower(trim(alg
 
 bool needs_profile(std::string_view algorithm) { return to_lower(trim(algorithm)) == "capfit"; }
 
+bool needs_mps_planning(std::string_view algorithm) {
+  const auto key = to_lower(trim(algorithm));
+  return key == "pctodl" || key == "directcap";
+}
+
 bool uses_power_band(std::string_view algorithm) {
   const auto key = to_lower(trim(algorithm));
-  return key != "capfit" && key != "powercap" && key != "bobd";
+  return key != "capfit" && key != "powercap" && key != "bobd" && key != "pctodl" && key != "directcap";
 }
 
 std::unique_ptr<Controller> make_controller(std::string_view name, const ControllerOptions& options,
@@ -251,6 +308,10 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   reject(options.profile && key != "capfit", "--profile", fmt::format("{} (only capfit runs from a profile)", name));
   reject(options.tuned_table && key != "bobd", "a tuned table", fmt::format("{} (only bobd runs from one)", name));
   reject(options.latency_slo_ms && key != "morak", "--slo-ms", fmt::format("{} (only morak has a latency SLO)", name));
+  reject(options.mps_shares_pct && key != "morak", "--mps-shares",
+         fmt::format("{} (only morak runs fixed MPS shares)", name));
+  reject(options.mps_planning && !needs_mps_planning(key), "a partition planner",
+         fmt::format("{} (only pctodl and directcap plan MPS partitions)", name));
   if (key == "batchsizer") return make_batchsizer(options);
   if (key == "batchdvfs") return make_batchdvfs(options, limits);
   if (key == "dvfs") return make_dvfs(options, limits);
@@ -259,6 +320,8 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   if (key == "morak") return make_morak(options, limits);
   if (key == "capfit") return make_capfit(options);
   if (key == "bobd") return make_bobd(options);
+  if (key == "pctodl") return make_pctodl(options);
+  if (key == "directcap") return make_directcap(options, limits);
   std::vector<std::string> names;
   for (const auto& info : algorithms()) names.push_back(info.name);
   throw usage_error(fmt::format("unknown algorithm '{}'; known: {}", name, join(names, ", ")));

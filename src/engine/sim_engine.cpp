@@ -10,7 +10,17 @@ std::string SimEngine::name() const {
 
 BatchResult SimEngine::run_batch(int batch_size) {
   const auto record = twin_.run_batch(batch_size);
-  return BatchResult{batch_size, record.start_s, record.end_s};
+  return BatchResult{batch_size, record.start_s, record.end_s, 0};
+}
+
+BatchResult SimEngine::run_tenants(const std::vector<TenantKnobs>& tenants) {
+  // One process at 100 % is the single-tenant path, exactly as run_batch.
+  if (tenants.size() == 1 && tenants.front().mps_share_pct == 100.0) return run_batch(tenants.front().batch_size);
+  std::vector<sim::MpsTenant> mps;
+  mps.reserve(tenants.size());
+  for (const auto& tenant : tenants) mps.push_back(sim::MpsTenant{tenant.mps_share_pct, tenant.batch_size});
+  const auto record = twin_.run_tenants(mps);
+  return BatchResult{record.batch_size, record.start_s, record.end_s, record.tenant};
 }
 
 }  // namespace gpucap::engine

@@ -40,12 +40,19 @@ struct Window {
   double start_s = 0.0;
   int batches = 0;
   long long images = 0;
+  std::vector<long long> tenant_images;
   double latency_sum_s = 0.0;
   WindowAccumulator power;
   WindowAccumulator settled_power;  // samples from settled_from_s on
   double settled_from_s = 0.0;
   long long samples_over_cap = 0;  // each judged against the cap in force when it was taken
   bool cap_transition = false;     // some sample was taken during a cap transition
+
+  void add_tenant_images(int tenant, long long count) {
+    const auto index = static_cast<std::size_t>(tenant);
+    if (tenant_images.size() <= index) tenant_images.resize(index + 1, 0);
+    tenant_images[index] += count;
+  }
 
   void restart(double now_s) {
     cap_transition = false;
@@ -54,6 +61,7 @@ struct Window {
     settled_power.reset();
     batches = 0;
     images = 0;
+    tenant_images.clear();
     latency_sum_s = 0.0;
     power.reset();
     samples_over_cap = 0;
@@ -85,12 +93,11 @@ class JobRun {
     last_sample_s_ = start_s_;
     long long done = 0;
     while (!finished(done)) {
-      const long long left = config_.images > 0 ? config_.images - done : knobs_.batch_size();
-      const int batch = static_cast<int>(std::min<long long>(knobs_.batch_size(), left));
-      const auto result = platform_.engine().run_batch(batch);
+      const auto result = run_next_batch(done);
       done += result.images;
       window_.batches += 1;
       window_.images += result.images;
+      window_.add_tenant_images(result.tenant, result.images);
       window_.latency_sum_s += result.latency_s();
       const double now_s = platform_.clock().now_s();
       collect_samples(now_s);
@@ -128,6 +135,17 @@ class JobRun {
   }
 
  private:
+  // One process at 100 % runs batch by batch (the last one trimmed to the images left); MPS
+  // tenants run until the next batch of any of them finishes.
+  engine::BatchResult run_next_batch(long long done) {
+    const auto& tenants = knobs_.tenants;
+    if (tenants.size() == 1 && tenants.front().mps_share_pct == 100.0) {
+      const long long left = config_.images > 0 ? config_.images - done : knobs_.batch_size();
+      return platform_.engine().run_batch(static_cast<int>(std::min<long long>(knobs_.batch_size(), left)));
+    }
+    return platform_.engine().run_tenants(tenants);
+  }
+
   [[nodiscard]] bool stop_requested() const { return config_.stop != nullptr && config_.stop->load(); }
 
   [[nodiscard]] bool finished(long long done) const {
@@ -171,6 +189,10 @@ class JobRun {
     }
     const double duration_s = now_s - window_.start_s;
     obs.throughput_img_s = duration_s > 0.0 ? static_cast<double>(window_.images) / duration_s : 0.0;
+    obs.tenant_throughput_img_s.assign(knobs_.tenants.size(), 0.0);
+    for (std::size_t i = 0; i < window_.tenant_images.size() && i < knobs_.tenants.size(); ++i) {
+      obs.tenant_throughput_img_s[i] = duration_s > 0.0 ? static_cast<double>(window_.tenant_images[i]) / duration_s : 0.0;
+    }
     obs.mean_batch_latency_s = window_.latency_sum_s / window_.batches;
     obs.batches = window_.batches;
     obs.knobs = knobs_;
@@ -183,6 +205,7 @@ class JobRun {
     row.window_mean_w = obs.power.mean_w;
     row.samples = obs.power.samples;
     row.batch_size = knobs_.batch_size();
+    row.tenants = knobs_.tenants;
     row.sm_clock_mhz = platform_.device().read(device::Signal::sm_clock_mhz);
     row.memory_clock_mhz = platform_.device().read(device::Signal::memory_clock_mhz);
     row.throughput_img_s = obs.throughput_img_s;
@@ -250,14 +273,19 @@ RunSummary run_job(Platform& platform, control::Controller& controller, const Ru
 
 std::string trace_csv_header() {
   return "time_s,window_start_s,cap_w,window_max_w,window_mean_w,samples,batch_size,sm_clock_mhz,"
-         "mem_clock_mhz,throughput_img_s,images,over_cap,cap_transition,platform\n";
+         "mem_clock_mhz,throughput_img_s,images,over_cap,cap_transition,tenants,platform\n";
 }
 
 std::string trace_csv_row(const TraceRow& row, bool simulated) {
-  return fmt::format("{:.3f},{:.3f},{:g},{:.2f},{:.2f},{},{},{:g},{:g},{:.2f},{},{},{},{}\n", row.time_s,
+  // Tenants as share:batch, ';'-separated ("50:16;25:8").
+  std::string tenants;
+  for (const auto& tenant : row.tenants) {
+    tenants += fmt::format("{}{:g}:{}", tenants.empty() ? "" : ";", tenant.mps_share_pct, tenant.batch_size);
+  }
+  return fmt::format("{:.3f},{:.3f},{:g},{:.2f},{:.2f},{},{},{:g},{:g},{:.2f},{},{},{},{},{}\n", row.time_s,
                      row.window_start_s, row.cap_w, row.window_max_w, row.window_mean_w, row.samples,
                      row.batch_size, row.sm_clock_mhz, row.memory_clock_mhz, row.throughput_img_s, row.images,
-                     row.over_cap ? 1 : 0, row.cap_transition ? 1 : 0, simulated ? "sim" : "real");
+                     row.over_cap ? 1 : 0, row.cap_transition ? 1 : 0, tenants, simulated ? "sim" : "real");
 }
 
 }  // namespace gpucap::runtime

@@ -1,5 +1,7 @@
 #include "gpucap/runtime/sim_job.hpp"
 
+#include "gpucap/runtime/mps_planning.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -73,6 +75,13 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
     controller_options.tuned_table = std::make_shared<const control::CapTable>(
         cap_table(search_caps_on_twin(catalog, spec.gpu, spec.model, spec.schedule.distinct_caps(), spec.sim.sample_hz,
                                       spec.sim.seed, spec.search_budget)));
+  }
+  if (control::needs_mps_planning(spec.algorithm) && !controller_options.mps_planning) {
+    if (spec.pctodl_params_dir.empty()) {
+      throw usage_error(fmt::format("{} plans with PctoDL's predictor: give its parameter folder (--params)",
+                                    spec.algorithm));
+    }
+    controller_options.mps_planning = pctodl_planning(catalog, gpu, model, spec.pctodl_params_dir);
   }
   controller_ = control::make_controller(spec.algorithm, controller_options, platform_->controller_limits());
   config_.images = spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images);

@@ -57,11 +57,15 @@ void SimTrialRunner::check(const tune::ConfigPoint& point) const {
 
 tune::TrialResult SimTrialRunner::measure(const tune::ConfigPoint& point) const {
   check(point);
+  return measure_knobs(knobs_for(point));
+}
+
+tune::TrialResult SimTrialRunner::measure_knobs(const Knobs& knobs) const {
   SimOptions sim_options;
   sim_options.seed = options_.seed;
   sim_options.sample_hz = options_.sample_hz;
   SimPlatform platform(gpu_, model_, model_.precision, sim_options);
-  control::FixedController controller(knobs_for(point), control::DecisionPeriod::every_seconds(options_.measure_s));
+  control::FixedController controller(knobs, control::DecisionPeriod::every_seconds(options_.measure_s));
   RunConfig config;
   config.duration_s = options_.measure_s;
   // No cap applies to a measurement; the search judges feasibility from max_power_w afterwards.

@@ -151,6 +151,8 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.fp32_efficiency_scale = f.positive_or("fp32_efficiency_scale", 1.0);
   gpu.clock_scaling_exponent = f.positive_or("clock_scaling_exponent", 1.0);
   gpu.activity_spread = f.non_negative_or("activity_spread", 0.0);
+  gpu.mps_interference_per_tenant = f.non_negative_or("mps_interference_per_tenant", gpu.mps_interference_per_tenant);
+  gpu.mps_restart_s = f.non_negative_or("mps_restart_s", gpu.mps_restart_s);
   require(gpu.activity_spread <= 1.0, f, "activity_spread", "must be in [0, 1]");
   gpu.autotune_compute_factor = f.non_negative_or("autotune_compute_factor", 0.0);
   gpu.autotune_fixed_s = f.non_negative_or("autotune_fixed_s", 0.0);

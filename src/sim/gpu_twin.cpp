@@ -80,6 +80,8 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   if (pipeline_.mode != PipelineMode::none && !(pipeline_.seconds_per_image >= 0.0)) {
     throw Error(ErrorCode::internal, "twin: host seconds per image must be >= 0");
   }
+  restart_processes_if_partition_changed({});
+  single_process_ran_ = true;
   const OperatingPoint requested{requested_sm_clock_mhz(), memory_clock_mhz()};
   const auto& model = batch_model(batch_size, requested);
   const double sm_mhz = model.point.sm_clock_mhz;
@@ -123,6 +125,109 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   record.end_s = now_s_;
   current_sm_mhz_ = sm_mhz;
   utilization_ = (profile.busy_s + record.autotune_s) / record.latency_s();
+  return record;
+}
+
+const GpuTwin::MpsModel& GpuTwin::mps_model(const std::vector<MpsTenant>& tenants, OperatingPoint requested) {
+  const auto limit = power_limit_w_;
+  const auto& last = mps_model_;
+  if (last && last->tenants == tenants && last->requested.sm_clock_mhz == requested.sm_clock_mhz &&
+      last->requested.memory_clock_mhz == requested.memory_clock_mhz && last->power_limit_w == limit) {
+    return *last;
+  }
+  MpsModel m;
+  m.tenants = tenants;
+  m.requested = requested;
+  m.power_limit_w = limit;
+  const double sm_mhz = mps_power_limited_sm_clock_mhz(gpu_, model_, precision_, tenants, requested, power_limit_w());
+  m.point = OperatingPoint{sm_mhz, requested.memory_clock_mhz};
+  m.profile = profile_mps(gpu_, model_, precision_, tenants, m.point);
+  m.idle_w = idle_loaded_power_w(gpu_, m.point);
+  for (const auto& tenant : m.profile.tenants) m.busy_w.push_back(mps_tenant_busy_power_w(gpu_, tenant, m.point));
+  mps_model_ = std::move(m);
+  return *mps_model_;
+}
+
+void GpuTwin::restart_processes_if_partition_changed(const std::vector<MpsTenant>& tenants) {
+  const auto same_shares = [&] {
+    if (tenants.size() != mps_tenants_.size()) return false;
+    for (std::size_t i = 0; i < tenants.size(); ++i) {
+      if (tenants[i].share_pct != mps_tenants_[i].share_pct) return false;
+    }
+    return true;
+  };
+  if (same_shares()) return;
+  // Worker processes are restarted with their new shares (PctoDL restarts its MPS workers): the
+  // GPU idles meanwhile and batches in flight are lost. The job's first processes start before it.
+  const bool processes_were_running = !mps_tenants_.empty() || single_process_ran_;
+  if (processes_were_running) idle(gpu_.mps_restart_s);
+  in_flight_.clear();
+  mps_tenants_.clear();
+}
+
+void GpuTwin::start_tenant_batch(std::size_t tenant, double start_s) {
+  const auto& model = *mps_model_;
+  const auto& profile = model.profile.tenants[tenant].batch;
+  const double jitter = std::clamp(1.0 + gpu_.latency_jitter_fraction * latency_noise_.gaussian(), 0.5, 1.5);
+  InFlight batch;
+  batch.batch = model.tenants[tenant].batch;
+  batch.start_s = start_s;
+  batch.kernels_from_s = start_s + profile.prep_s;
+  batch.end_s = batch.kernels_from_s + profile.busy_s * jitter;
+  batch.busy_w = model.busy_w[tenant];
+  if (tenant < in_flight_.size()) {
+    in_flight_[tenant] = batch;
+  } else {
+    in_flight_.push_back(batch);
+  }
+}
+
+void GpuTwin::advance_tenants_to(double end_s) {
+  // Piecewise-constant power: it changes where a tenant's kernels start (or, at end_s, stop).
+  while (now_s_ < end_s) {
+    double next_s = end_s;
+    double power_w = mps_model_->idle_w;
+    for (const auto& batch : in_flight_) {
+      if (batch.kernels_from_s <= now_s_) {
+        power_w += batch.busy_w;
+      } else {
+        next_s = std::min(next_s, batch.kernels_from_s);
+      }
+    }
+    emit(next_s - now_s_, power_w);
+  }
+}
+
+BatchRecord GpuTwin::run_tenants(const std::vector<MpsTenant>& tenants) {
+  check_mps_tenants(tenants);
+  restart_processes_if_partition_changed(tenants);
+  mps_tenants_ = tenants;
+  const OperatingPoint requested{requested_sm_clock_mhz(), memory_clock_mhz()};
+  const auto& model = mps_model(tenants, requested);
+  for (std::size_t i = in_flight_.size(); i < tenants.size(); ++i) start_tenant_batch(i, now_s_);
+  const auto first = std::min_element(in_flight_.begin(), in_flight_.end(),
+                                      [](const InFlight& a, const InFlight& b) { return a.end_s < b.end_s; });
+  const auto tenant = static_cast<std::size_t>(first - in_flight_.begin());
+  const InFlight done = *first;
+  advance_tenants_to(done.end_s);
+
+  BatchRecord record;
+  record.batch_size = done.batch;
+  record.tenant = static_cast<int>(tenant);
+  record.start_s = done.start_s;
+  record.end_s = done.end_s;
+  record.sm_clock_mhz = model.point.sm_clock_mhz;
+  record.memory_clock_mhz = model.point.memory_clock_mhz;
+  record.power_limited = model.point.sm_clock_mhz < requested.sm_clock_mhz;
+  record.prep_power_w = model.idle_w;
+  record.busy_power_w = model.idle_w + done.busy_w;
+  current_sm_mhz_ = model.point.sm_clock_mhz;
+  utilization_ = 0.0;
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    const auto& profile = model.profile.tenants[i].batch;
+    utilization_ += tenants[i].share_pct / 100.0 * profile.busy_s / profile.latency_s();
+  }
+  start_tenant_batch(tenant, done.end_s);
   return record;
 }
 

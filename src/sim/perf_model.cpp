@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace gpucap::sim {
 
@@ -54,20 +55,21 @@ double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz) 
 }
 
 BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
-                           OperatingPoint point, bool copy_input) {
+                           OperatingPoint point, bool copy_input, GpuSlice slice) {
   const double b = batch;
   const double value_bytes = bytes_per_value(precision);
   const double flops_per_image = 2.0 * model.gmacs * 1e9;
-  const double b_half = half_saturation_batch(gpu, model);
+  // A slice of the SMs is half filled by a proportionally smaller batch.
+  const double b_half = half_saturation_batch(gpu, model) * slice.sm_share;
 
   const double compute_s =
-      flops_per_image * (b + b_half) /
-      (peak_flops(gpu, precision, point.sm_clock_mhz) * efficiency(gpu, model, precision));
+      flops_per_image * (b + b_half) * slice.compute_slowdown /
+      (peak_flops(gpu, precision, point.sm_clock_mhz) * slice.sm_share * efficiency(gpu, model, precision));
   const double bandwidth_bps =
       gpu.memory_bandwidth_gbps * 1e9 * point.memory_clock_mhz / gpu.max_memory_clock_mhz();
   // Weights are read once per batch; feature maps are written and read back once per image.
   const double bytes = model.params_m * 1e6 * value_bytes + b * model.activation_melems * 1e6 * value_bytes * 2.0;
-  const double memory_s = bytes / (bandwidth_bps * gpu.memory_efficiency);
+  const double memory_s = bytes * slice.memory_stretch / (bandwidth_bps * gpu.memory_efficiency);
   const double launch_s = model.layers * gpu.host.layer_launch_s * model.launch_scale;
 
   const double input_bytes = b * 3.0 * model.input_size * model.input_size * value_bytes;
@@ -122,37 +124,32 @@ double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, Op
   return (prep_w * profile.prep_s + busy_w * profile.busy_s) / profile.latency_s();
 }
 
+double highest_clock_within_limit(const std::vector<double>& clocks_mhz, double requested_mhz,
+                                  const std::function<double(double)>& power_at, double power_limit_w) {
+  if (power_at(requested_mhz) <= power_limit_w) return requested_mhz;
+  // Power rises with clock, so binary-search the supported clocks below the requested one.
+  auto hi = static_cast<std::ptrdiff_t>(std::upper_bound(clocks_mhz.begin(), clocks_mhz.end(), requested_mhz) -
+                                        clocks_mhz.begin()) - 1;  // highest clock <= requested
+  std::ptrdiff_t lo = 0;
+  if (hi < 0 || power_at(clocks_mhz[0]) > power_limit_w) return clocks_mhz.front();
+  while (lo < hi) {  // invariant: clocks[lo] fits
+    const auto mid = (lo + hi + 1) / 2;
+    if (power_at(clocks_mhz[static_cast<std::size_t>(mid)]) <= power_limit_w) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return clocks_mhz[static_cast<std::size_t>(lo)];
+}
+
 double power_limited_sm_clock_mhz(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
                                   OperatingPoint requested, double power_limit_w) {
   const auto power_at = [&](double sm_mhz) {
     const OperatingPoint point{sm_mhz, requested.memory_clock_mhz};
     return average_batch_power_w(gpu, profile_batch(gpu, model, precision, batch, point), point);
   };
-  if (power_at(requested.sm_clock_mhz) <= power_limit_w) return requested.sm_clock_mhz;
-  // Power rises with clock, so binary-search the supported clocks below the requested one.
-  const auto& clocks = gpu.sm_clocks_mhz;
-  auto hi = static_cast<std::ptrdiff_t>(std::upper_bound(clocks.begin(), clocks.end(), requested.sm_clock_mhz) -
-                                        clocks.begin()) - 1;  // highest clock <= requested
-  std::ptrdiff_t lo = 0;
-  if (hi < 0 || power_at(clocks[0]) > power_limit_w) return clocks.front();
-  while (lo < hi) {  // invariant: clocks[lo] fits
-    const auto mid = (lo + hi + 1) / 2;
-    if (power_at(clocks[static_cast<std::size_t>(mid)]) <= power_limit_w) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return clocks[static_cast<std::size_t>(lo)];
-}
-
-double nearest_clock_mhz(const std::vector<double>& clocks_mhz, double mhz) {
-  const auto it = std::lower_bound(clocks_mhz.begin(), clocks_mhz.end(), mhz);
-  if (it == clocks_mhz.begin()) return clocks_mhz.front();
-  if (it == clocks_mhz.end()) return clocks_mhz.back();
-  const double above = *it;
-  const double below = *std::prev(it);
-  return (above - mhz) < (mhz - below) ? above : below;
+  return highest_clock_within_limit(gpu.sm_clocks_mhz, requested.sm_clock_mhz, power_at, power_limit_w);
 }
 
 }  // namespace gpucap::sim

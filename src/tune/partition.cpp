@@ -259,6 +259,112 @@ PartitionSearch exhaustive_partition(const PartitionSpace& space, const Partitio
   return result;
 }
 
+namespace {
+
+// Tenants in canonical order (share, then batch, descending), so that equal sets share a cache entry.
+std::vector<Tenant> canonical(std::vector<Tenant> tenants) {
+  std::sort(tenants.begin(), tenants.end(), [](const Tenant& a, const Tenant& b) {
+    return std::tie(a.share_pct, a.batch) > std::tie(b.share_pct, b.batch);
+  });
+  return tenants;
+}
+
+// The pool's batch sizes next to `batch` (below and above), within the space's batch cap.
+std::vector<int> neighbour_batches(const PartitionSpace& space, int batch) {
+  std::vector<int> pool;
+  for (const int b : space.batch_pool) {
+    if (b <= space.max_batch) pool.push_back(b);
+  }
+  std::vector<int> out;
+  const auto at = std::lower_bound(pool.begin(), pool.end(), batch);
+  if (at != pool.begin()) out.push_back(*std::prev(at));
+  const auto above = std::upper_bound(pool.begin(), pool.end(), batch);
+  if (above != pool.end()) out.push_back(*above);
+  return out;
+}
+
+// Partitions one move away: a tenant's batch one pool step up or down; one share step moved
+// between two tenants or taken from the free share; two tenants merged; a tenant split in two.
+std::vector<std::vector<Tenant>> neighbours(const PartitionSpace& space, const std::vector<Tenant>& tenants) {
+  const int step = space.mps_step_pct;
+  int used = 0;
+  for (const auto& t : tenants) used += t.share_pct;
+  std::vector<std::vector<Tenant>> out;
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    for (const int b : neighbour_batches(space, tenants[i].batch)) {
+      auto n = tenants;
+      n[i].batch = b;
+      out.push_back(n);
+    }
+    if (used + step <= kFullShare) {
+      auto n = tenants;
+      n[i].share_pct += step;
+      out.push_back(n);
+    }
+    for (std::size_t j = 0; j < tenants.size(); ++j) {
+      if (j == i || tenants[j].share_pct <= step) continue;
+      auto n = tenants;
+      n[i].share_pct += step;
+      n[j].share_pct -= step;
+      out.push_back(n);
+    }
+    if (tenants[i].share_pct >= 2 * step) {
+      const int half = tenants[i].share_pct / (2 * step) * step;
+      auto n = tenants;
+      n[i].share_pct -= half;
+      n.push_back(Tenant{half, tenants[i].batch});
+      out.push_back(n);
+    }
+    for (std::size_t j = i + 1; j < tenants.size(); ++j) {
+      auto n = tenants;
+      n[i].share_pct += n[j].share_pct;
+      n[i].batch = std::max(n[i].batch, n[j].batch);
+      n.erase(n.begin() + static_cast<std::ptrdiff_t>(j));
+      out.push_back(n);
+    }
+  }
+  for (auto& n : out) n = canonical(std::move(n));
+  return out;
+}
+
+}  // namespace
+
+PartitionSearch local_search_partition(const PartitionSpace& space, const PartitionPredictor& predict, double cap_w) {
+  space.validate();
+  Search search{space, CachedPredictor(predict), cap_w};
+  std::optional<Partition> best;
+  const auto consider = [&](const std::vector<Tenant>& tenants) {
+    const auto clocks = search.best_clocks(tenants, space.bisection_high_mhz,
+                                           *std::max_element(space.memory_clocks_mhz.begin(),
+                                                             space.memory_clocks_mhz.end()) + 1.0);
+    if (!clocks || (best && clocks->throughput <= best->predicted.throughput_img_s)) return false;
+    best = search.partition(tenants, *clocks);
+    return true;
+  };
+  // Seeds: 1 to 4 equal tenants over the whole GPU, every admissible batch size.
+  for (int n = 1; n <= 4; ++n) {
+    const int share = kFullShare / n / space.mps_step_pct * space.mps_step_pct;
+    if (share < space.mps_step_pct) break;
+    for (const int batch : space.batches_for(share)) {
+      std::vector<Tenant> tenants(static_cast<std::size_t>(n), Tenant{share, batch});
+      tenants.front().share_pct += kFullShare - share * n;  // the rounding remainder
+      (void)consider(canonical(tenants));
+    }
+  }
+  // Hill climbing: the best improving move, until none improves.
+  while (best) {
+    const auto current = best->tenants;
+    bool improved = false;
+    for (const auto& n : neighbours(space, current)) improved = consider(n) || improved;
+    if (!improved) break;
+  }
+  PartitionSearch result;
+  result.best = best;
+  result.predictor_calls = search.predict.calls();
+  result.configurations = search.configurations;
+  return result;
+}
+
 std::string describe(const std::vector<Tenant>& tenants) {
   std::string out;
   for (const auto& t : tenants) out += fmt::format("{}{}%×b{}", out.empty() ? "" : " + ", t.share_pct, t.batch);

@@ -33,6 +33,37 @@ Matrix small_matrix() {
   return m;
 }
 
+TEST(Harness, MultiTenantMatricesRunThePartitionersAndSearchPartitionsForTheOracle) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  Matrix m;
+  m.id = "mps";
+  m.gpu = "rtx3080ti";
+  m.mps = MatrixMps{2, {40.0, 40.0}};
+  auto j = job("6", "resnet50", "imagenet", CapSchedule::constant(150), 0);
+  j.duration_s = 30.0;
+  m.jobs = {j};
+  BenchOptions options;
+  options.algorithms = {"pctodl", "directcap", "morak"};
+  options.pctodl_params_dir = test::shared_file("pctodl");
+  const auto runs = run_matrix(m, catalog, options);
+  ASSERT_EQ(runs.size(), 3u);
+  for (const auto& run : runs) {
+    ASSERT_EQ(run.partition_oracle.size(), 1u) << run.algorithm;
+    EXPECT_NE(run.partition_oracle.front().find("150 W: "), std::string::npos) << run.partition_oracle.front();
+    ASSERT_TRUE(run.pct_of_oracle().has_value()) << run.algorithm;
+    EXPECT_GT(*run.pct_of_oracle(), 20.0) << run.algorithm;
+    EXPECT_LT(*run.pct_of_oracle(), 110.0) << run.algorithm;
+    ASSERT_FALSE(run.trace.empty());
+  }
+  // morak runs its two fixed tenants; directcap sets the board limit and leaves the clock alone.
+  EXPECT_EQ(runs[2].trace.back().tenants, (std::vector<TenantKnobs>{{40.0, runs[2].trace.back().batch_size},
+                                                                    {40.0, runs[2].trace.back().batch_size}}));
+  EXPECT_GT(runs[1].summary.device_writes, 0);
+  // Without PctoDL's fits the partitioners cannot plan: a usage error before anything runs.
+  options.pctodl_params_dir.clear();
+  EXPECT_THROW((void)run_matrix(m, catalog, options), Error);
+}
+
 TEST(Harness, ResultsDoNotDependOnTheNumberOfThreads) {
   const auto catalog = sim::Catalog::load(test::data_dir());
   BenchOptions options;

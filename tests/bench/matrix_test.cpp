@@ -67,6 +67,24 @@ TEST(Matrix, MalformedMatricesAreNamed) {
   expect_error(R"({"id": "m", "gpu": "p40", "jobs": [{"id": "1", "model": "x", "dataset": "y", "cap_w": 100,
                    "window": "never"}]})",
                "jobs[0].window");
+  const std::string job = R"("jobs": [{"id": "1", "model": "x", "dataset": "y", "cap_w": 100}])";
+  expect_error(R"({"id": "m", "gpu": "p40", "mps": {"oracle_max_tenants": 9, "morak_shares_pct": [40]}, )" + job + "}",
+               "mps.oracle_max_tenants");
+  expect_error(R"({"id": "m", "gpu": "p40", "mps": {"oracle_max_tenants": 3, "morak_shares_pct": [60, 50]}, )" + job + "}",
+               "more than 100");
+  expect_error(R"({"id": "m", "gpu": "p40", "mps": {"oracle_max_tenants": 3, "morak_shares_pct": [42]}, )" + job + "}",
+               "multiple of 5");
+  expect_error(R"({"id": "m", "gpu": "p40", "mps": {"oracle_max_tenants": 3}, )" + job + "}", "morak_shares_pct");
+}
+
+TEST(Matrix, PctodlMatricesRunMultiTenant) {
+  for (const char* name : {"pctodl-3080ti", "pctodl-a100"}) {
+    const auto matrix = load_matrix(matrix_path(test::data_dir(), name));
+    ASSERT_TRUE(matrix.mps.has_value()) << name;
+    EXPECT_EQ(matrix.mps->oracle_max_tenants, 3u);
+    EXPECT_EQ(matrix.mps->morak_shares_pct, (std::vector<double>{40.0, 40.0}));
+  }
+  EXPECT_FALSE(load_matrix(matrix_path(test::data_dir(), "batchdvfs-p40")).mps.has_value());
 }
 
 TEST(Matrix, UnknownNameListsTheKnownMatrices) {

@@ -219,7 +219,7 @@ TEST(Cli, ListsWhatItKnows) {
   const auto models = nlohmann::json::parse(gpucap({"list", "models", "--json"}).out);
   EXPECT_EQ(models.size(), 23u);
   const auto algorithms = nlohmann::json::parse(gpucap({"list", "algorithms", "--json"}).out);
-  EXPECT_EQ(algorithms.size(), 8u);
+  EXPECT_EQ(algorithms.size(), 10u);
   EXPECT_EQ(gpucap({"list", "datasets"}).exit_code, 0);
   const auto matrices = gpucap({"list", "matrices"}).out;
   for (const char* id : {"batchdvfs-p40", "pctodl-3080ti", "pctodl-a100"}) {
@@ -522,6 +522,36 @@ TEST(Cli, FidelityOfAFolderOfLogsEndsWithThePowerLine) {
   EXPECT_GT(json["p40_power"]["median_ape_pct"].get<double>(), 0.0);
   test::TempDir empty;
   expect_error({"fidelity", "--p40-logs", empty.path()}, 3, "no controller logs");
+}
+
+}  // namespace
+}  // namespace gpucap
+
+namespace gpucap {
+namespace {
+
+using test::expect_error;
+using test::gpucap;
+
+TEST(CliProfile, WritesPctodlsProfileColumnsThatFitReads) {
+  test::TempDir dir;
+  const auto csv = dir.path() + "/profile.csv";
+  const auto result = gpucap({"profile", "--gpu", "rtx3080ti", "--model", "resnet50", "--out", csv, "--measure-s", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto text = read_text_file(csv);
+  EXPECT_EQ(text.rfind("model_name,p_list,b_list,target_freq,mem_freq,sm_freq,sm_util,mem_util,throughput_total,"
+                       "power_avg,power_max\n",
+                       0),
+            0u);
+  EXPECT_NE(text.find("resnet50,\"[25, 25, 25, 25]\",\"[16, 16, 16, 16]\",2100,9501,"), std::string::npos);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 253);  // header + the stress matrix
+  const auto model = dir.path() + "/model.json";
+  const auto fit = gpucap({"fit", "--profile", csv, "--out", model, "--json"});
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  expect_error({"profile", "--gpu", "rtx3080ti", "--model", "resnet50", "--out", csv, "--mem", "1234"}, 2,
+               "no memory clock 1234");
+  expect_error({"profile", "--gpu", "rtx3080ti", "--model", "resnet50", "--out", csv, "--measure-s", "0"}, 2,
+               "a measurement must last");
 }
 
 }  // namespace

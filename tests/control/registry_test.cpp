@@ -30,6 +30,13 @@ TEST(Registry, BuildsEveryListedAlgorithm) {
     if (needs_offline_search(info.name)) {
       options.tuned_table = std::make_shared<const CapTable>(CapTable{{100.0, single_tenant_knobs(8, 544.0)}});
     }
+    if (needs_mps_planning(info.name)) {
+      auto planning = std::make_shared<MpsPlanning>();
+      planning->plan = [](double) { return std::optional<PartitionPlan>(); };
+      planning->sm_clocks_mhz = {544.0};
+      planning->memory_clocks_mhz = {3615.0};
+      options.mps_planning = planning;
+    }
     const auto controller = make_controller(info.name, options, kP40);
     EXPECT_EQ(controller->name(), info.name);
   }
@@ -37,7 +44,7 @@ TEST(Registry, BuildsEveryListedAlgorithm) {
 }
 
 TEST(Registry, UnknownAlgorithmListsTheKnownOnes) {
-  expect_usage("pctodl", {}, "known: batchsizer, batchdvfs, dvfs, clipper");
+  expect_usage("zeus", {}, "known: batchsizer, batchdvfs, dvfs, clipper");
 }
 
 TEST(Registry, OptionsAreValidated) {

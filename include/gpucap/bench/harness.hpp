@@ -24,6 +24,7 @@ struct BenchOptions {
   bool oracle = true;           // measure each job's oracle (exhaustive search) for pct_of_oracle
   double oracle_measure_s = 3.0;  // length of one of the oracle's fixed-configuration measurements
   std::size_t search_budget = 0;  // bobd: measurements per cap (0: BOBD's default, 50)
+  std::string pctodl_params_dir;  // pctodl, directcap: PctoDL's fits
   std::uint64_t seed = 1;
   int threads = 1;
   double sample_hz = 100.0;
@@ -61,6 +62,9 @@ struct BenchRun {
   double over_cap_steady_windows_pct = 0.0;   // over-cap windows among those without a cap change
   std::vector<CapStepRecovery> cap_steps;     // one per change of the cap schedule
   std::vector<SearchProgress> searches;       // bobd: one per cap of the schedule; empty otherwise
+  // Multi-tenant matrices: the oracle's best MPS partition for each cap of the schedule, as
+  // "cap: tenants @ SM/mem MHz" (empty otherwise).
+  std::vector<std::string> partition_oracle;
   // The worst step of the run (nullopt: no steps, or some step never got there: see cap_steps).
   [[nodiscard]] std::optional<int> worst_windows_to_under_cap() const;
   [[nodiscard]] std::optional<int> worst_windows_to_95pct_oracle() const;

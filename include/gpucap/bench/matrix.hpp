@@ -1,6 +1,8 @@
 #pragma once
 // Task matrices (data/matrices/*.json): the seeds' job lists with their caps, as data.
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +24,19 @@ struct MatrixJob {
   control::ControllerOptions controller;
 };
 
+// Multi-tenant runs (NVIDIA MPS): the oracle also searches every partition of at most
+// `oracle_max_tenants` tenants, and morak runs fixed shares, as PctoDL's benchmark configs do.
+struct MatrixMps {
+  std::size_t oracle_max_tenants = 3;
+  std::vector<double> morak_shares_pct = {40.0, 40.0};
+};
+
 struct Matrix {
   std::string id;
   std::string description;
   std::string gpu;
   std::vector<MatrixJob> jobs;
+  std::optional<MatrixMps> mps;  // nullopt: single-tenant jobs only
 };
 
 // Throws Error(io)/Error(invalid_data) naming the file (and the job) on any problem.

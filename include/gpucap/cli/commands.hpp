@@ -33,6 +33,9 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global);
 Command add_devices_command(CLI::App& app, const GlobalOptions& global);
 Command add_predict_command(CLI::App& app, const GlobalOptions& global);
 Command add_partition_command(CLI::App& app, const GlobalOptions& global);
+Command add_profile_command(CLI::App& app, const GlobalOptions& global);
+Command add_fit_command(CLI::App& app, const GlobalOptions& global);
+Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
 

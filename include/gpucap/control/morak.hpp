@@ -1,11 +1,12 @@
 #pragma once
-// morak — PctoDL's baseline after Morak (seed-systems.md §2.10), single-tenant form: batch size
+// morak — PctoDL's baseline after Morak (seed-systems.md §2.10), on one or more MPS tenants: batch size
 // and SM clock stepped on the window's maximum power against a band [alpha·cap, 1.02·cap], with a
 // latency SLO deciding which knob moves. Below the band: a larger batch while the batch latency is
 // within beta·SLO, else a higher clock. Above 1.02·cap: a smaller batch if the latency exceeds
 // beta·SLO, else a lower clock. Clock steps grow with the gap |P − cap| / cap (10, 5, 2 or 1
 // supported clocks); FreqGuard then steps one clock down whenever power exceeds the cap and the
-// clock did not move. Upstream starts at batch 96 and the median supported clock.
+// clock did not move. Upstream starts at batch 96 and the median supported clock. With several
+// tenants the latency is the slowest tenant's: max over tenants of batch / its throughput.
 
 #include <optional>
 #include <vector>
@@ -26,6 +27,9 @@ struct MorakParams {
   std::vector<double> clocks_mhz;  // every supported SM clock, increasing
   int start_batch_index = 0;
   int start_clock_index = 0;
+  // The MPS shares of its tenants, every one at the same batch size: {100} is the single-tenant
+  // form; PctoDL's benchmark configs mostly use two tenants at 40 %.
+  std::vector<double> shares_pct = {100.0};
 };
 
 struct MorakState {

@@ -1,6 +1,8 @@
 #pragma once
 // What a controller sees at the end of a window: everything it may base a decision on.
 
+#include <vector>
+
 #include "gpucap/core/knobs.hpp"
 #include "gpucap/core/window_stats.hpp"
 
@@ -15,6 +17,8 @@ struct Observation {
   // window was shorter than that.
   WindowStats settled_power;
   double throughput_img_s = 0.0;   // images finished in the window / window duration
+  // The same per MPS tenant, in the order of knobs.tenants (one entry in single-tenant runs).
+  std::vector<double> tenant_throughput_img_s;
   double mean_batch_latency_s = 0.0;
   int batches = 0;                 // batches finished in the window
   Knobs knobs;                     // knobs that were applied during the window

@@ -2,6 +2,9 @@
 // An inference engine runs one batch at a time and says how long it took.
 
 #include <string>
+#include <vector>
+
+#include "gpucap/core/knobs.hpp"
 
 namespace gpucap::engine {
 
@@ -9,6 +12,7 @@ struct BatchResult {
   int images = 0;
   double start_s = 0.0;  // platform time (virtual on the twin, steady clock on hardware)
   double end_s = 0.0;
+  int tenant = 0;        // the MPS tenant whose batch this was (run_tenants)
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
 };
 
@@ -22,6 +26,10 @@ class Engine {
   [[nodiscard]] virtual std::string name() const = 0;
   // Runs one batch of `batch_size` images (>= 1) to completion.
   virtual BatchResult run_batch(int batch_size) = 0;
+  // Runs MPS tenants (each an MPS share and a batch size), each back to back, until the next
+  // batch of any of them finishes. An engine without MPS runs one tenant at 100 % only: the
+  // default runs that as run_batch and throws Error(unsupported) for anything else.
+  virtual BatchResult run_tenants(const std::vector<TenantKnobs>& tenants);
 };
 
 }  // namespace gpucap::engine

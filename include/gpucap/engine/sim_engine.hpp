@@ -13,6 +13,7 @@ class SimEngine final : public Engine {
 
   [[nodiscard]] std::string name() const override;
   BatchResult run_batch(int batch_size) override;
+  BatchResult run_tenants(const std::vector<TenantKnobs>& tenants) override;
 
  private:
   sim::GpuTwin& twin_;

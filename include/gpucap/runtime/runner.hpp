@@ -39,6 +39,7 @@ struct TraceRow {
   double window_mean_w = 0.0;
   std::size_t samples = 0;
   int batch_size = 0;           // batch size the controller had set for the window
+  std::vector<TenantKnobs> tenants;  // the MPS partition of the window (one tenant at 100 % alone)
   double sm_clock_mhz = 0.0;    // clock the GPU actually ran at (end of window)
   double memory_clock_mhz = 0.0;
   double throughput_img_s = 0.0;

@@ -27,6 +27,7 @@ struct SimJobSpec {
   sim::PipelineMode pipeline = sim::PipelineMode::none;  // host-side decode cost from the dataset
   control::ControllerOptions controller;
   std::size_t search_budget = 0;           // bobd: measurements per cap (0: BOBD's default, 50)
+  std::string pctodl_params_dir;           // pctodl, directcap: PctoDL's fits (predict/pctodl.hpp)
   SimOptions sim;
 };
 

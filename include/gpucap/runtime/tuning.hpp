@@ -42,6 +42,8 @@ class SimTrialRunner {
   void check(const tune::ConfigPoint& point) const;
   // check(), then the measurement.
   [[nodiscard]] tune::TrialResult measure(const tune::ConfigPoint& point) const;
+  // Any knobs (MPS tenants included), held for one measurement; the clocks must be supported.
+  [[nodiscard]] tune::TrialResult measure_knobs(const Knobs& knobs) const;
   [[nodiscard]] const sim::GpuSpec& gpu() const { return gpu_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "gpucap/sim/mps_model.hpp"
 #include "gpucap/sim/noise.hpp"
 #include "gpucap/sim/perf_model.hpp"
 #include "gpucap/sim/power_sensor.hpp"
@@ -25,6 +26,7 @@ struct BatchRecord {
   double host_s = 0.0;             // host-side input preparation that kept the GPU idle
   double autotune_s = 0.0;         // the engine benchmarking algorithms for a batch size it had not seen
   bool power_limited = false;      // the firmware lowered the clock for this batch
+  int tenant = 0;                  // which MPS tenant ran it (run_tenants); 0 for run_batch
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
 };
 
@@ -54,6 +56,13 @@ class GpuTwin {
 
   // Runs one batch now; advances virtual time by its latency.
   BatchRecord run_batch(int batch_size);
+  // Runs MPS tenants (sim/mps_model.hpp), each back to back, until the next batch of any of them
+  // finishes, and advances virtual time to that moment. The board power follows which tenants'
+  // kernels run at each instant. A change of the shares (or of one process at 100 % to tenants
+  // and back) restarts the worker processes: gpu.mps_restart_s idle, in-flight batches lost.
+  // A change of batch sizes or clocks takes effect at each tenant's next batch.
+  // Throws Error(usage) for an invalid partition (check_mps_tenants).
+  BatchRecord run_tenants(const std::vector<MpsTenant>& tenants);
   // Advances virtual time with the model loaded and nothing running.
   void idle(double seconds);
 
@@ -82,6 +91,33 @@ class GpuTwin {
   };
   [[nodiscard]] const BatchModel& batch_model(int batch_size, OperatingPoint requested);
   std::optional<BatchModel> last_batch_model_;
+
+  // MPS tenants (run_tenants): the noise-free model of the current partition and what each
+  // tenant has in flight.
+  struct MpsModel {
+    std::vector<MpsTenant> tenants;
+    OperatingPoint requested;
+    std::optional<double> power_limit_w;
+    OperatingPoint point;  // after the power limit
+    MpsProfile profile;
+    double idle_w = 0.0;
+    std::vector<double> busy_w;  // what each tenant adds while its kernels run
+  };
+  struct InFlight {
+    int batch = 0;
+    double start_s = 0.0;
+    double kernels_from_s = 0.0;  // end of the batch's preparation
+    double end_s = 0.0;
+    double busy_w = 0.0;
+  };
+  [[nodiscard]] const MpsModel& mps_model(const std::vector<MpsTenant>& tenants, OperatingPoint requested);
+  void restart_processes_if_partition_changed(const std::vector<MpsTenant>& tenants);
+  void start_tenant_batch(std::size_t tenant, double start_s);
+  void advance_tenants_to(double end_s);
+  std::optional<MpsModel> mps_model_;
+  std::vector<MpsTenant> mps_tenants_;  // empty: one process at 100 % (run_batch)
+  std::vector<InFlight> in_flight_;
+  bool single_process_ran_ = false;
 
   GpuSpec gpu_;
   ModelSpec model_;

@@ -11,6 +11,10 @@
 //       + SM dynamic ∝ V²·f·SM activity + memory dynamic ∝ m·memory activity.
 // The ratio of the two phases is what makes window max and window mean differ.
 
+#include <functional>
+#include <vector>
+
+#include "gpucap/core/clocks.hpp"
 #include "gpucap/sim/specs.hpp"
 
 namespace gpucap::sim {
@@ -38,10 +42,22 @@ struct BatchProfile {
 
 [[nodiscard]] double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz);
 
+// The part of the GPU a batch runs on. A whole GPU by default; under NVIDIA MPS a tenant's kernels
+// run on `sm_share` of the SMs (which a smaller batch already fills), are slowed by the other
+// tenants' contention for L2 and the scheduler, and share the memory bandwidth
+// (sim/mps_model.hpp solves for the stretch).
+struct GpuSlice {
+  double sm_share = 1.0;          // (0, 1]
+  double compute_slowdown = 1.0;  // >= 1
+  double memory_stretch = 1.0;    // >= 1: memory time relative to having all the bandwidth
+};
+
 // `copy_input` = false: the input already sits in GPU memory (a benchmark that reuses one tensor,
 // as PctoDL's profiler does), so preparation is the per-batch synchronisation alone.
+// With a slice, sm_activity is the activity of the slice's SMs (the whole GPU's is
+// sm_share × sm_activity); memory_activity is a fraction of the whole GPU's bandwidth.
 [[nodiscard]] BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
-                                         OperatingPoint point, bool copy_input = true);
+                                         OperatingPoint point, bool copy_input = true, GpuSlice slice = GpuSlice{});
 
 // Power with a model loaded and nothing running (P0 at the given clocks).
 [[nodiscard]] double idle_loaded_power_w(const GpuSpec& gpu, OperatingPoint point);
@@ -78,7 +94,12 @@ struct BusyHalves {
 [[nodiscard]] double power_limited_sm_clock_mhz(const GpuSpec& gpu, const ModelSpec& model, Precision precision,
                                                 int batch, OperatingPoint requested, double power_limit_w);
 
-// Nearest supported clock in an ascending list.
-[[nodiscard]] double nearest_clock_mhz(const std::vector<double>& clocks_mhz, double mhz);
+// The firmware's power limiter: the highest clock of an ascending list that is <= requested and
+// whose power fits the limit (power rises with clock); the requested clock if it fits; the lowest
+// clock if none does.
+[[nodiscard]] double highest_clock_within_limit(const std::vector<double>& clocks_mhz, double requested_mhz,
+                                                const std::function<double(double)>& power_at, double power_limit_w);
+
+using gpucap::nearest_clock_mhz;
 
 }  // namespace gpucap::sim

@@ -93,6 +93,11 @@ struct GpuSpec {
   double autotune_compute_factor = 0.0;
   double autotune_fixed_s = 0.0;
   double latency_jitter_fraction = 0.0;
+  // Several tenants under NVIDIA MPS (sim/mps_model.hpp): each extra co-running process slows every
+  // tenant's kernels by this fraction (L2 and scheduler contention), and a change of the MPS
+  // shares restarts the worker processes, which takes mps_restart_s with the GPU idle.
+  double mps_interference_per_tenant = 0.04;
+  double mps_restart_s = 3.0;
   VoltageCurve voltage;
   PowerParams power;
   SensorParams sensor;

@@ -75,6 +75,15 @@ struct PartitionSearch {
 [[nodiscard]] PartitionSearch exhaustive_partition(const PartitionSpace& space, const PartitionPredictor& predict,
                                                    double cap_w);
 
+// gpucap's partitioner: seeds of 1 to 4 equal tenants at every admissible batch size, each at the
+// best memory clock and the SM clock SolveFreq finds over the whole range; then hill climbing over
+// single moves (a batch one pool step up or down, one share step moved between tenants or taken
+// from the free share, two tenants merged, one split) while a move raises the predicted
+// throughput. Upstream's per-share density favours many small tenants whose interference it
+// never weighs; this search compares whole partitions (docs/algorithms.md).
+[[nodiscard]] PartitionSearch local_search_partition(const PartitionSpace& space, const PartitionPredictor& predict,
+                                                     double cap_w);
+
 [[nodiscard]] std::string describe(const std::vector<Tenant>& tenants);
 
 }  // namespace gpucap::tune

@@ -1,0 +1,87 @@
+// gpucap mps-worker: internal. One MPS tenant's worker process, started by gpucap's MPS worker pool
+// (runtime/mps.hpp) with its share in CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: loads a TorchScript
+// model into the LibTorch engine and answers the pool's run commands (runtime/mps_protocol.hpp)
+// on the descriptor in $GPUCAP_MPS_PROTOCOL_FD, or on stdin/stdout when started by hand.
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/engine/torch_plugin.hpp"
+#include "gpucap/runtime/mps_worker.hpp"
+
+namespace gpucap::cli {
+
+namespace {
+
+struct MpsWorkerFlags {
+  std::string model_file;
+  std::string engine_device = "cuda";
+  std::string precision = "fp32";
+  int input_size = 224;
+  std::string seed = "1";
+  std::optional<std::string> images_dir;
+  int protocol_fd = -1;  // -1: stdin and stdout
+};
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+engine::TorchEngineOptions engine_options(const MpsWorkerFlags& flags) {
+  if (flags.precision != "fp32" && flags.precision != "fp16") {
+    throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", flags.precision));
+  }
+  engine::TorchEngineOptions options;
+  options.model_file = flags.model_file;
+  options.device = flags.engine_device;
+  options.fp16 = flags.precision == "fp16";
+  options.input_size = flags.input_size;
+  options.seed = parse_seed(flags.seed);
+  options.images_dir = flags.images_dir.value_or("");
+  return options;
+}
+
+void serve(const MpsWorkerFlags& flags) {
+  if (flags.protocol_fd < -1 || (flags.protocol_fd >= 0 && flags.protocol_fd <= STDERR_FILENO)) {
+    throw usage_error(fmt::format("--protocol-fd {} must be -1 (stdin/stdout) or 3 and up", flags.protocol_fd));
+  }
+  const int in_fd = flags.protocol_fd >= 0 ? flags.protocol_fd : STDIN_FILENO;
+  const int out_fd = flags.protocol_fd >= 0 ? flags.protocol_fd : STDOUT_FILENO;
+  const std::function<double()> now_s = steady_seconds;
+  const auto load = [&flags, &now_s]() {
+    // Options are checked inside, so that a bad flag is reported to the pool as well.
+    return engine::load_torch_engine(engine_options(flags), now_s);
+  };
+  runtime::serve_mps_worker(load, in_fd, out_fd, now_s);
+}
+
+}  // namespace
+
+Command add_mps_worker_command(CLI::App& app, const GlobalOptions& /*global*/) {
+  auto flags = std::make_shared<MpsWorkerFlags>();
+  auto* cmd = app.add_subcommand(
+      "mps-worker",
+      "INTERNAL: one tenant's worker process of the MPS path, started by gpucap (docs/mps.md); speaks "
+      "newline-delimited JSON on --protocol-fd (default stdin/stdout)");
+  cmd->group("");  // hidden from `gpucap --help`: not a command for users
+  cmd->add_option("--model-file", flags->model_file, "TorchScript model (scripts/export_models.py)")->required();
+  cmd->add_option("--engine-device", flags->engine_device, "Where the engine runs: cuda, cuda:N or cpu")
+      ->capture_default_str();
+  cmd->add_option("--precision", flags->precision, "fp32 or fp16 (FP16 on CUDA only)")->capture_default_str();
+  cmd->add_option("--input-size", flags->input_size, "Height = width of the input images")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Seed of the synthetic input")->capture_default_str();
+  cmd->add_option("--images-dir", flags->images_dir, "A folder of JPEG images as the input (default: synthetic)");
+  cmd->add_option("--protocol-fd", flags->protocol_fd,
+                  "Descriptor to speak the protocol on, both ways (set by gpucap through $GPUCAP_MPS_PROTOCOL_FD); "
+                  "-1: read stdin, write stdout")
+      ->envname(runtime::kMpsProtocolFdEnv)
+      ->capture_default_str();
+  return {cmd, [flags] { serve(*flags); }};
+}
+
+}  // namespace gpucap::cli

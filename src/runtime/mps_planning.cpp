@@ -1,0 +1,177 @@
+#include "gpucap/runtime/mps_planning.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/predict/pctodl.hpp"
+#include "gpucap/sim/mps_model.hpp"
+
+namespace gpucap::runtime {
+
+namespace {
+
+// PctoDL's name for the GPU ("3080ti", "a100").
+std::string pctodl_gpu(const sim::GpuSpec& gpu) {
+  if (gpu.id == "rtx3080ti") return "3080ti";
+  if (gpu.id == "a100") return "a100";
+  throw usage_error(fmt::format("PctoDL has fits for the RTX 3080 Ti and the A100, not the {}", gpu.name));
+}
+
+// PctoDL's name for the model (its fits are filed under "mnasnet", "maxvit_t", ...).
+std::string pctodl_model(const sim::Catalog& catalog, const sim::ModelSpec& model, const std::string& params_dir) {
+  for (const auto& name : predict::pctodl_models(params_dir)) {
+    for (const auto& known : catalog.models()) {
+      if (known.id != model.id) continue;
+      if (name_key(known.id) == name_key(name)) return name;
+      for (const auto& alias : known.aliases) {
+        if (name_key(alias) == name_key(name)) return name;
+      }
+    }
+  }
+  throw usage_error(fmt::format("PctoDL has no fit of {} (in {})", model.id, params_dir));
+}
+
+std::vector<tune::Tenant> to_tenants(const std::vector<TenantKnobs>& knobs) {
+  std::vector<tune::Tenant> tenants;
+  tenants.reserve(knobs.size());
+  for (const auto& k : knobs) tenants.push_back(tune::Tenant{static_cast<int>(k.mps_share_pct), k.batch_size});
+  return tenants;
+}
+
+control::ThermoParams thermo_params(const predict::PctodlClosedForm& c) {
+  control::ThermoParams p;
+  p.f_min_mhz = c.p_f_min;
+  p.f_max_mhz = c.p_f_ref;
+  p.delta3 = c.delta3;
+  p.delta2 = c.delta2;
+  p.delta1 = c.delta1;
+  p.delta0 = c.delta0;
+  p.gamma_p = c.gamma_p;
+  p.p_base_w = c.p_base;
+  return p;
+}
+
+using PredictorsByMemory = std::map<double, predict::PctodlPredictor>;
+
+std::shared_ptr<const PredictorsByMemory> load_pctodl_fits(const sim::Catalog& catalog, const sim::GpuSpec& gpu,
+                                                           const sim::ModelSpec& model, const std::string& params_dir,
+                                                           const std::vector<double>& memory_clocks_mhz) {
+  const auto gpu_name = pctodl_gpu(gpu);
+  const auto model_name = pctodl_model(catalog, model, params_dir);
+  auto fits = std::make_shared<PredictorsByMemory>();
+  for (const double m : memory_clocks_mhz) {
+    fits->emplace(m, predict::PctodlPredictor::load(params_dir, model_name,
+                                                    predict::default_pctodl_param_set(gpu_name, m)));
+  }
+  return fits;
+}
+
+tune::PartitionPredictor predictor_of(std::shared_ptr<const PredictorsByMemory> fits) {
+  return [fits](const std::vector<tune::Tenant>& tenants, double f, double m) {
+    std::vector<double> shares;
+    std::vector<int> batches;
+    shares.reserve(tenants.size());
+    batches.reserve(tenants.size());
+    for (const auto& t : tenants) {
+      shares.push_back(t.share_pct);
+      batches.push_back(t.batch);
+    }
+    const auto r = fits->at(m).predict(shares, batches, f);
+    return tune::PartitionPrediction{r.throughput, r.power_w};
+  };
+}
+
+}  // namespace
+
+tune::PartitionSpace pctodl_partition_space(const sim::GpuSpec& gpu, const sim::ModelSpec& model) {
+  tune::PartitionSpace space;
+  space.sm_clocks_mhz = gpu.sm_clocks_mhz;
+  space.memory_clocks_mhz = pctodl_gpu(gpu) == "a100" ? std::vector<double>{1215} : std::vector<double>{9501, 5001};
+  if (model.id == "vgg19") space.max_batch = 160;  // as upstream
+  space.validate();
+  return space;
+}
+
+tune::PartitionPredictor pctodl_predictor(const sim::Catalog& catalog, const sim::GpuSpec& gpu,
+                                          const sim::ModelSpec& model, const std::string& params_dir,
+                                          const std::vector<double>& memory_clocks_mhz) {
+  return predictor_of(load_pctodl_fits(catalog, gpu, model, params_dir, memory_clocks_mhz));
+}
+
+tune::PartitionPredictor twin_partition_predictor(const sim::GpuSpec& gpu, const sim::ModelSpec& model) {
+  return [gpu, model](const std::vector<tune::Tenant>& tenants, double f, double m) {
+    std::vector<sim::MpsTenant> mps;
+    mps.reserve(tenants.size());
+    for (const auto& t : tenants) mps.push_back(sim::MpsTenant{static_cast<double>(t.share_pct), t.batch});
+    const sim::OperatingPoint point{f, m};
+    const auto profile = sim::profile_mps(gpu, model, model.precision, mps, point);
+    return tune::PartitionPrediction{profile.throughput_img_s, sim::mps_average_power_w(gpu, profile, point)};
+  };
+}
+
+std::shared_ptr<const control::MpsPlanning> pctodl_planning(const sim::Catalog& catalog, const sim::GpuSpec& gpu,
+                                                            const sim::ModelSpec& model,
+                                                            const std::string& params_dir) {
+  const auto space = pctodl_partition_space(gpu, model);
+  const auto fits = load_pctodl_fits(catalog, gpu, model, params_dir, space.memory_clocks_mhz);
+  const auto predict = predictor_of(fits);
+  auto planning = std::make_shared<control::MpsPlanning>();
+  planning->predictor = fmt::format("PctoDL's fits ({})", fits->rbegin()->second.param_set());
+  planning->plan = [space, predict](double cap_w) -> std::optional<control::PartitionPlan> {
+    const auto search = tune::greedy_partition(space, predict, cap_w);
+    if (!search.best) return std::nullopt;
+    control::PartitionPlan plan;
+    for (const auto& t : search.best->tenants) plan.tenants.push_back(TenantKnobs{static_cast<double>(t.share_pct), t.batch});
+    plan.sm_clock_mhz = search.best->sm_clock_mhz;
+    plan.memory_clock_mhz = search.best->memory_clock_mhz;
+    plan.predicted_img_s = search.best->predicted.throughput_img_s;
+    plan.predicted_w = search.best->predicted.power_w;
+    return plan;
+  };
+  planning->power_w = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
+    return predict(to_tenants(tenants), f, m).power_w;
+  };
+  planning->thermo = [fits](double m) { return thermo_params(fits->at(m).closed_form()); };
+  planning->sm_clocks_mhz = gpu.sm_clocks_mhz;
+  planning->memory_clocks_mhz = gpu.memory_clocks_mhz;
+  planning->mps_step_pct = space.mps_step_pct;
+  return planning;
+}
+
+std::optional<PartitionOracle> partition_oracle(const SimTrialRunner& verifier, const sim::GpuSpec& gpu,
+                                                const sim::ModelSpec& model, double cap_w, std::size_t max_tenants,
+                                                int max_steps) {
+  auto space = pctodl_partition_space(gpu, model);
+  space.max_tenants = max_tenants;
+  const auto search = tune::exhaustive_partition(space, twin_partition_predictor(gpu, model), cap_w);
+  if (!search.best) return std::nullopt;
+  PartitionOracle oracle;
+  oracle.predictions = search.predictor_calls;
+  for (const auto& t : search.best->tenants) {
+    oracle.plan.tenants.push_back(TenantKnobs{static_cast<double>(t.share_pct), t.batch});
+  }
+  oracle.plan.sm_clock_mhz = search.best->sm_clock_mhz;
+  oracle.plan.memory_clock_mhz = search.best->memory_clock_mhz;
+  oracle.plan.predicted_img_s = search.best->predicted.throughput_img_s;
+  oracle.plan.predicted_w = search.best->predicted.power_w;
+  const auto& clocks = gpu.sm_clocks_mhz;
+  for (int step = 0; step <= max_steps; ++step) {
+    Knobs knobs;
+    knobs.tenants = oracle.plan.tenants;
+    knobs.sm_clock_mhz = oracle.plan.sm_clock_mhz;
+    knobs.mem_clock_mhz = oracle.plan.memory_clock_mhz;
+    oracle.measured = verifier.measure_knobs(knobs);
+    if (tune::feasible(oracle.measured, cap_w)) return oracle;
+    const auto at = std::lower_bound(clocks.begin(), clocks.end(), oracle.plan.sm_clock_mhz);
+    if (at == clocks.begin()) break;
+    oracle.plan.sm_clock_mhz = *std::prev(at);
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpucap::runtime
