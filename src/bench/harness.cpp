@@ -706,6 +706,29 @@ std::string plots_section(const Matrix& matrix, const std::vector<BenchRun>& run
 
 }  // namespace
 
+namespace {
+
+// Multi-tenant matrices: the oracle's best MPS partition per job and cap (the same for every
+// algorithm of a job, so the first run's).
+std::string partition_oracle_section(const Matrix& matrix, const std::vector<BenchRun>& runs) {
+  if (!matrix.mps) return {};
+  std::string out = fmt::format(
+      "\n## The oracle's best MPS partition (simulated)\n\nEvery partition of at most {} tenants (5-% shares, "
+      "PctoDL's batch pool and memory clocks) searched on the twin's model, then measured; the SM clock steps down "
+      "until the measurement stays under the cap. The oracle is the better of this and the best single process.\n\n"
+      "| job | cap: tenants (share:batch) @ clocks, measured throughput |\n|---|---|\n",
+      matrix.mps->oracle_max_tenants);
+  std::vector<std::string> seen;
+  for (const auto& run : runs) {
+    if (std::find(seen.begin(), seen.end(), run.job) != seen.end()) continue;
+    seen.push_back(run.job);
+    out += fmt::format("| {} | {} |\n", run.job, run.partition_oracle.empty() ? "none fits" : join(run.partition_oracle, "; "));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& catalog, const std::vector<BenchRun>& runs,
                                   const BenchOptions& options, const std::string& command) {
   const auto& gpu = catalog.gpu(matrix.gpu);
@@ -770,6 +793,7 @@ std::string bench_report_markdown(const Matrix& matrix, const sim::Catalog& cata
   out += search_section(matrix, catalog, runs, options);
   out += fmt::format("\n## Energy per image (J, simulated)\n\n{}",
                      metric_table(matrix, runs, options, joules_per_image, "{:.4f}"));
+  out += partition_oracle_section(matrix, runs);
   std::vector<std::string> notes;
   for (const auto& job : matrix.jobs) {
     if (!job.note.empty()) notes.push_back(fmt::format("- Job {}: {}", job.id, job.note));
