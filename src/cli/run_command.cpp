@@ -40,6 +40,7 @@ struct RunFlags {
   std::string input_pipeline = "none";
   bool autotune_new_shapes = false;
   std::optional<int> bobd_budget;
+  std::optional<std::string> params_dir;  // pctodl, directcap: PctoDL's fits
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
@@ -236,6 +237,11 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
     }
     spec.search_budget = static_cast<std::size_t>(*flags.bobd_budget);
   }
+  if (control::needs_mps_planning(spec.algorithm)) {
+    spec.pctodl_params_dir = resolve_pctodl_params_dir(flags.params_dir);
+  } else if (flags.params_dir) {
+    throw usage_error(fmt::format("--params does not apply to {}", spec.algorithm));
+  }
 
   runtime::SimJob job(catalog, spec);  // validates before any file is created
   auto trace = open_trace(flags.trace_path, /*simulated=*/true);
@@ -268,6 +274,10 @@ void run_on_nvml(const RunFlags& flags) {
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
   reject_for_platform(flags.bobd_budget.has_value(), "--bobd-budget", "nvml (bobd searches on the twin only)");
+  reject_for_platform(flags.params_dir.has_value(), "--params", "nvml (pctodl and directcap run on the twin only)");
+  if (control::needs_mps_planning(flags.algorithm)) {
+    throw usage_error(fmt::format("{} runs MPS tenants, on the twin only for now (docs/mps.md)", flags.algorithm));
+  }
   if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
   if (control::needs_offline_search(flags.algorithm)) {
     throw Error(ErrorCode::unsupported, "bobd searches on the twin only; on a real GPU use gpucap tune to find a "
@@ -365,6 +375,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
                   "run (default 50, as upstream)");
+  cmd->add_option("--params", flags->params_dir,
+                  "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
+                  "../shared/data/pctodl)");
   cmd->add_option("--device", flags->device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str();
   cmd->add_option("--model-file", flags->model_file, "nvml: TorchScript model (scripts/export_models.py)");
   cmd->add_option("--engine-device", flags->engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")

@@ -533,6 +533,21 @@ namespace {
 using test::expect_error;
 using test::gpucap;
 
+TEST(CliRunMps, PctodlRunsMpsTenantsOnTheTwinFromPctodlsFits) {
+  const auto run = gpucap({"run", "--gpu", "rtx3080ti", "--model", "resnet50", "--algorithm", "pctodl", "--power-cap",
+                           "130", "--duration", "20", "--params", test::shared_file("pctodl"), "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_GT(json["throughput_img_s"].get<double>(), 0.0);
+  EXPECT_TRUE(json["simulated"].get<bool>());
+  expect_error({"run", "--gpu", "rtx3080ti", "--model", "resnet50", "--algorithm", "capfit", "--power-cap", "130",
+                "--duration", "20", "--params", "x"},
+               2, "--params does not apply to capfit");
+  expect_error({"run", "--gpu", "rtx3080ti", "--model", "resnet50", "--algorithm", "pctodl", "--power-cap", "130",
+                "--duration", "20", "--params", "/nonexistent"},
+               4, "/nonexistent/index.json: cannot open");
+}
+
 TEST(CliProfile, WritesPctodlsProfileColumnsThatFitReads) {
   test::TempDir dir;
   const auto csv = dir.path() + "/profile.csv";
