@@ -229,14 +229,19 @@ std::unique_ptr<Controller> make_morak(const ControllerOptions& o, const Platfor
   return std::make_unique<MorakController>(std::move(p));
 }
 
+// For algorithms that choose batch sizes and clocks themselves (a search or a partitioner).
+void reject_batch_and_clock_options(const ControllerOptions& o, const char* why) {
+  reject(o.alpha.has_value(), "--alpha", why);
+  reject(o.fixed_batch.has_value(), "--batch", why);
+  reject(o.batch_sizes.has_value(), "--batch-sizes", why);
+  reject(o.start_batch.has_value(), "--start-batch", why);
+  reject(o.start_clock_mhz.has_value(), "--start-clock", why);
+  reject(o.clock_levels_mhz.has_value(), "--clock-levels", why);
+}
+
 std::unique_ptr<Controller> make_pctodl(const ControllerOptions& o) {
   constexpr const char* kWhy = "pctodl (its partitioner and DVFS controller set batch and clocks)";
-  reject(o.alpha.has_value(), "--alpha", kWhy);
-  reject(o.fixed_batch.has_value(), "--batch", kWhy);
-  reject(o.batch_sizes.has_value(), "--batch-sizes", kWhy);
-  reject(o.start_batch.has_value(), "--start-batch", kWhy);
-  reject(o.start_clock_mhz.has_value(), "--start-clock", kWhy);
-  reject(o.clock_levels_mhz.has_value(), "--clock-levels", kWhy);
+  reject_batch_and_clock_options(o, kWhy);
   PctodlParams p;
   p.period = checked_period(o, p.period);
   p.planning = o.mps_planning;
@@ -245,12 +250,7 @@ std::unique_ptr<Controller> make_pctodl(const ControllerOptions& o) {
 
 std::unique_ptr<Controller> make_directcap(const ControllerOptions& o, const PlatformLimits& limits) {
   constexpr const char* kWhy = "directcap (its partitioner sets batch sizes; the GPU sets the clock)";
-  reject(o.alpha.has_value(), "--alpha", kWhy);
-  reject(o.fixed_batch.has_value(), "--batch", kWhy);
-  reject(o.batch_sizes.has_value(), "--batch-sizes", kWhy);
-  reject(o.start_batch.has_value(), "--start-batch", kWhy);
-  reject(o.start_clock_mhz.has_value(), "--start-clock", kWhy);
-  reject(o.clock_levels_mhz.has_value(), "--clock-levels", kWhy);
+  reject_batch_and_clock_options(o, kWhy);
   DirectcapParams p;
   p.period = checked_period(o, p.period);
   p.planning = o.mps_planning;
@@ -274,12 +274,7 @@ std::unique_ptr<Controller> make_capfit(const ControllerOptions& o) {
 
 std::unique_ptr<Controller> make_bobd(const ControllerOptions& o) {
   constexpr const char* kWhy = "bobd (its offline search sets batch and clocks)";
-  reject(o.alpha.has_value(), "--alpha", kWhy);
-  reject(o.fixed_batch.has_value(), "--batch", kWhy);
-  reject(o.batch_sizes.has_value(), "--batch-sizes", kWhy);
-  reject(o.start_batch.has_value(), "--start-batch", kWhy);
-  reject(o.start_clock_mhz.has_value(), "--start-clock", kWhy);
-  reject(o.clock_levels_mhz.has_value(), "--clock-levels", kWhy);
+  reject_batch_and_clock_options(o, kWhy);
   TunedParams p;
   p.period = checked_period(o, p.period);
   p.table = o.tuned_table;
