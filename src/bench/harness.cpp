@@ -35,6 +35,7 @@ struct Task {
 struct ModelInputs {
   std::shared_ptr<const predict::ProfileModel> profile;
   std::shared_ptr<const control::CapTable> tuned_table;
+  std::shared_ptr<const control::MpsPlanning> fitted_planning;  // mpsfit's
 };
 
 runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const std::string& algorithm,
@@ -53,6 +54,7 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
   if (!control::uses_power_band(algorithm)) spec.controller.alpha.reset();
   if (control::needs_profile(algorithm)) spec.controller.profile = inputs.profile;
   if (control::needs_offline_search(algorithm)) spec.controller.tuned_table = inputs.tuned_table;
+  if (control::plans_with_fitted_predictor(algorithm)) spec.controller.mps_planning = inputs.fitted_planning;
   if (matrix.mps && to_lower(algorithm) == "morak") spec.controller.mps_shares_pct = matrix.mps->morak_shares_pct;
   spec.pctodl_params_dir = options.pctodl_params_dir;
   spec.sim.sample_hz = options.sample_hz;
@@ -62,13 +64,20 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
 }
 
 
-// Checking a run builds its controller; capfit's needs a profile and bobd's a table, but
-// measuring them is the run's work, so the check gets one-point stand-ins.
+std::shared_ptr<const control::MpsPlanning> mpsfit_check_planning() {
+  auto planning = std::make_shared<control::MpsPlanning>();
+  planning->sm_clocks_mhz = {1.0};
+  return planning;
+}
+
+// Checking a run builds its controller; capfit's needs a profile, bobd's a table and mpsfit's a
+// fitted planner, but measuring them is the run's work, so the check gets one-point stand-ins.
 const ModelInputs& options_check_inputs() {
   static const ModelInputs inputs{
       std::make_shared<const predict::ProfileModel>(
           std::vector<predict::ProfileSample>{predict::ProfileSample{1, 1.0, std::nullopt, 1.0, 1.0}}),
-      std::make_shared<const control::CapTable>(control::CapTable{control::TunedEntry{1.0, single_tenant_knobs(1)}})};
+      std::make_shared<const control::CapTable>(control::CapTable{control::TunedEntry{1.0, single_tenant_knobs(1)}}),
+      mpsfit_check_planning()};
   return inputs;
 }
 
@@ -342,8 +351,8 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
   for (std::size_t j = 0; j < matrix.jobs.size(); ++j) {
     for (std::size_t a = 0; a < options.algorithms.size(); ++a) tasks.push_back(Task{j, a});
   }
-  // The oracle's grid, capfit's profile and bobd's searches depend on the model only: one of each
-  // per model.
+  // The oracle's grid, capfit's profile, mpsfit's fitted predictor and bobd's searches depend on
+  // the model only: one of each per model.
   std::vector<std::string> models;
   for (const auto& job : matrix.jobs) {
     if (std::find(models.begin(), models.end(), job.model) == models.end()) models.push_back(job.model);
@@ -354,6 +363,7 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
   };
   const bool profiles_needed = any(control::needs_profile);
   const bool searches_needed = any(control::needs_offline_search);
+  const bool fits_needed = any(control::plans_with_fitted_predictor);
   const std::size_t total = models.size() + tasks.size();
   std::size_t done = 0;
   const auto progress = [&] {
@@ -369,6 +379,11 @@ std::vector<BenchRun> run_matrix(const Matrix& matrix, const sim::Catalog& catal
         if (options.oracle) oracles[m] = measure_oracle(matrix, catalog, options, models[m]);
         if (profiles_needed) {
           inputs[m].profile = runtime::measure_default_profile(
+              catalog, matrix.gpu, models[m], options.sample_hz,
+              sim::derive_seed(options.seed, runtime::kProfileSeedStream));
+        }
+        if (fits_needed) {
+          inputs[m].fitted_planning = runtime::fitted_planning_on_twin(
               catalog, matrix.gpu, models[m], options.sample_hz,
               sim::derive_seed(options.seed, runtime::kProfileSeedStream));
         }

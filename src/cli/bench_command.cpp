@@ -33,7 +33,7 @@ struct BenchFlags {
   bool json = false;
 };
 
-// "all": every algorithm; the MPS partitioners (pctodl, directcap) only on multi-tenant matrices.
+// "all": every algorithm; the MPS partitioners (pctodl, directcap, mpsfit) only on multi-tenant matrices.
 std::vector<std::string> algorithm_list(const std::string& text, bool multi_tenant) {
   std::vector<std::string> names;
   if (trim(text) == "all") {
@@ -103,7 +103,9 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    bench::BenchOptions options;
                    options.algorithms = algorithm_list(flags->algorithms, matrix.mps.has_value());
                    if (std::any_of(options.algorithms.begin(), options.algorithms.end(),
-                                   [](const std::string& a) { return control::needs_mps_planning(a); })) {
+                                   [](const std::string& a) {
+                                     return control::needs_mps_planning(a) && !control::plans_with_fitted_predictor(a);
+                                   })) {
                      options.pctodl_params_dir = resolve_pctodl_params_dir(flags->params_dir);
                    }
                    options.seed = parse_seed(flags->seed);

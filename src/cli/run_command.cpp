@@ -237,7 +237,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
     }
     spec.search_budget = static_cast<std::size_t>(*flags.bobd_budget);
   }
-  if (control::needs_mps_planning(spec.algorithm)) {
+  if (control::needs_mps_planning(spec.algorithm) && !control::plans_with_fitted_predictor(spec.algorithm)) {
     spec.pctodl_params_dir = resolve_pctodl_params_dir(flags.params_dir);
   } else if (flags.params_dir) {
     throw usage_error(fmt::format("--params does not apply to {}", spec.algorithm));

@@ -7,21 +7,12 @@
 #include <limits>
 #include <optional>
 
+#include "gpucap/control/margin.hpp"
 #include "gpucap/core/error.hpp"
 
 namespace gpucap::control {
 
 namespace {
-
-// Running means weight the last few windows: the GPU drifts (temperature, other load), so a
-// configuration's old measurements should fade.
-constexpr int kMemoryWindows = 8;
-// A window much shorter than the period (cut by a cap change) has fewer samples, so its maximum
-// understates a full window's: it is not learned from.
-constexpr double kShortestLearnedFraction = 0.5;
-constexpr double kMaxExtraMargin = 0.2;
-// Pseudo-counts that weigh the prior spread against the spreads measured.
-constexpr double kPriorSpreadWeight = 2.0;
 
 std::vector<CapfitCandidate> build_candidates(const predict::ProfileModel& profile, const std::vector<int>& sizes) {
   std::vector<CapfitCandidate> out;
@@ -39,8 +30,6 @@ std::vector<CapfitCandidate> build_candidates(const predict::ProfileModel& profi
   }
   return out;
 }
-
-void update_mean(double& mean, double value, int count) { mean += (value - mean) / std::min(count, kMemoryWindows); }
 
 }  // namespace
 
@@ -62,15 +51,6 @@ predict::ProfilePrediction CapfitController::predicted(std::size_t i) const {
   return {candidates_[i].profile.throughput_img_s * throughput_ratio_,
           candidates_[i].profile.max_power_w * power_ratio_};
 }
-
-namespace {
-
-// Root mean square of relative errors, with the prior counted as kPriorSpreadWeight observations.
-double pooled_spread(double sum_sq, int count, double prior) {
-  return std::sqrt((sum_sq + kPriorSpreadWeight * prior * prior) / (count + kPriorSpreadWeight));
-}
-
-}  // namespace
 
 double CapfitController::power_budget_w(double cap_w, bool measured) const {
   const double window = pooled_spread(spread_sum_sq_, spread_count_, params_.prior_spread);
@@ -125,11 +105,6 @@ Knobs CapfitController::knobs(std::size_t i) const {
 
 Knobs CapfitController::initial_knobs(double cap_w) const { return knobs(choose(cap_w)); }
 
-bool CapfitController::full_window(const Observation& observation) const {
-  if (params_.period.batches > 0) return observation.batches >= kShortestLearnedFraction * params_.period.batches;
-  return observation.settled_power.duration_s() >= kShortestLearnedFraction * params_.period.seconds;
-}
-
 std::optional<std::size_t> CapfitController::candidate_of(const Knobs& knobs) const {
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
     const auto& c = candidates_[i];
@@ -160,8 +135,8 @@ void CapfitController::learn(std::size_t ran, const Observation& observation) {
     }
   }
   ++stats.windows;
-  update_mean(stats.max_power_w, max_w, stats.windows);
-  update_mean(stats.throughput_img_s, observation.throughput_img_s, stats.windows);
+  update_running_mean(stats.max_power_w, max_w, stats.windows);
+  update_running_mean(stats.throughput_img_s, observation.throughput_img_s, stats.windows);
   const auto& profile = candidates_[ran].profile;
   const double rate = params_.learning_rate;
   if (profile.max_power_w > 0.0) power_ratio_ += rate * (max_w / profile.max_power_w - power_ratio_);
@@ -173,14 +148,11 @@ void CapfitController::learn(std::size_t ran, const Observation& observation) {
 Knobs CapfitController::decide(const Observation& observation) {
   const bool cap_changed = observation.cap_w != last_cap_w_ && last_cap_w_ > 0.0;
   const auto ran = candidate_of(observation.knobs);
-  if (ran && !observation.settled_power.empty() && full_window(observation)) learn(*ran, observation);
+  if (ran && !observation.settled_power.empty() && full_window(observation, params_.period)) learn(*ran, observation);
   // Samples above a cap that only fell during the window, or that still show the configuration
   // before, say nothing about the margin.
-  if (observation.settled_power.max_w > observation.cap_w && !cap_changed) {
-    extra_margin_ = std::min(extra_margin_ + params_.overshoot_margin, kMaxExtraMargin);
-  } else {
-    extra_margin_ = std::max(0.0, extra_margin_ - params_.margin_decay);
-  }
+  extra_margin_ = next_extra_margin(extra_margin_, observation.settled_power.max_w > observation.cap_w && !cap_changed,
+                                    params_.overshoot_margin, params_.margin_decay);
   last_cap_w_ = observation.cap_w;
   current_ = choose(observation.cap_w);
   return knobs(current_);

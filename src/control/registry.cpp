@@ -12,6 +12,7 @@
 #include "gpucap/control/directcap.hpp"
 #include "gpucap/control/dvfs.hpp"
 #include "gpucap/control/morak.hpp"
+#include "gpucap/control/mpsfit.hpp"
 #include "gpucap/control/pctodl.hpp"
 #include "gpucap/control/powercap.hpp"
 #include "gpucap/core/error.hpp"
@@ -42,6 +43,10 @@ const std::vector<AlgorithmInfo>& algorithms() {
       {"capfit", "gpucap's own: a profile corrected online by its own windows; best predicted feasible point, "
        "margin from the measured spread; reacts to a cap change at once",
        "batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
+      {"mpsfit", "gpucap's own, on MPS: a partition from local search on a predictor fitted to a profile; the SM "
+       "clock from that predictor corrected online by its own windows, margin from the measured spread; re-plans at "
+       "once on a cap change",
+       "MPS shares, batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
       {"bobd", "offline Bayesian optimisation (GP, constrained EI, 50 fixed-configuration measurements) for each cap "
        "before the job; then the configuration found for the cap in force, switched at once on a cap change",
        "batch, SM clock, memory clock", "Nabavinejad et al., BOBD (BatchDVFS repository, Spearmint)"},
@@ -259,6 +264,15 @@ std::unique_ptr<Controller> make_directcap(const ControllerOptions& o, const Pla
   return std::make_unique<DirectcapController>(std::move(p));
 }
 
+std::unique_ptr<Controller> make_mpsfit(const ControllerOptions& o) {
+  constexpr const char* kWhy = "mpsfit (its partitioner and feedback set batch and clocks)";
+  reject_batch_and_clock_options(o, kWhy);
+  MpsfitParams p;
+  p.period = checked_period(o, p.period);
+  p.planning = o.mps_planning;
+  return std::make_unique<MpsfitController>(std::move(p));
+}
+
 std::unique_ptr<Controller> make_capfit(const ControllerOptions& o) {
   reject(o.alpha.has_value(), "--alpha", "capfit (its margin comes from the measured spread)");
   reject(o.fixed_batch.has_value(), "--batch", "capfit");
@@ -289,12 +303,15 @@ bool needs_profile(std::string_view algorithm) { return to_lower(trim(algorithm)
 
 bool needs_mps_planning(std::string_view algorithm) {
   const auto key = to_lower(trim(algorithm));
-  return key == "pctodl" || key == "directcap";
+  return key == "pctodl" || key == "directcap" || key == "mpsfit";
 }
+
+bool plans_with_fitted_predictor(std::string_view algorithm) { return to_lower(trim(algorithm)) == "mpsfit"; }
 
 bool uses_power_band(std::string_view algorithm) {
   const auto key = to_lower(trim(algorithm));
-  return key != "capfit" && key != "powercap" && key != "bobd" && key != "pctodl" && key != "directcap";
+  return key != "capfit" && key != "powercap" && key != "bobd" && key != "pctodl" && key != "directcap" &&
+         key != "mpsfit";
 }
 
 std::unique_ptr<Controller> make_controller(std::string_view name, const ControllerOptions& options,
@@ -306,7 +323,7 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   reject(options.mps_shares_pct && key != "morak", "--mps-shares",
          fmt::format("{} (only morak runs fixed MPS shares)", name));
   reject(options.mps_planning && !needs_mps_planning(key), "a partition planner",
-         fmt::format("{} (only pctodl and directcap plan MPS partitions)", name));
+         fmt::format("{} (only pctodl, directcap and mpsfit plan MPS partitions)", name));
   if (key == "batchsizer") return make_batchsizer(options);
   if (key == "batchdvfs") return make_batchdvfs(options, limits);
   if (key == "dvfs") return make_dvfs(options, limits);
@@ -317,6 +334,7 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   if (key == "bobd") return make_bobd(options);
   if (key == "pctodl") return make_pctodl(options);
   if (key == "directcap") return make_directcap(options, limits);
+  if (key == "mpsfit") return make_mpsfit(options);
   std::vector<std::string> names;
   for (const auto& info : algorithms()) names.push_back(info.name);
   throw usage_error(fmt::format("unknown algorithm '{}'; known: {}", name, join(names, ", ")));

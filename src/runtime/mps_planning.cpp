@@ -9,6 +9,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/predict/pctodl.hpp"
+#include "gpucap/runtime/mps_profile.hpp"
 #include "gpucap/sim/mps_model.hpp"
 
 namespace gpucap::runtime {
@@ -86,7 +87,82 @@ tune::PartitionPredictor predictor_of(std::shared_ptr<const PredictorsByMemory> 
   };
 }
 
+std::optional<control::PartitionPlan> plan_of(const tune::PartitionSearch& search) {
+  if (!search.best) return std::nullopt;
+  control::PartitionPlan plan;
+  for (const auto& t : search.best->tenants) plan.tenants.push_back(TenantKnobs{static_cast<double>(t.share_pct), t.batch});
+  plan.sm_clock_mhz = search.best->sm_clock_mhz;
+  plan.memory_clock_mhz = search.best->memory_clock_mhz;
+  plan.predicted_img_s = search.best->predicted.throughput_img_s;
+  plan.predicted_w = search.best->predicted.power_w;
+  return plan;
+}
+
+predict::ProfileRow fit_row(const sim::ModelSpec& model, const ProfileRow& measured) {
+  predict::ProfileRow row;
+  row.model = model.id;
+  row.shares_pct = measured.config.shares_pct;
+  row.batches = measured.config.batches;
+  row.target_sm_clock_mhz = measured.config.sm_clock_mhz;
+  row.memory_clock_mhz = measured.config.memory_clock_mhz;
+  row.sm_clock_mhz = measured.sm_clock_mhz;
+  row.sm_util_pct = measured.sm_util_pct;
+  row.mem_util_pct = measured.memory_util_pct;
+  row.throughput_img_s = measured.measured.throughput_img_s;
+  row.power_avg_w = measured.measured.mean_power_w;
+  row.power_max_w = measured.measured.max_power_w;
+  row.source = "twin profile";
+  return row;
+}
+
 }  // namespace
+
+std::vector<double> planning_memory_clocks_mhz(const sim::GpuSpec& gpu) {
+  std::vector<double> clocks = gpu.memory_clocks_mhz;
+  std::sort(clocks.begin(), clocks.end(), std::greater<>());
+  std::vector<double> out;
+  for (const double m : clocks) {
+    if (out.empty() || (out.size() == 1 && m < 0.75 * out.front())) out.push_back(m);
+  }
+  return out;
+}
+
+predict::FittedPredictor fit_predictor_on_twin(const SimTrialRunner& runner, const sim::GpuSpec& gpu,
+                                               const sim::ModelSpec& model) {
+  std::vector<predict::ProfileRow> rows;
+  for (const double m : planning_memory_clocks_mhz(gpu)) {
+    auto configs = pctodl_profile_configs(gpu, m, /*sweeps=*/true);
+    const auto whole = whole_gpu_profile_configs(gpu, m);
+    configs.insert(configs.end(), whole.begin(), whole.end());
+    for (const auto& config : configs) rows.push_back(fit_row(model, measure_profile_row(runner, gpu, model, config)));
+  }
+  predict::FitOptions options;
+  options.model = model.id;
+  return predict::fit_predictor(rows, options);
+}
+
+std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& gpu,
+                                                            const predict::FittedPredictor& predictor) {
+  tune::PartitionSpace space;
+  space.sm_clocks_mhz = gpu.sm_clocks_mhz;
+  space.memory_clocks_mhz = predictor.memory_clocks_mhz();
+  space.bisection_low_mhz = gpu.min_sm_clock_mhz();
+  space.bisection_high_mhz = gpu.max_sm_clock_mhz();
+  space.admissible_batches_only = true;
+  space.validate();
+  const auto predict = predict::as_partition_predictor(predictor);
+  auto planning = std::make_shared<control::MpsPlanning>();
+  planning->predictor = fmt::format("gpucap's fitted predictor ({})", predictor.model());
+  planning->plan = [space, predict](double cap_w) { return plan_of(tune::local_search_partition(space, predict, cap_w)); };
+  planning->power_w = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
+    return predict(to_tenants(tenants), f, m).power_w;
+  };
+  planning->sm_clocks_mhz = gpu.sm_clocks_mhz;
+  planning->memory_clocks_mhz = space.memory_clocks_mhz;
+  std::sort(planning->memory_clocks_mhz.begin(), planning->memory_clocks_mhz.end());
+  planning->mps_step_pct = space.mps_step_pct;
+  return planning;
+}
 
 tune::PartitionSpace pctodl_partition_space(const sim::GpuSpec& gpu, const sim::ModelSpec& model) {
   tune::PartitionSpace space;
@@ -123,15 +199,7 @@ std::shared_ptr<const control::MpsPlanning> pctodl_planning(const sim::Catalog& 
   auto planning = std::make_shared<control::MpsPlanning>();
   planning->predictor = fmt::format("PctoDL's fits ({})", fits->rbegin()->second.param_set());
   planning->plan = [space, predict](double cap_w) -> std::optional<control::PartitionPlan> {
-    const auto search = tune::greedy_partition(space, predict, cap_w);
-    if (!search.best) return std::nullopt;
-    control::PartitionPlan plan;
-    for (const auto& t : search.best->tenants) plan.tenants.push_back(TenantKnobs{static_cast<double>(t.share_pct), t.batch});
-    plan.sm_clock_mhz = search.best->sm_clock_mhz;
-    plan.memory_clock_mhz = search.best->memory_clock_mhz;
-    plan.predicted_img_s = search.best->predicted.throughput_img_s;
-    plan.predicted_w = search.best->predicted.power_w;
-    return plan;
+    return plan_of(tune::greedy_partition(space, predict, cap_w));
   };
   planning->power_w = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
     return predict(to_tenants(tenants), f, m).power_w;
@@ -152,13 +220,7 @@ std::optional<PartitionOracle> partition_oracle(const SimTrialRunner& verifier, 
   if (!search.best) return std::nullopt;
   PartitionOracle oracle;
   oracle.predictions = search.predictor_calls;
-  for (const auto& t : search.best->tenants) {
-    oracle.plan.tenants.push_back(TenantKnobs{static_cast<double>(t.share_pct), t.batch});
-  }
-  oracle.plan.sm_clock_mhz = search.best->sm_clock_mhz;
-  oracle.plan.memory_clock_mhz = search.best->memory_clock_mhz;
-  oracle.plan.predicted_img_s = search.best->predicted.throughput_img_s;
-  oracle.plan.predicted_w = search.best->predicted.power_w;
+  oracle.plan = *plan_of(search);
   const auto& clocks = gpu.sm_clocks_mhz;
   for (int step = 0; step <= max_steps; ++step) {
     Knobs knobs;

@@ -105,4 +105,30 @@ std::string profile_csv_row(const std::string& model, const ProfileRow& row) {
                      row.measured.throughput_img_s, row.measured.mean_power_w, row.measured.max_power_w);
 }
 
+std::vector<ProfileConfig> whole_gpu_profile_configs(const sim::GpuSpec& gpu, double memory_clock_mhz) {
+  std::vector<ProfileConfig> configs;
+  std::vector<double> clocks;
+  for (double f = gpu.min_sm_clock_mhz(); f < gpu.max_sm_clock_mhz(); f += 150.0) {
+    clocks.push_back(nearest_clock_mhz(gpu.sm_clocks_mhz, f));
+  }
+  clocks.push_back(gpu.max_sm_clock_mhz());
+  for (const auto& [n, share] : std::vector<std::pair<int, int>>{{1, 100}, {2, 50}}) {
+    for (const int b : {4, 8, 16, 32, 64, 128, 256}) {
+      for (const double f : clocks) configs.push_back(homogeneous(n, share, b, f, memory_clock_mhz));
+    }
+  }
+  // Unequal tenants that fill the GPU, at every third clock.
+  const std::vector<std::vector<double>> unequal = {{55, 45}, {65, 35}, {75, 25}, {40, 30, 30}, {35, 35, 30}, {50, 25, 25}};
+  const std::vector<std::vector<int>> batch_sets = {{64, 64, 64}, {128, 64, 64}, {256, 128, 128}, {192, 192, 192}, {256, 256, 256}};
+  for (const auto& shares : unequal) {
+    for (const auto& batch_set : batch_sets) {
+      const std::vector<int> batches(batch_set.begin(), batch_set.begin() + static_cast<std::ptrdiff_t>(shares.size()));
+      for (std::size_t i = 0; i < clocks.size(); i += 3) {
+        configs.push_back(ProfileConfig{shares, batches, clocks[i], memory_clock_mhz});
+      }
+    }
+  }
+  return configs;
+}
+
 }  // namespace gpucap::runtime

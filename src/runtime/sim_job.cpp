@@ -36,6 +36,16 @@ std::shared_ptr<const predict::ProfileModel> measure_default_profile(const sim::
   return std::make_shared<const predict::ProfileModel>(measure_profile(runner, default_profile_space(runner.gpu())));
 }
 
+std::shared_ptr<const control::MpsPlanning> fitted_planning_on_twin(const sim::Catalog& catalog,
+                                                                    const std::string& gpu, const std::string& model,
+                                                                    double sample_hz, std::uint64_t seed) {
+  TrialOptions options;
+  options.sample_hz = sample_hz;
+  options.seed = seed;
+  const SimTrialRunner runner(catalog, gpu, model, options);
+  return fitted_planning(runner.gpu(), fit_predictor_on_twin(runner, runner.gpu(), catalog.model(model)));
+}
+
 std::vector<CapSearch> search_caps_on_twin(const sim::Catalog& catalog, const std::string& gpu,
                                            const std::string& model, const std::vector<double>& caps,
                                            double sample_hz, std::uint64_t seed, std::size_t budget) {
@@ -75,6 +85,10 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
     controller_options.tuned_table = std::make_shared<const control::CapTable>(
         cap_table(search_caps_on_twin(catalog, spec.gpu, spec.model, spec.schedule.distinct_caps(), spec.sim.sample_hz,
                                       spec.sim.seed, spec.search_budget)));
+  }
+  if (control::plans_with_fitted_predictor(spec.algorithm) && !controller_options.mps_planning) {
+    controller_options.mps_planning = fitted_planning_on_twin(catalog, spec.gpu, spec.model, spec.sim.sample_hz,
+                                                              sim::derive_seed(spec.sim.seed, kProfileSeedStream));
   }
   if (control::needs_mps_planning(spec.algorithm) && !controller_options.mps_planning) {
     if (spec.pctodl_params_dir.empty()) {

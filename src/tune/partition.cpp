@@ -327,6 +327,13 @@ std::vector<std::vector<Tenant>> neighbours(const PartitionSpace& space, const s
   return out;
 }
 
+bool admissible(const PartitionSpace& space, const std::vector<Tenant>& tenants) {
+  return std::all_of(tenants.begin(), tenants.end(), [&space](const Tenant& t) {
+    const auto batches = space.batches_for(t.share_pct);
+    return std::find(batches.begin(), batches.end(), t.batch) != batches.end();
+  });
+}
+
 }  // namespace
 
 PartitionSearch local_search_partition(const PartitionSpace& space, const PartitionPredictor& predict, double cap_w) {
@@ -334,6 +341,7 @@ PartitionSearch local_search_partition(const PartitionSpace& space, const Partit
   Search search{space, CachedPredictor(predict), cap_w};
   std::optional<Partition> best;
   const auto consider = [&](const std::vector<Tenant>& tenants) {
+    if (space.admissible_batches_only && !admissible(space, tenants)) return false;
     const auto clocks = search.best_clocks(tenants, space.bisection_high_mhz,
                                            *std::max_element(space.memory_clocks_mhz.begin(),
                                                              space.memory_clocks_mhz.end()) + 1.0);

@@ -1,10 +1,13 @@
-// pctodl, directcap and morak's multi-tenant form, on a planner and power model written here.
+// pctodl, directcap, mpsfit and morak's multi-tenant form, on a planner and power model written here.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "gpucap/control/directcap.hpp"
 #include "gpucap/control/morak.hpp"
+#include "gpucap/control/mpsfit.hpp"
 #include "gpucap/control/pctodl.hpp"
 #include "gpucap/control/registry.hpp"
 #include "gpucap/core/error.hpp"
@@ -120,6 +123,102 @@ TEST(Directcap, FiveWindowsOverTheCapLowerTheMemoryClock) {
   EXPECT_EQ(knobs.mem_clock_mhz, 9251.0);
 }
 
+// The planner's power model: 100 W at 210 MHz to 300 W at 1950 MHz.
+double model_w(double f) { return 100.0 + 200.0 * (f - 210.0) / 1740.0; }
+
+// A full 3-s window whose settled samples peak at `max_w`.
+[[gnu::noinline]] Observation settled_window(double cap_w, double max_w, const Knobs& knobs) {
+  auto o = window(cap_w, max_w, knobs);
+  o.settled_power = o.power;
+  o.settled_power.start_s = 0.0;
+  o.settled_power.end_s = 3.0;
+  o.settled_power.samples = 300;
+  return o;
+}
+
+// Runs mpsfit on a GPU that draws `truth(f)` for `windows` windows at a constant cap; returns the
+// clocks it ran, and counts windows over the cap.
+std::vector<double> run_mpsfit(MpsfitController& c, Knobs& knobs, double cap_w, int windows,
+                               const std::function<double(double)>& truth, int& over) {
+  std::vector<double> clocks;
+  for (int i = 0; i < windows; ++i) {
+    const double drawn_w = truth(*knobs.sm_clock_mhz);
+    if (drawn_w > cap_w) ++over;
+    clocks.push_back(*knobs.sm_clock_mhz);
+    knobs = c.decide(settled_window(cap_w, drawn_w, knobs));
+  }
+  return clocks;
+}
+
+TEST(Mpsfit, FirstWindowOfAPartitionKeepsAWideMarginThenClimbsToTheCap) {
+  MpsfitController c({.planning = planning()});
+  auto knobs = c.initial_knobs(200.0);
+  ASSERT_EQ(knobs.tenants.size(), 2u);
+  EXPECT_EQ(knobs.tenants[0].batch_size, 19) << "planned for the cap less its margin (3.4 % before any window)";
+  EXPECT_EQ(knobs.mem_clock_mhz, 9501.0);
+  // The first window keeps 8 % below the cap: the highest clock predicted at <= 184 W.
+  EXPECT_LE(model_w(*knobs.sm_clock_mhz), 184.0);
+  EXPECT_GT(model_w(*knobs.sm_clock_mhz + 15.0), 184.0);
+  int over = 0;
+  const auto clocks = run_mpsfit(c, knobs, 200.0, 12, model_w, over);
+  EXPECT_EQ(over, 0);
+  EXPECT_GT(clocks.back(), clocks.front());
+  // Once measured, the margin shrinks to the 3-sigma spread (about 3.4 % of the cap here).
+  EXPECT_GE(model_w(clocks.back()), 0.95 * 200.0);
+}
+
+TEST(Mpsfit, APredictorThatUnderestimatesIsCorrectedByTheWindows) {
+  MpsfitController c({.planning = planning()});
+  auto knobs = c.initial_knobs(200.0);
+  // The GPU draws 6 % more than predicted: the first window (8 % margin) is still under the cap,
+  // and the next clocks follow the corrected prediction.
+  const auto truth = [](double f) { return 1.06 * model_w(f); };
+  int over = 0;
+  const auto clocks = run_mpsfit(c, knobs, 200.0, 15, truth, over);
+  EXPECT_EQ(over, 0);
+  EXPECT_NEAR(c.power_ratio(), 1.06, 0.01);
+  EXPECT_GE(truth(clocks.back()), 0.93 * 200.0);
+  EXPECT_LE(c.expected_power_w(clocks.back()), 200.0);
+}
+
+TEST(Mpsfit, AWindowOverTheCapWidensTheMarginAndLowersTheClock) {
+  MpsfitController c({.planning = planning()});
+  auto knobs = c.initial_knobs(200.0);
+  int over = 0;
+  (void)run_mpsfit(c, knobs, 200.0, 10, model_w, over);
+  const double settled = *knobs.sm_clock_mhz;
+  // A spike: this clock drew 205 W once.
+  knobs = c.decide(settled_window(200.0, 205.0, knobs));
+  EXPECT_LT(*knobs.sm_clock_mhz, settled);
+  EXPECT_LT(c.power_budget_w(200.0, true), 0.96 * 200.0);
+}
+
+TEST(Mpsfit, ACapChangeRePlansAtOnceAndStartsTheNewPartitionCautiously) {
+  MpsfitController c({.planning = planning()});
+  EXPECT_TRUE(c.reacts_to_cap_changes());
+  auto knobs = c.initial_knobs(200.0);
+  int over = 0;
+  (void)run_mpsfit(c, knobs, 200.0, 6, model_w, over);
+  knobs = c.decide(settled_window(150.0, model_w(*knobs.sm_clock_mhz), knobs));
+  EXPECT_EQ(knobs.tenants[0].batch_size, 14) << "planned for the 150-W cap less its margin";
+  EXPECT_LE(model_w(*knobs.sm_clock_mhz), 0.92 * 150.0);
+  // The first window of the new partition holds the workers' restart: it is not learnt from.
+  EXPECT_DOUBLE_EQ(c.power_ratio(), 1.0);
+  (void)c.decide(settled_window(150.0, 110.0, knobs));
+  EXPECT_DOUBLE_EQ(c.power_ratio(), 1.0);
+  // The next one is.
+  (void)c.decide(settled_window(150.0, 0.9 * model_w(*knobs.sm_clock_mhz), knobs));
+  EXPECT_LT(c.power_ratio(), 1.0);
+}
+
+TEST(Mpsfit, NothingPredictedToFitFallsBackToTheSmallestPartitionAtTheLowestClock) {
+  MpsfitController c({.planning = planning()});
+  const auto knobs = c.initial_knobs(60.0);
+  ASSERT_EQ(knobs.tenants.size(), 1u);
+  EXPECT_EQ(knobs.tenants[0].mps_share_pct, 5.0);
+  EXPECT_EQ(knobs.sm_clock_mhz, 210.0);
+}
+
 TEST(MpsControllers, NeedAPlannerAndRejectOptionsTheyDoNotUse) {
   const PlatformLimits limits{{500, 1000}, {}, 100.0, 350.0};
   EXPECT_THROW((void)make_controller("pctodl", {}, limits), Error);
@@ -127,6 +226,12 @@ TEST(MpsControllers, NeedAPlannerAndRejectOptionsTheyDoNotUse) {
   o.mps_planning = planning();
   EXPECT_EQ(make_controller("pctodl", o, limits)->name(), "pctodl");
   EXPECT_EQ(make_controller("directcap", o, limits)->name(), "directcap");
+  EXPECT_EQ(make_controller("mpsfit", o, limits)->name(), "mpsfit");
+  EXPECT_THROW((void)make_controller("mpsfit", {}, limits), Error);
+  EXPECT_TRUE(plans_with_fitted_predictor("mpsfit"));
+  EXPECT_FALSE(plans_with_fitted_predictor("pctodl"));
+  EXPECT_TRUE(needs_mps_planning("mpsfit"));
+  EXPECT_FALSE(uses_power_band("mpsfit"));
   EXPECT_THROW((void)make_controller("capfit", o, limits), Error);
   o.alpha = 0.9;
   EXPECT_THROW((void)make_controller("pctodl", o, limits), Error);

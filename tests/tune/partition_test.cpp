@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpucap/core/error.hpp"
@@ -93,6 +94,31 @@ TEST(Partition, LocalSearchFindsTheExhaustiveOptimumOfTheTwinsModelWithFarFewerP
       EXPECT_GE(local.best->predicted.throughput_img_s, greedy.best->predicted.throughput_img_s) << name << " " << cap;
       EXPECT_LT(local.predictor_calls * 50, exhaustive.predictor_calls) << name << " " << cap;
     }
+  }
+}
+
+TEST(Partition, LocalSearchCanBeKeptToEachSharesAdmissibleBatches) {
+  // A predictor that rewards a share at a batch below its range, a region a profile never covers.
+  const auto s_free = space();
+  const PartitionPredictor lure = [&s_free](const std::vector<Tenant>& tenants, double f, double m) {
+    auto p = synthetic(tenants, f, m);
+    for (const auto& t : tenants) {
+      if (t.batch < s_free.batches_for(t.share_pct).front()) p.throughput_img_s *= 3.0;
+    }
+    return p;
+  };
+  auto s = s_free;
+  const auto free = local_search_partition(s, lure, 140.0);
+  ASSERT_TRUE(free.best.has_value());
+  const auto lured = std::any_of(free.best->tenants.begin(), free.best->tenants.end(),
+                                 [&s](const Tenant& t) { return t.batch < s.batches_for(t.share_pct).front(); });
+  EXPECT_TRUE(lured) << "without the restriction the search takes the lure: " << describe(free.best->tenants);
+  s.admissible_batches_only = true;
+  const auto kept = local_search_partition(s, lure, 140.0);
+  ASSERT_TRUE(kept.best.has_value());
+  for (const auto& t : kept.best->tenants) {
+    const auto allowed = s.batches_for(t.share_pct);
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), t.batch), allowed.end()) << describe(kept.best->tenants);
   }
 }
 

@@ -69,7 +69,6 @@ class CapfitController final : public Controller {
  private:
   [[nodiscard]] std::size_t choose(double cap_w) const;
   [[nodiscard]] Knobs knobs(std::size_t i) const;
-  [[nodiscard]] bool full_window(const Observation& observation) const;
   // The candidate the knobs of a window describe (the window's own configuration).
   [[nodiscard]] std::optional<std::size_t> candidate_of(const Knobs& knobs) const;
   void learn(std::size_t ran, const Observation& observation);

@@ -28,7 +28,7 @@ struct ControllerOptions {
   std::shared_ptr<const predict::ProfileModel> profile;
   // bobd: the configuration its offline search found for each cap (runtime::search_each_cap).
   std::shared_ptr<const CapTable> tuned_table;
-  // pctodl, directcap: the partitioner and power model (runtime/mps_planning.hpp).
+  // pctodl, directcap, mpsfit: the partitioner and power model (runtime/mps_planning.hpp).
   std::shared_ptr<const MpsPlanning> mps_planning;
   // morak: its tenants' MPS shares (default: one at 100 %); each a multiple of 5, adding up to <= 100.
   std::optional<std::vector<double>> mps_shares_pct;
@@ -46,8 +46,11 @@ struct PlatformLimits {
 [[nodiscard]] bool needs_profile(std::string_view algorithm);
 // Whether the algorithm runs from an offline search made before the job (bobd).
 [[nodiscard]] bool needs_offline_search(std::string_view algorithm);
-// Whether the algorithm partitions the GPU among MPS tenants from a predictor (pctodl, directcap).
+// Whether the algorithm partitions the GPU among MPS tenants from a predictor (pctodl, directcap,
+// mpsfit).
 [[nodiscard]] bool needs_mps_planning(std::string_view algorithm);
+// Whether that predictor is gpucap's own, fitted to a profile (mpsfit), rather than PctoDL's fits.
+[[nodiscard]] bool plans_with_fitted_predictor(std::string_view algorithm);
 // Whether the algorithm acts on a power band [alpha·cap, cap] (so --alpha applies to it).
 [[nodiscard]] bool uses_power_band(std::string_view algorithm);
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpucap/control/mps_plan.hpp"
+#include "gpucap/predict/fitted.hpp"
 #include "gpucap/runtime/tuning.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "gpucap/tune/partition.hpp"
@@ -35,6 +36,23 @@ namespace gpucap::runtime {
                                                                           const sim::GpuSpec& gpu,
                                                                           const sim::ModelSpec& model,
                                                                           const std::string& params_dir);
+
+// The memory clocks gpucap profiles and plans MPS partitions at: the highest, and the highest
+// below three quarters of it if there is one (RTX 3080 Ti: 9501 and 5001 MHz; A100: 1215 MHz).
+[[nodiscard]] std::vector<double> planning_memory_clocks_mhz(const sim::GpuSpec& gpu);
+
+// gpucap's own predictor (predict/fitted.hpp) for the model on the twin: PctoDL's profiling
+// matrix with frequency sweeps plus the whole-GPU rows (runtime/mps_profile.hpp), measured at
+// each planning memory clock, then fitted. Deterministic for a runner's seed.
+[[nodiscard]] predict::FittedPredictor fit_predictor_on_twin(const SimTrialRunner& runner, const sim::GpuSpec& gpu,
+                                                             const sim::ModelSpec& model);
+
+// gpucap's local-search partitioner (tune::local_search_partition) on a fitted predictor, over
+// the predictor's memory clocks, every supported SM clock, 5-% shares and batch sizes up to 256:
+// what mpsfit runs from. It has no thermodynamic model (`thermo` is empty): pctodl does not run
+// from it.
+[[nodiscard]] std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& gpu,
+                                                                          const predict::FittedPredictor& predictor);
 
 // The bench's oracle over MPS partitions: the exhaustive search (at most `max_tenants` tenants)
 // on the twin's own model for the cap, then measured on the twin; while the measurement's highest

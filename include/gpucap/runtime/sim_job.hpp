@@ -50,6 +50,14 @@ inline constexpr std::uint64_t kProfileSeedStream = 0x9f0f11e;
                                                                                    double sample_hz,
                                                                                    std::uint64_t seed);
 
+// mpsfit's planning on the twin: PctoDL's profiling matrix measured on the twin, gpucap's
+// predictor fitted to it, and the local-search partitioner on that predictor
+// (runtime/mps_planning.hpp). `seed` as for measure_default_profile.
+[[nodiscard]] std::shared_ptr<const control::MpsPlanning> fitted_planning_on_twin(const sim::Catalog& catalog,
+                                                                                 const std::string& gpu,
+                                                                                 const std::string& model,
+                                                                                 double sample_hz, std::uint64_t seed);
+
 // The seed stream of the twin that measures an offline search's configurations (bobd).
 inline constexpr std::uint64_t kSearchSeedStream = 0x5ea4c4;
 

@@ -40,6 +40,10 @@ struct PartitionSpace {
   double bisection_low_mhz = 500.0;       // SolveFreq's bounds
   double bisection_high_mhz = 2100.0;
   std::size_t max_tenants = 0;            // exhaustive search only: 0 = as many as the shares allow
+  // Local search only: every tenant's batch stays within batches_for(its share). For a fitted
+  // predictor, which is trustworthy only near what was profiled (a large share at a tiny batch
+  // never is).
+  bool admissible_batches_only = false;
 
   // Throws Error(usage) for an empty clock list, a step that does not divide 100, ...
   void validate() const;
@@ -80,7 +84,8 @@ struct PartitionSearch {
 // single moves (a batch one pool step up or down, one share step moved between tenants or taken
 // from the free share, two tenants merged, one split) while a move raises the predicted
 // throughput. Upstream's per-share density favours many small tenants whose interference it
-// never weighs; this search compares whole partitions (docs/algorithms.md).
+// never weighs; this search compares whole partitions (docs/algorithms.md). With
+// space.admissible_batches_only, a partition with a batch outside its share's range is skipped.
 [[nodiscard]] PartitionSearch local_search_partition(const PartitionSpace& space, const PartitionPredictor& predict,
                                                      double cap_w);
 

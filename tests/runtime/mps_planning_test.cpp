@@ -1,0 +1,63 @@
+// mpsfit's planning on the twin: the memory clocks it profiles, the profile it fits and the plans
+// the local-search partitioner makes on the fitted predictor, checked against the twin itself.
+#include "gpucap/runtime/mps_planning.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/runtime/mps_profile.hpp"
+#include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/sim/catalog.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::runtime {
+namespace {
+
+TEST(MpsPlanning, ProfilesTheHighestMemoryClockAndOneWellBelowIt) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  EXPECT_EQ(planning_memory_clocks_mhz(catalog.gpu("rtx3080ti")), (std::vector<double>{9501, 5001}));
+  EXPECT_EQ(planning_memory_clocks_mhz(catalog.gpu("a100")), (std::vector<double>{1215}));
+}
+
+TEST(MpsPlanning, WholeGpuRowsCoverOneTenantTwoHalvesAndUnequalTenants) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  const auto& gpu = catalog.gpu("a100");
+  const auto configs = whole_gpu_profile_configs(gpu, 1215);
+  bool single = false, unequal = false;
+  for (const auto& c : configs) {
+    double total = 0.0;
+    for (const double share : c.shares_pct) total += share;
+    EXPECT_DOUBLE_EQ(total, 100.0);
+    EXPECT_EQ(c.shares_pct.size(), c.batches.size());
+    single = single || (c.shares_pct.size() == 1 && c.sm_clock_mhz == gpu.max_sm_clock_mhz());
+    unequal = unequal || (c.shares_pct.size() == 3 && c.shares_pct[0] != c.shares_pct[1]);
+  }
+  EXPECT_TRUE(single);
+  EXPECT_TRUE(unequal);
+}
+
+TEST(MpsPlanning, TheFittedPlannerPicksPartitionsTheTwinRunsNearTheirPrediction) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  const auto planning = fitted_planning_on_twin(catalog, "a100", "resnet50", 100.0, 7);
+  EXPECT_TRUE(planning->predictor.find("fitted") != std::string::npos);
+  EXPECT_FALSE(static_cast<bool>(planning->thermo)) << "pctodl's thermodynamic model is not part of it";
+  TrialOptions options;
+  options.seed = 11;
+  const SimTrialRunner twin(catalog, "a100", "resnet50", options);
+  for (const double cap_w : {120.0, 180.0}) {
+    const auto plan = planning->plan(cap_w);
+    ASSERT_TRUE(plan.has_value()) << cap_w;
+    EXPECT_LE(plan->predicted_w, cap_w);
+    Knobs knobs;
+    knobs.tenants = plan->tenants;
+    knobs.sm_clock_mhz = plan->sm_clock_mhz;
+    knobs.mem_clock_mhz = plan->memory_clock_mhz;
+    const auto measured = twin.measure_knobs(knobs);
+    // What mpsfit's feedback starts from: within a few percent of the twin.
+    EXPECT_NEAR(measured.max_power_w, plan->predicted_w, 0.05 * plan->predicted_w) << cap_w;
+    EXPECT_NEAR(measured.throughput_img_s, plan->predicted_img_s, 0.05 * plan->predicted_img_s) << cap_w;
+    EXPECT_NEAR(planning->power_w(plan->tenants, plan->sm_clock_mhz, plan->memory_clock_mhz), plan->predicted_w, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace gpucap::runtime
