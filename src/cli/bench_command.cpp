@@ -33,12 +33,13 @@ struct BenchFlags {
   bool json = false;
 };
 
-// "all": every algorithm; the MPS partitioners (pctodl, directcap, mpsfit) only on multi-tenant matrices.
+// "all": every algorithm; PctoDL's suite (pctodl, directcap, pctodl-batchdvfs) and mpsfit only on
+// multi-tenant matrices.
 std::vector<std::string> algorithm_list(const std::string& text, bool multi_tenant) {
   std::vector<std::string> names;
   if (trim(text) == "all") {
     for (const auto& info : control::algorithms()) {
-      if (multi_tenant || !control::needs_mps_planning(info.name)) names.push_back(info.name);
+      if (multi_tenant || !control::pctodl_suite_only(info.name)) names.push_back(info.name);
     }
     return names;
   }

@@ -14,6 +14,7 @@
 #include "gpucap/control/morak.hpp"
 #include "gpucap/control/mpsfit.hpp"
 #include "gpucap/control/pctodl.hpp"
+#include "gpucap/control/pctodl_batchdvfs.hpp"
 #include "gpucap/control/powercap.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
@@ -37,6 +38,9 @@ const std::vector<AlgorithmInfo>& algorithms() {
       {"pctodl", "MPS tenants, batch sizes and clocks from the greedy partitioner on a predictor; thermodynamic DVFS "
        "controller + FreqGuard every 5 s; asynchronous re-plan on a cap change",
        "MPS shares, batch, SM clock, memory clock", "PctoDL repository (src/main.py), seed-systems.md §2.10"},
+      {"pctodl-batchdvfs", "PctoDL's BatchDVFS: binary search over its batch ladder with SM clock steps of 1 or 4 "
+       "clocks every 5 s, band [0.98·cap, cap], from batch 256 at the median clock; FreqGuard",
+       "batch, SM clock", "PctoDL repository (src/main.py batchdvfs), seed-systems.md §2.10"},
       {"directcap", "MPS tenants and batch sizes from the greedy partitioner; board power limit = cap, SM clock left "
        "to boost; memory clock down after 5 windows over 1.02·cap",
        "MPS shares, batch, power limit, memory clock", "PctoDL repository, directcap baseline"},
@@ -205,10 +209,32 @@ std::vector<double> checked_mps_shares(const std::vector<double>& shares) {
   return shares;
 }
 
-// Morak steps through every supported SM clock (PctoDL: 15-MHz steps), not the DVFS ladder.
-std::vector<double> morak_clocks(const ControllerOptions& o, const PlatformLimits& limits) {
+// PctoDL's baselines (morak, pctodl-batchdvfs) step through every supported SM clock (15-MHz
+// steps), not the DVFS ladder.
+std::vector<double> pctodl_clocks(const ControllerOptions& o, const PlatformLimits& limits) {
   if (o.clock_levels_mhz || limits.supported_sm_clocks_mhz.empty()) return checked_clock_levels(o, limits);
   return limits.supported_sm_clocks_mhz;
+}
+
+// The index of `batch` in the ladder, or of the largest size below it.
+int batch_index_at_most(const std::vector<int>& sizes, int batch) {
+  const auto above = std::upper_bound(sizes.begin(), sizes.end(), batch);
+  return static_cast<int>(std::max<std::ptrdiff_t>(above - sizes.begin() - 1, 0));
+}
+
+std::unique_ptr<Controller> make_pctodl_batchdvfs(const ControllerOptions& o, const PlatformLimits& limits) {
+  reject(o.fixed_batch.has_value(), "--batch", "pctodl-batchdvfs");
+  PctodlBatchDvfsParams p;
+  p.alpha = checked_alpha(o, p.alpha);
+  p.period = checked_period(o, p.period);
+  p.batch_sizes = checked_batch_sizes(o, pctodl_batch_ladder());
+  p.clocks_mhz = pctodl_clocks(o, limits);
+  // Upstream starts every worker at batch 256 and the median of the platform's clock list.
+  p.start_batch_index = o.start_batch ? index_of_batch(p.batch_sizes, *o.start_batch)
+                                      : batch_index_at_most(p.batch_sizes, 256);
+  p.start_clock_index = o.start_clock_mhz ? index_of_clock(p.clocks_mhz, *o.start_clock_mhz)
+                                          : static_cast<int>(p.clocks_mhz.size() / 2);
+  return std::make_unique<PctodlBatchDvfsController>(std::move(p));
 }
 
 std::unique_ptr<Controller> make_morak(const ControllerOptions& o, const PlatformLimits& limits) {
@@ -217,7 +243,7 @@ std::unique_ptr<Controller> make_morak(const ControllerOptions& o, const Platfor
   p.alpha = checked_alpha(o, p.alpha);
   p.period = checked_period(o, p.period);
   p.batch_sizes = checked_batch_sizes(o, p.batch_sizes);
-  p.clocks_mhz = morak_clocks(o, limits);
+  p.clocks_mhz = pctodl_clocks(o, limits);
   if (o.latency_slo_ms && !(*o.latency_slo_ms > 0.0 && *o.latency_slo_ms <= 1e7)) {
     throw usage_error(fmt::format("--slo-ms {:g} must be a positive number of milliseconds", *o.latency_slo_ms));
   }
@@ -306,6 +332,10 @@ bool needs_mps_planning(std::string_view algorithm) {
   return key == "pctodl" || key == "directcap" || key == "mpsfit";
 }
 
+bool pctodl_suite_only(std::string_view algorithm) {
+  return needs_mps_planning(algorithm) || to_lower(trim(algorithm)) == "pctodl-batchdvfs";
+}
+
 bool plans_with_fitted_predictor(std::string_view algorithm) { return to_lower(trim(algorithm)) == "mpsfit"; }
 
 bool uses_power_band(std::string_view algorithm) {
@@ -330,6 +360,7 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   if (key == "clipper") return make_clipper(options);
   if (key == "powercap") return make_powercap(options, limits);
   if (key == "morak") return make_morak(options, limits);
+  if (key == "pctodl-batchdvfs") return make_pctodl_batchdvfs(options, limits);
   if (key == "capfit") return make_capfit(options);
   if (key == "bobd") return make_bobd(options);
   if (key == "pctodl") return make_pctodl(options);

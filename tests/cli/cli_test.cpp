@@ -219,7 +219,7 @@ TEST(Cli, ListsWhatItKnows) {
   const auto models = nlohmann::json::parse(gpucap({"list", "models", "--json"}).out);
   EXPECT_EQ(models.size(), 23u);
   const auto algorithms = nlohmann::json::parse(gpucap({"list", "algorithms", "--json"}).out);
-  EXPECT_EQ(algorithms.size(), 11u);
+  EXPECT_EQ(algorithms.size(), 12u);
   EXPECT_EQ(gpucap({"list", "datasets"}).exit_code, 0);
   const auto matrices = gpucap({"list", "matrices"}).out;
   for (const char* id : {"batchdvfs-p40", "pctodl-3080ti", "pctodl-a100"}) {

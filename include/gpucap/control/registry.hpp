@@ -49,6 +49,9 @@ struct PlatformLimits {
 // Whether the algorithm partitions the GPU among MPS tenants from a predictor (pctodl, directcap,
 // mpsfit).
 [[nodiscard]] bool needs_mps_planning(std::string_view algorithm);
+// Whether "all" leaves the algorithm out of matrices without MPS: the MPS partitioners and
+// PctoDL's BatchDVFS, which compete on PctoDL's matrices.
+[[nodiscard]] bool pctodl_suite_only(std::string_view algorithm);
 // Whether that predictor is gpucap's own, fitted to a profile (mpsfit), rather than PctoDL's fits.
 [[nodiscard]] bool plans_with_fitted_predictor(std::string_view algorithm);
 // Whether the algorithm acts on a power band [alpha·cap, cap] (so --alpha applies to it).
