@@ -57,6 +57,7 @@ runtime::SimJobSpec job_spec(const Matrix& matrix, std::size_t job_index, const 
   if (control::plans_with_fitted_predictor(algorithm)) spec.controller.mps_planning = inputs.fitted_planning;
   if (matrix.mps && to_lower(algorithm) == "morak") spec.controller.mps_shares_pct = matrix.mps->morak_shares_pct;
   spec.pctodl_params_dir = options.pctodl_params_dir;
+  spec.controller.shadow = options.pctodl_shadow && to_lower(algorithm) == "pctodl";
   spec.sim.sample_hz = options.sample_hz;
   // Same noise for every algorithm on a job (common random numbers), different across jobs.
   spec.sim.seed = sim::derive_seed(options.seed, job_index);

@@ -30,6 +30,7 @@ struct BenchFlags {
   double sample_hz = 100.0;
   int bobd_budget = 50;
   std::optional<std::string> params_dir;
+  bool shadow = false;
   bool json = false;
 };
 
@@ -95,6 +96,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--params", flags->params_dir,
                   "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
                   "../shared/data/pctodl)");
+  cmd->add_flag("--shadow", flags->shadow, "pctodl: run PctoDL's shadow optimizer (off as in upstream's benchmarks)");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON instead of CSV");
 
   return Command{cmd, [flags, &global] {
@@ -108,6 +110,11 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                                      return control::needs_mps_planning(a) && !control::plans_with_fitted_predictor(a);
                                    })) {
                      options.pctodl_params_dir = resolve_pctodl_params_dir(flags->params_dir);
+                   }
+                   options.pctodl_shadow = flags->shadow;
+                   if (flags->shadow && std::find(options.algorithms.begin(), options.algorithms.end(), "pctodl") ==
+                                            options.algorithms.end()) {
+                     throw usage_error("--shadow applies to pctodl, which --algorithms does not include");
                    }
                    options.seed = parse_seed(flags->seed);
                    options.threads = flags->jobs;

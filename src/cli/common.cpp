@@ -53,6 +53,9 @@ void ControllerFlags::add_to(CLI::App& app) {
   app.add_option("--profile", profile_path_,
                  "capfit: profile of the model on this GPU, the JSON of 'gpucap tune --json' (default on the twin: "
                  "measured before the run)");
+  app.add_flag("--shadow", shadow_,
+               "pctodl: run PctoDL's shadow optimizer (grey-box BO of shares and batches every 3 iterations; off as in "
+               "upstream's benchmarks)");
 }
 
 control::ControllerOptions ControllerFlags::options() const {
@@ -65,6 +68,7 @@ control::ControllerOptions ControllerFlags::options() const {
   options.start_clock_mhz = start_clock_mhz_;
   options.fixed_batch = fixed_batch_;
   options.latency_slo_ms = latency_slo_ms_;
+  options.shadow = shadow_;
   if (profile_path_) {
     options.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*profile_path_));
   }

@@ -276,6 +276,7 @@ std::unique_ptr<Controller> make_pctodl(const ControllerOptions& o) {
   PctodlParams p;
   p.period = checked_period(o, p.period);
   p.planning = o.mps_planning;
+  p.shadow = o.shadow;
   return std::make_unique<PctodlController>(std::move(p));
 }
 
@@ -350,6 +351,7 @@ std::unique_ptr<Controller> make_controller(std::string_view name, const Control
   reject(options.profile && key != "capfit", "--profile", fmt::format("{} (only capfit runs from a profile)", name));
   reject(options.tuned_table && key != "bobd", "a tuned table", fmt::format("{} (only bobd runs from one)", name));
   reject(options.latency_slo_ms && key != "morak", "--slo-ms", fmt::format("{} (only morak has a latency SLO)", name));
+  reject(options.shadow && key != "pctodl", "--shadow", fmt::format("{} (only pctodl has a shadow optimizer)", name));
   reject(options.mps_shares_pct && key != "morak", "--mps-shares",
          fmt::format("{} (only morak runs fixed MPS shares)", name));
   reject(options.mps_planning && !needs_mps_planning(key), "a partition planner",

@@ -37,13 +37,6 @@ std::string pctodl_model(const sim::Catalog& catalog, const sim::ModelSpec& mode
   throw usage_error(fmt::format("PctoDL has no fit of {} (in {})", model.id, params_dir));
 }
 
-std::vector<tune::Tenant> to_tenants(const std::vector<TenantKnobs>& knobs) {
-  std::vector<tune::Tenant> tenants;
-  tenants.reserve(knobs.size());
-  for (const auto& k : knobs) tenants.push_back(tune::Tenant{static_cast<int>(k.mps_share_pct), k.batch_size});
-  return tenants;
-}
-
 control::ThermoParams thermo_params(const predict::PctodlClosedForm& c) {
   control::ThermoParams p;
   p.f_min_mhz = c.p_f_min;
@@ -90,7 +83,7 @@ tune::PartitionPredictor predictor_of(std::shared_ptr<const PredictorsByMemory> 
 std::optional<control::PartitionPlan> plan_of(const tune::PartitionSearch& search) {
   if (!search.best) return std::nullopt;
   control::PartitionPlan plan;
-  for (const auto& t : search.best->tenants) plan.tenants.push_back(TenantKnobs{static_cast<double>(t.share_pct), t.batch});
+  plan.tenants = control::to_tenant_knobs(search.best->tenants);
   plan.sm_clock_mhz = search.best->sm_clock_mhz;
   plan.memory_clock_mhz = search.best->memory_clock_mhz;
   plan.predicted_img_s = search.best->predicted.throughput_img_s;
@@ -155,12 +148,16 @@ std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& 
   planning->predictor = fmt::format("gpucap's fitted predictor ({})", predictor.model());
   planning->plan = [space, predict](double cap_w) { return plan_of(tune::local_search_partition(space, predict, cap_w)); };
   planning->power_w = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
-    return predict(to_tenants(tenants), f, m).power_w;
+    return predict(control::to_tenants(tenants), f, m).power_w;
+  };
+  planning->throughput_img_s = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
+    return predict(control::to_tenants(tenants), f, m).throughput_img_s;
   };
   planning->sm_clocks_mhz = gpu.sm_clocks_mhz;
   planning->memory_clocks_mhz = space.memory_clocks_mhz;
   std::sort(planning->memory_clocks_mhz.begin(), planning->memory_clocks_mhz.end());
   planning->mps_step_pct = space.mps_step_pct;
+  planning->max_batch = space.max_batch;
   return planning;
 }
 
@@ -202,12 +199,16 @@ std::shared_ptr<const control::MpsPlanning> pctodl_planning(const sim::Catalog& 
     return plan_of(tune::greedy_partition(space, predict, cap_w));
   };
   planning->power_w = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
-    return predict(to_tenants(tenants), f, m).power_w;
+    return predict(control::to_tenants(tenants), f, m).power_w;
+  };
+  planning->throughput_img_s = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
+    return predict(control::to_tenants(tenants), f, m).throughput_img_s;
   };
   planning->thermo = [fits](double m) { return thermo_params(fits->at(m).closed_form()); };
   planning->sm_clocks_mhz = gpu.sm_clocks_mhz;
   planning->memory_clocks_mhz = gpu.memory_clocks_mhz;
   planning->mps_step_pct = space.mps_step_pct;
+  planning->max_batch = space.max_batch;
   return planning;
 }
 

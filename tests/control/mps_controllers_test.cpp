@@ -29,6 +29,12 @@ std::shared_ptr<const MpsPlanning> planning() {
     return plan;
   };
   p->power_w = [](const std::vector<TenantKnobs>&, double f, double) { return 100.0 + 200.0 * (f - 210.0) / 1740.0; };
+  // Throughput grows with the batches and the clock.
+  p->throughput_img_s = [](const std::vector<TenantKnobs>& tenants, double f, double) {
+    double sum = 0.0;
+    for (const auto& t : tenants) sum += t.mps_share_pct * t.batch_size / (t.batch_size + 16.0);
+    return sum * f / 1000.0;
+  };
   p->thermo = [](double) {
     ThermoParams t;
     t.f_min_mhz = 210.0;
@@ -98,6 +104,34 @@ TEST(Pctodl, NothingFitsStartsFromTheSmallestPartition) {
   ASSERT_EQ(knobs.tenants.size(), 1u);
   EXPECT_EQ(knobs.tenants[0].mps_share_pct, 5.0);
   EXPECT_EQ(knobs.sm_clock_mhz, 210.0);
+}
+
+TEST(Pctodl, TheShadowOptimizerMayChangeThePartitionEveryThirdIterationUnderTheCap) {
+  PctodlController c({DecisionPeriod::every_seconds(5.0), planning(), /*shadow=*/true, /*shadow_interval=*/3});
+  auto knobs = c.initial_knobs(200.0);
+  const auto first = knobs.tenants;
+  int changes = 0;
+  for (int i = 0; i < 12; ++i) {
+    // The GPU runs as the planner predicts, under the cap on average.
+    const double f = *knobs.sm_clock_mhz;
+    auto o = window(200.0, 100.0 + 200.0 * (f - 210.0) / 1740.0, knobs);
+    o.power.mean_w = 190.0;
+    o.throughput_img_s = planning()->throughput_img_s(knobs.tenants, f, *knobs.mem_clock_mhz);
+    const auto next = c.decide(o);
+    if (next.tenants != knobs.tenants) {
+      ++changes;
+      EXPECT_EQ((i + 1) % 3, 0) << "only every third iteration";
+    }
+    knobs = next;
+  }
+  EXPECT_GT(changes, 0);
+  EXPECT_NE(knobs.tenants, first);
+  ControllerOptions o;
+  o.mps_planning = planning();
+  o.shadow = true;
+  const PlatformLimits limits{{500, 1000}, {}, 100.0, 350.0};
+  EXPECT_EQ(make_controller("pctodl", o, limits)->name(), "pctodl");
+  EXPECT_THROW((void)make_controller("directcap", o, limits), Error) << "only pctodl has a shadow optimizer";
 }
 
 TEST(Directcap, SetsThePowerLimitToTheCapAndRePlansOnAChange) {

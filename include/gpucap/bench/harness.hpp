@@ -25,6 +25,7 @@ struct BenchOptions {
   double oracle_measure_s = 3.0;  // length of one of the oracle's fixed-configuration measurements
   std::size_t search_budget = 0;  // bobd: measurements per cap (0: BOBD's default, 50)
   std::string pctodl_params_dir;  // pctodl, directcap: PctoDL's fits
+  bool pctodl_shadow = false;     // pctodl: with the shadow optimizer
   std::uint64_t seed = 1;
   int threads = 1;
   double sample_hz = 100.0;

@@ -72,6 +72,7 @@ class ControllerFlags {
   std::optional<int> fixed_batch_;
   std::optional<double> latency_slo_ms_;
   std::optional<std::string> profile_path_;
+  bool shadow_ = false;
 };
 
 }  // namespace gpucap::cli

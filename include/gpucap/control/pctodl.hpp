@@ -7,20 +7,25 @@
 // the cap and the clock did not move; the clock snaps to a supported one. When the cap changes,
 // the partitioner runs again asynchronously: the thermo controller already chases the new cap
 // with the old partition, and the new plan takes over at the next iteration (upstream: "applied
-// at the start of a later iteration"). The shadow optimizer (§2.9) is off, as in upstream's
-// benchmarks.
+// at the start of a later iteration"). The shadow optimizer (§2.9, tune/shadow.hpp) is an option,
+// off by default as in upstream's benchmarks.
 
 #include <memory>
 #include <optional>
 
 #include "gpucap/control/controller.hpp"
 #include "gpucap/control/mps_plan.hpp"
+#include "gpucap/tune/shadow.hpp"
 
 namespace gpucap::control {
 
 struct PctodlParams {
   DecisionPeriod period = DecisionPeriod::every_seconds(5.0);
   std::shared_ptr<const MpsPlanning> planning;
+  // The shadow optimizer (§2.9; off in upstream's benchmarks): called every `shadow_interval`
+  // iterations when the window's mean power is under the cap, it may change shares and batches.
+  bool shadow = false;
+  int shadow_interval = 3;
 };
 
 class PctodlController final : public Controller {
@@ -42,6 +47,11 @@ class PctodlController final : public Controller {
   std::optional<PartitionPlan> pending_;  // re-planned for a new cap, applied at the next iteration
   ThermoState thermo_;
   bool started_ = false;
+  // The shadow optimizer's state (when on).
+  void run_shadow(const Observation& observation);
+  std::optional<tune::ShadowOptimizer> shadow_;
+  int iterations_ = 0;
+  bool restarted_ = false;  // the partition changed: the next window holds the workers' restart
 };
 
 }  // namespace gpucap::control

@@ -32,6 +32,8 @@ struct ControllerOptions {
   std::shared_ptr<const MpsPlanning> mps_planning;
   // morak: its tenants' MPS shares (default: one at 100 %); each a multiple of 5, adding up to <= 100.
   std::optional<std::vector<double>> mps_shares_pct;
+  // pctodl: run PctoDL's shadow optimizer (tune/shadow.hpp).
+  bool shadow = false;
 };
 
 // What the platform offers the controllers.
