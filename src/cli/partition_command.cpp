@@ -1,4 +1,5 @@
-// gpucap partition: PctoDL's greedy partitioner (tune/partition.hpp) with PctoDL's predictor:
+// gpucap partition: PctoDL's greedy partitioner (tune/partition.hpp, plain and vectorised) and
+// gpucap's local search, on PctoDL's predictor, the twin's model or a predictor `gpucap fit` wrote:
 // MPS tenants, batch sizes and clocks for the most predicted throughput under a power cap.
 
 #include <fmt/format.h>
@@ -32,8 +33,13 @@ struct PartitionFlags {
   bool exhaustive = false;
   std::size_t max_tenants = 4;
   bool json = false;
-  std::string predictor = "pctodl";  // or "twin": the simulated GPU's own model
+  std::string predictor = "pctodl";  // or "twin": the simulated GPU's own model; "fitted": gpucap's
+  std::optional<std::string> fitted_path;
 };
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 nlohmann::json partition_json(const tune::Partition& p) {
   auto tenants = nlohmann::json::array();
@@ -63,18 +69,25 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--max-tenants", flags->max_tenants, "Exhaustive search: at most this many tenants")
       ->capture_default_str();
   cmd->add_option("--predictor", flags->predictor,
-                  "pctodl: PctoDL's fits; twin: the simulated GPU's own MPS model (what a run on the twin measures)")
+                  "pctodl: PctoDL's fits; twin: the simulated GPU's own MPS model (what a run on the twin measures); "
+                  "fitted: gpucap's own predictor from --fitted FILE")
       ->capture_default_str()
-      ->check(CLI::IsMember({"pctodl", "twin"}));
+      ->check(CLI::IsMember({"pctodl", "twin", "fitted"}));
+  cmd->add_option("--fitted", flags->fitted_path, "--predictor fitted: the model 'gpucap fit' wrote (JSON)");
   cmd->add_flag("--json", flags->json, "Print the result as JSON");
   return Command{cmd, [flags, &global] {
+                   const bool fitted = flags->predictor == "fitted";
+                   if (fitted != flags->fitted_path.has_value()) {
+                     throw usage_error("--fitted FILE goes with --predictor fitted, and only with it");
+                   }
                    const auto key = name_key(flags->gpu);
-                   if (key != "3080ti" && key != "rtx3080ti" && key != "a100") {
+                   const bool pctodl_gpu = key == "3080ti" || key == "rtx3080ti" || key == "a100";
+                   if (!fitted && !pctodl_gpu) {
                      throw usage_error(fmt::format("PctoDL has fits for the RTX 3080 Ti and the A100, not '{}'",
                                                    flags->gpu));
                    }
                    const auto catalog = sim::Catalog::load(resolve_data_dir(global));
-                   const auto& gpu = catalog.gpu(key == "a100" ? "a100" : "rtx3080ti");
+                   const auto& gpu = catalog.gpu(!pctodl_gpu ? flags->gpu : key == "a100" ? "a100" : "rtx3080ti");
                    if (!(flags->cap_w > 0.0 && flags->cap_w <= gpu.power_limit_max_w)) {
                      throw usage_error(fmt::format("--power-cap {:g} W must be in (0, {:g}] W for the {}", flags->cap_w,
                                                    gpu.power_limit_max_w, gpu.name));
@@ -83,26 +96,42 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                      throw usage_error("--max-tenants must be between 1 and 100");
                    }
                    const auto& model = catalog.model(flags->model);
-                   // PctoDL's space (its memory-clock candidates, vgg19's batch cap) with the flags.
-                   auto space = runtime::pctodl_partition_space(gpu, model);
+                   // PctoDL's space (its memory-clock candidates, vgg19's batch cap), or the fitted
+                   // predictor's (its memory clocks, admissible batches only), with the flags.
+                   std::optional<predict::FittedPredictor> fitted_model;
+                   if (fitted) fitted_model = predict::FittedPredictor::load(*flags->fitted_path);
+                   auto space = fitted ? runtime::fitted_partition_space(gpu, *fitted_model)
+                                       : runtime::pctodl_partition_space(gpu, model);
                    if (flags->memory_clock_mhz) space.memory_clocks_mhz = {*flags->memory_clock_mhz};
                    space.mps_step_pct = flags->mps_step;
                    space.max_tenants = flags->max_tenants;
                    space.validate();
+                   const auto params_dir = [&] { return resolve_pctodl_params_dir(flags->params_dir); };
                    const tune::PartitionPredictor predictor =
-                       flags->predictor == "twin"
+                       fitted ? predict::as_partition_predictor(*fitted_model)
+                       : flags->predictor == "twin"
                            ? runtime::twin_partition_predictor(gpu, model)
-                           : runtime::pctodl_predictor(catalog, gpu, model,
-                                                       resolve_pctodl_params_dir(flags->params_dir),
-                                                       space.memory_clocks_mhz);
+                           : runtime::pctodl_predictor(catalog, gpu, model, params_dir(), space.memory_clocks_mhz);
                    const auto timed = [&](auto search) {
                      const auto start = std::chrono::steady_clock::now();
                      auto result = search(space, predictor, flags->cap_w);
-                     const double ms =
-                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-                     return std::make_pair(std::move(result), ms);
+                     return std::make_pair(std::move(result), elapsed_ms(start));
                    };
                    const auto [greedy, greedy_ms] = timed(tune::greedy_partition);
+                   // Upstream's vectorised greedy: PctoDL's fits split at the SM clock.
+                   std::optional<std::pair<tune::PartitionSearch, double>> vectorised;
+                   if (flags->predictor == "pctodl") {
+                     const auto curves =
+                         runtime::pctodl_curve_predictor(catalog, gpu, model, params_dir(), space.memory_clocks_mhz);
+                     const auto start = std::chrono::steady_clock::now();
+                     auto result = tune::greedy_partition_vectorised(space, curves, flags->cap_w);
+                     vectorised.emplace(std::move(result), elapsed_ms(start));
+                   }
+                   const auto same_plan = [&](const tune::PartitionSearch& v) {
+                     return v.best && greedy.best && v.best->tenants == greedy.best->tenants &&
+                            v.best->sm_clock_mhz == greedy.best->sm_clock_mhz &&
+                            v.best->memory_clock_mhz == greedy.best->memory_clock_mhz;
+                   };
                    const auto [local, local_ms] = timed(tune::local_search_partition);
                    std::optional<std::pair<tune::PartitionSearch, double>> exhaustive;
                    if (flags->exhaustive) exhaustive = timed(tune::exhaustive_partition);
@@ -121,6 +150,11 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                                         {"greedy_predictor_calls", greedy.predictor_calls},
                                         {"greedy_configurations", greedy.configurations},
                                         {"greedy_wall_ms", greedy_ms}};
+                     if (vectorised) {
+                       out["greedy_vectorised_wall_ms"] = vectorised->second;
+                       out["greedy_vectorised_curves"] = vectorised->first.curves;
+                       out["greedy_vectorised_same_plan"] = same_plan(vectorised->first);
+                     }
                      if (local.best) {
                        out["local"] = partition_json(*local.best);
                        out["local_predictor_calls"] = local.predictor_calls;
@@ -138,7 +172,9 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    const auto& g = *greedy.best;
                    fmt::print("PctoDL greedy partition of {} on the {} under {:g} W — predicted by {}, not measured\n",
                               flags->model, gpu.name, flags->cap_w,
-                              flags->predictor == "twin" ? "the twin's MPS model (simulated)" : "PctoDL's fits");
+                              fitted                          ? "gpucap's fitted predictor"
+                              : flags->predictor == "twin" ? "the twin's MPS model (simulated)"
+                                                           : "PctoDL's fits");
                    fmt::print("  tenants             {}\n", tune::describe(g.tenants));
                    fmt::print("  clocks              SM {:.0f} MHz, memory {:g} MHz\n", g.sm_clock_mhz,
                               g.memory_clock_mhz);
@@ -146,6 +182,11 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    fmt::print("  power               {:.1f} W\n", g.predicted.power_w);
                    fmt::print("  searched            {} configurations, {} predictions, {:.1f} ms\n",
                               greedy.configurations, greedy.predictor_calls, greedy_ms);
+                   if (vectorised) {
+                     fmt::print("  vectorised greedy   {}, {} ensemble evaluations for {} clocks, {:.1f} ms\n",
+                                same_plan(vectorised->first) ? "the same plan" : "A DIFFERENT PLAN",
+                                vectorised->first.curves, vectorised->first.predictor_calls, vectorised->second);
+                   }
                    if (local.best) {
                      const auto& l = *local.best;
                      fmt::print("  gpucap local search {} at SM {:.0f} / mem {:g} MHz: {:.1f} img/s, {:.1f} W; {} "

@@ -178,6 +178,10 @@ PctodlPredictor PctodlPredictor::load(const std::string& params_dir, const std::
 }
 
 PctodlPrediction PctodlPredictor::predict(std::span<const double> p, std::span<const int> b, double f_mhz) const {
+  return at_clock(prepare(p, b), f_mhz);
+}
+
+PctodlPrediction PctodlPredictor::prepare(std::span<const double> p, std::span<const int> b) const {
   if (p.empty() || p.size() != b.size()) {
     throw usage_error(fmt::format("need one MPS share per batch size (got {} shares, {} batch sizes)", p.size(),
                                   b.size()));
@@ -233,17 +237,32 @@ PctodlPrediction PctodlPredictor::predict(std::span<const double> p, std::span<c
   const double tp_features[] = {out.tp_prior, out.u_mem, n, mem10k, gf, pm, gf_per_param,
                                 batches[0],   sum_b,     mean_b, p[0], sum_p, mean_p, var_p};
   out.tp_ref = throughput_.predict(tp_features);
-  const double x = clamp01((f_mhz - c.t_f_min) / (c.t_f_ref - c.t_f_min));
-  out.throughput = c.t_start < out.tp_ref * 0.2 ? out.tp_ref * std::pow(x, c.gamma_t * 0.5)
-                                                 : c.t_start + (out.tp_ref - c.t_start) * std::pow(x, c.gamma_t);
-
-  // Power.
   const double power_features[] = {out.u_sm, out.u_mem, n, kParamsM * n, mean_p, var_p, mean_b, mem10k};
   out.p_dyn_ref = power_dyn_.predict(power_features);
+  return out;
+}
+
+PctodlAtClock PctodlPredictor::scale_to_clock(const PctodlPrediction& prepared, double f_mhz) const {
+  const auto& c = closed_form_;
+  PctodlAtClock out;
+  const double x = clamp01((f_mhz - c.t_f_min) / (c.t_f_ref - c.t_f_min));
+  out.throughput = c.t_start < prepared.tp_ref * 0.2
+                       ? prepared.tp_ref * std::pow(x, c.gamma_t * 0.5)
+                       : c.t_start + (prepared.tp_ref - c.t_start) * std::pow(x, c.gamma_t);
+  // Power.
   const double xp = clamp01((f_mhz - c.p_f_min) / (c.p_f_ref - c.p_f_min));
-  const double p_dyn = c.p_base + (out.p_dyn_ref - c.p_base) * std::pow(xp, c.gamma_p);
+  const double p_dyn = c.p_base + (prepared.p_dyn_ref - c.p_base) * std::pow(xp, c.gamma_p);
   out.p_static_w = ((c.delta3 * std::pow(f_mhz, 3) + c.delta2 * std::pow(f_mhz, 2)) + c.delta1 * f_mhz) + c.delta0;
   out.power_w = out.p_static_w + p_dyn;
+  return out;
+}
+
+PctodlPrediction PctodlPredictor::at_clock(const PctodlPrediction& prepared, double f_mhz) const {
+  PctodlPrediction out = prepared;
+  const auto scaled = scale_to_clock(prepared, f_mhz);
+  out.throughput = scaled.throughput;
+  out.p_static_w = scaled.p_static_w;
+  out.power_w = scaled.power_w;
   return out;
 }
 

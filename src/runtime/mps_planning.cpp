@@ -65,18 +65,35 @@ std::shared_ptr<const PredictorsByMemory> load_pctodl_fits(const sim::Catalog& c
   return fits;
 }
 
+std::pair<std::vector<double>, std::vector<int>> shares_and_batches(const std::vector<tune::Tenant>& tenants) {
+  std::vector<double> shares;
+  std::vector<int> batches;
+  shares.reserve(tenants.size());
+  batches.reserve(tenants.size());
+  for (const auto& t : tenants) {
+    shares.push_back(t.share_pct);
+    batches.push_back(t.batch);
+  }
+  return {shares, batches};
+}
+
 tune::PartitionPredictor predictor_of(std::shared_ptr<const PredictorsByMemory> fits) {
   return [fits](const std::vector<tune::Tenant>& tenants, double f, double m) {
-    std::vector<double> shares;
-    std::vector<int> batches;
-    shares.reserve(tenants.size());
-    batches.reserve(tenants.size());
-    for (const auto& t : tenants) {
-      shares.push_back(t.share_pct);
-      batches.push_back(t.batch);
-    }
+    const auto [shares, batches] = shares_and_batches(tenants);
     const auto r = fits->at(m).predict(shares, batches, f);
     return tune::PartitionPrediction{r.throughput, r.power_w};
+  };
+}
+
+tune::PartitionCurvePredictor curve_predictor_of(std::shared_ptr<const PredictorsByMemory> fits) {
+  return [fits](const std::vector<tune::Tenant>& tenants, double m) -> tune::PartitionCurve {
+    const auto [shares, batches] = shares_and_batches(tenants);
+    const auto& fit = fits->at(m);
+    auto prepared = std::make_shared<const predict::PctodlPrediction>(fit.prepare(shares, batches));
+    return [&fit, prepared, fits](double f) {
+      const auto r = fit.scale_to_clock(*prepared, f);
+      return tune::PartitionPrediction{r.throughput, r.power_w};
+    };
   };
 }
 
@@ -134,8 +151,7 @@ predict::FittedPredictor fit_predictor_on_twin(const SimTrialRunner& runner, con
   return predict::fit_predictor(rows, options);
 }
 
-std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& gpu,
-                                                            const predict::FittedPredictor& predictor) {
+tune::PartitionSpace fitted_partition_space(const sim::GpuSpec& gpu, const predict::FittedPredictor& predictor) {
   tune::PartitionSpace space;
   space.sm_clocks_mhz = gpu.sm_clocks_mhz;
   space.memory_clocks_mhz = predictor.memory_clocks_mhz();
@@ -143,6 +159,12 @@ std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& 
   space.bisection_high_mhz = gpu.max_sm_clock_mhz();
   space.admissible_batches_only = true;
   space.validate();
+  return space;
+}
+
+std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& gpu,
+                                                            const predict::FittedPredictor& predictor) {
+  const auto space = fitted_partition_space(gpu, predictor);
   const auto predict = predict::as_partition_predictor(predictor);
   auto planning = std::make_shared<control::MpsPlanning>();
   planning->predictor = fmt::format("gpucap's fitted predictor ({})", predictor.model());
@@ -176,6 +198,12 @@ tune::PartitionPredictor pctodl_predictor(const sim::Catalog& catalog, const sim
   return predictor_of(load_pctodl_fits(catalog, gpu, model, params_dir, memory_clocks_mhz));
 }
 
+tune::PartitionCurvePredictor pctodl_curve_predictor(const sim::Catalog& catalog, const sim::GpuSpec& gpu,
+                                                     const sim::ModelSpec& model, const std::string& params_dir,
+                                                     const std::vector<double>& memory_clocks_mhz) {
+  return curve_predictor_of(load_pctodl_fits(catalog, gpu, model, params_dir, memory_clocks_mhz));
+}
+
 tune::PartitionPredictor twin_partition_predictor(const sim::GpuSpec& gpu, const sim::ModelSpec& model) {
   return [gpu, model](const std::vector<tune::Tenant>& tenants, double f, double m) {
     std::vector<sim::MpsTenant> mps;
@@ -193,10 +221,12 @@ std::shared_ptr<const control::MpsPlanning> pctodl_planning(const sim::Catalog& 
   const auto space = pctodl_partition_space(gpu, model);
   const auto fits = load_pctodl_fits(catalog, gpu, model, params_dir, space.memory_clocks_mhz);
   const auto predict = predictor_of(fits);
+  const auto curves = curve_predictor_of(fits);
   auto planning = std::make_shared<control::MpsPlanning>();
   planning->predictor = fmt::format("PctoDL's fits ({})", fits->rbegin()->second.param_set());
-  planning->plan = [space, predict](double cap_w) -> std::optional<control::PartitionPlan> {
-    return plan_of(tune::greedy_partition(space, predict, cap_w));
+  // Upstream's benchmarks plan with the vectorised greedy; the plans are the plain one's.
+  planning->plan = [space, curves](double cap_w) -> std::optional<control::PartitionPlan> {
+    return plan_of(tune::greedy_partition_vectorised(space, curves, cap_w));
   };
   planning->power_w = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
     return predict(control::to_tenants(tenants), f, m).power_w;

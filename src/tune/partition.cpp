@@ -237,6 +237,23 @@ void enumerate(const PartitionSpace& space, std::vector<Tenant>& tenants, int fr
 
 }  // namespace
 
+PartitionSearch greedy_partition_vectorised(const PartitionSpace& space, const PartitionCurvePredictor& predict,
+                                            double cap_w) {
+  // Curves memoised per (tenants, memory clock); the greedy search asks them for every clock.
+  std::map<std::pair<std::vector<std::pair<int, int>>, double>, PartitionCurve> curves;
+  const PartitionPredictor at_clock = [&](const std::vector<Tenant>& tenants, double f, double m) {
+    std::vector<std::pair<int, int>> key;
+    key.reserve(tenants.size());
+    for (const auto& t : tenants) key.emplace_back(t.share_pct, t.batch);
+    auto found = curves.find({key, m});
+    if (found == curves.end()) found = curves.emplace(std::make_pair(std::move(key), m), predict(tenants, m)).first;
+    return found->second(f);
+  };
+  auto result = greedy_partition(space, at_clock, cap_w);
+  result.curves = curves.size();
+  return result;
+}
+
 PartitionSearch exhaustive_partition(const PartitionSpace& space, const PartitionPredictor& predict, double cap_w) {
   space.validate();
   Search search{space, CachedPredictor(predict), cap_w};

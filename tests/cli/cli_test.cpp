@@ -418,6 +418,8 @@ TEST(Cli, PartitionPlansTenantsAndClocksUnderTheCap) {
   EXPECT_LE(json["exhaustive"]["power_w"].get<double>(), 200.0);
   EXPECT_LE(json["exhaustive"]["tenants"].size(), 2u);
   EXPECT_GT(json["greedy_predictor_calls"].get<int>(), 0);
+  EXPECT_TRUE(json["greedy_vectorised_same_plan"].get<bool>());
+  EXPECT_LT(json["greedy_vectorised_curves"].get<int>(), json["greedy_predictor_calls"].get<int>());
   const auto text = gpucap(base);
   EXPECT_NE(text.out.find("predicted by PctoDL's fits, not measured"), std::string::npos) << text.out;
   expect_error(with(base, {"--mps-step", "3"}), 2, "--mps-step 3 must divide 100");

@@ -118,6 +118,22 @@ TEST(FitCli, FitsAProfileAndPredictUsesTheModel) {
     EXPECT_NE(report.out.find(label), std::string::npos) << label << "\n" << report.out;
   }
   EXPECT_EQ(read_text_file(dir.file("again.json")), read_text_file(model)) << "the same profile, the same bytes";
+
+  // The fitted model drives the partitioners too.
+  const std::vector<std::string> partition = {"partition", "--predictor", "fitted", "--fitted", model, "--model",
+                                              "resnet50", "--gpu", "a100", "--power-cap", "180", "--json"};
+  const auto plan = gpucap(partition);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const auto planned = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(planned["predictor"], "fitted");
+  for (const char* key : {"greedy", "local"}) {
+    EXPECT_LE(planned[key]["power_w"].get<double>(), 180.0) << key;
+    EXPECT_EQ(planned[key]["memory_clock_mhz"], 1215.0) << key;
+  }
+  EXPECT_FALSE(planned.contains("greedy_vectorised_wall_ms")) << "only PctoDL's fits split at the clock";
+  expect_error(with(partition, {"--mem", "810"}), 2, "fitted: 1215 MHz");
+  expect_error({"partition", "--predictor", "fitted", "--model", "resnet50", "--gpu", "a100", "--power-cap", "180"}, 2,
+               "--fitted FILE goes with --predictor fitted");
 }
 
 TEST(FitCli, SeveralProfilesAndMemoryClocks) {

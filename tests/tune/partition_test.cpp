@@ -154,5 +154,37 @@ TEST(Partition, PctodlPredictorOnThe3080Ti) {
   EXPECT_GT(result.predictor_calls, 10u);
 }
 
+TEST(Partition, TheVectorisedGreedyMakesThePlainGreedysPlanFromFewerEnsembleEvaluations) {
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  const auto& gpu = catalog.gpu("rtx3080ti");
+  const auto dir = test::shared_file("pctodl");
+  for (const char* name : {"resnet50", "vgg19"}) {
+    const auto& model = catalog.model(name);
+    const auto s = runtime::pctodl_partition_space(gpu, model);
+    const auto plain = runtime::pctodl_predictor(catalog, gpu, model, dir, s.memory_clocks_mhz);
+    const auto curves = runtime::pctodl_curve_predictor(catalog, gpu, model, dir, s.memory_clocks_mhz);
+    // The split predictor agrees with the plain one bit for bit.
+    const std::vector<Tenant> two = {{50, 64}, {30, 32}};
+    const auto curve = curves(two, 5001);
+    for (const double f : {500.0, 1234.5, 1950.0}) {
+      EXPECT_EQ(curve(f).power_w, plain(two, f, 5001).power_w);
+      EXPECT_EQ(curve(f).throughput_img_s, plain(two, f, 5001).throughput_img_s);
+    }
+    for (const double cap : {130.0, 180.0}) {
+      const auto g = greedy_partition(s, plain, cap);
+      const auto v = greedy_partition_vectorised(s, curves, cap);
+      ASSERT_TRUE(g.best && v.best) << name << " " << cap;
+      EXPECT_EQ(v.best->tenants, g.best->tenants) << name << " " << cap;
+      EXPECT_EQ(v.best->sm_clock_mhz, g.best->sm_clock_mhz);
+      EXPECT_EQ(v.best->memory_clock_mhz, g.best->memory_clock_mhz);
+      EXPECT_EQ(v.predictor_calls, g.predictor_calls);
+      EXPECT_EQ(v.configurations, g.configurations);
+      // Each prepared curve serves every clock SolveFreq tries on it.
+      EXPECT_GT(v.curves, 0u);
+      EXPECT_LT(v.curves * 3, v.predictor_calls) << name << " " << cap;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpucap::tune

@@ -47,6 +47,12 @@ struct PctodlPrediction {
   double p_static_w = 0.0;
 };
 
+struct PctodlAtClock {
+  double throughput = 0.0;
+  double power_w = 0.0;
+  double p_static_w = 0.0;
+};
+
 class PctodlPredictor {
  public:
   // Loads DIR/params/<model>/<set>.json and DIR/gbr/<model>/<set>/*.json, where <set> is the
@@ -58,6 +64,14 @@ class PctodlPredictor {
   // p: MPS share of each tenant in percent; b: batch size of each tenant; f: SM clock in MHz.
   // Throws Error(usage) if the lists are empty or of different lengths, or a batch is < 1.
   [[nodiscard]] PctodlPrediction predict(std::span<const double> p, std::span<const int> b, double f_mhz) const;
+  // The same in two stages, for searches that try many SM clocks per partition (the vectorised
+  // greedy): prepare() runs everything that does not depend on the clock — the closed forms and
+  // all four boosted ensembles — and at_clock() only the clock scaling of throughput and power.
+  // predict(p, b, f) == at_clock(prepare(p, b), f), bit for bit.
+  [[nodiscard]] PctodlPrediction prepare(std::span<const double> p, std::span<const int> b) const;
+  [[nodiscard]] PctodlPrediction at_clock(const PctodlPrediction& prepared, double f_mhz) const;
+  // at_clock()'s clock-dependent figures alone (no copy of the prepared intermediates).
+  [[nodiscard]] PctodlAtClock scale_to_clock(const PctodlPrediction& prepared, double f_mhz) const;
 
   [[nodiscard]] const std::string& model() const { return model_; }
   [[nodiscard]] const std::string& param_set() const { return param_set_; }

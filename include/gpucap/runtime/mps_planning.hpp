@@ -25,11 +25,17 @@ namespace gpucap::runtime {
                                                         const sim::ModelSpec& model, const std::string& params_dir,
                                                         const std::vector<double>& memory_clocks_mhz);
 
+// The same fits split at the SM clock, for the vectorised greedy (tune::greedy_partition_vectorised).
+[[nodiscard]] tune::PartitionCurvePredictor pctodl_curve_predictor(const sim::Catalog& catalog,
+                                                                   const sim::GpuSpec& gpu, const sim::ModelSpec& model,
+                                                                   const std::string& params_dir,
+                                                                   const std::vector<double>& memory_clocks_mhz);
+
 // The twin's noise-free model: throughput and time-averaged power of the tenants running back to
 // back at the clocks (sim/mps_model.hpp), in the model's precision.
 [[nodiscard]] tune::PartitionPredictor twin_partition_predictor(const sim::GpuSpec& gpu, const sim::ModelSpec& model);
 
-// Greedy partitioning (tune::greedy_partition) on PctoDL's predictor, with the thermodynamic
+// Greedy partitioning (tune::greedy_partition_vectorised, as upstream's benchmarks) on PctoDL's predictor, with the thermodynamic
 // controller's power model from the fits of the highest memory clock: what pctodl and directcap
 // run from.
 [[nodiscard]] std::shared_ptr<const control::MpsPlanning> pctodl_planning(const sim::Catalog& catalog,
@@ -46,6 +52,12 @@ namespace gpucap::runtime {
 // each planning memory clock, then fitted. Deterministic for a runner's seed.
 [[nodiscard]] predict::FittedPredictor fit_predictor_on_twin(const SimTrialRunner& runner, const sim::GpuSpec& gpu,
                                                              const sim::ModelSpec& model);
+
+// The space gpucap searches with a fitted predictor: the predictor's memory clocks, every
+// supported SM clock (bisection over the GPU's whole range), 5-% shares, batch sizes up to 256,
+// each share kept to its admissible batches.
+[[nodiscard]] tune::PartitionSpace fitted_partition_space(const sim::GpuSpec& gpu,
+                                                          const predict::FittedPredictor& predictor);
 
 // gpucap's local-search partitioner (tune::local_search_partition) on a fitted predictor, over
 // the predictor's memory clocks, every supported SM clock, 5-% shares and batch sizes up to 256:

@@ -31,6 +31,13 @@ struct PartitionPrediction {
 using PartitionPredictor =
     std::function<PartitionPrediction(const std::vector<Tenant>& tenants, double sm_clock_mhz, double memory_clock_mhz)>;
 
+// A predictor split at the SM clock: for a set of tenants at a memory clock it does the work that
+// does not depend on the SM clock once (PctoDL: the closed forms and all four boosted ensembles)
+// and returns the prediction as a function of the SM clock alone.
+using PartitionCurve = std::function<PartitionPrediction(double sm_clock_mhz)>;
+using PartitionCurvePredictor =
+    std::function<PartitionCurve(const std::vector<Tenant>& tenants, double memory_clock_mhz)>;
+
 struct PartitionSpace {
   std::vector<double> sm_clocks_mhz;      // the GPU's supported SM clocks
   std::vector<double> memory_clocks_mhz;  // candidates (3080 Ti: 9501, 5001; A100: 1215)
@@ -63,6 +70,7 @@ struct PartitionSearch {
   std::optional<Partition> best;      // nullopt: not even one tenant fits under the cap
   std::size_t predictor_calls = 0;    // distinct (tenants, SM clock, memory clock) predicted
   std::size_t configurations = 0;     // tenant sets whose clock was solved
+  std::size_t curves = 0;             // vectorised: distinct (tenants, memory clock) prepared
 };
 
 // Master Partition + FindBestNext (§2.7), as upstream, including its quirks: the density
@@ -72,6 +80,14 @@ struct PartitionSearch {
 // so its pick could exceed the cap by up to 1 W).
 [[nodiscard]] PartitionSearch greedy_partition(const PartitionSpace& space, const PartitionPredictor& predict,
                                                double cap_w);
+
+// Upstream's vectorised greedy (--greedy-vectorized, on in its benchmarks): the same search, with
+// each candidate's clock-independent part evaluated once for all of SolveFreq's bisection steps
+// (upstream batches the bisections of all candidates and their ensemble calls). Upstream snaps its
+// result to a supported clock; this one does not, so it returns exactly greedy_partition's plan on
+// the matching plain predictor (a test checks it), only faster.
+[[nodiscard]] PartitionSearch greedy_partition_vectorised(const PartitionSpace& space,
+                                                          const PartitionCurvePredictor& predict, double cap_w);
 
 // Every multiset of tenants (shares in steps, adding up to at most 100; each share's admissible
 // batches) at every memory clock, each at the SM clock SolveFreq finds over the whole range: the
