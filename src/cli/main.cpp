@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
                                    [](const gpucap::cli::Command& c) { return c.app->parsed(); });
   if (chosen == commands.end() || !app.remaining().empty()) {
     std::vector<std::string> command_names;
-    for (const auto& command : commands) command_names.push_back(command.app->get_name());
+    for (const auto& command : commands) {
+      if (!command.app->get_group().empty()) command_names.push_back(command.app->get_name());  // not the hidden
+    }
     const auto names = gpucap::join(command_names, ", ");
     const auto extras = app.remaining();
     if (extras.empty()) {
@@ -88,8 +90,11 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("gpucap"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   spdlog::set_pattern("gpucap: %l: %v");
-  // Before anything else: settings a killed gpucap left on a GPU go back as they were.
-  gpucap::cli::recover_gpu_settings(gpucap::cli::default_nvml_library());
+  // Before anything else: settings a killed gpucap left on a GPU go back as they were. Not in an
+  // MPS worker: its parent gpucap owns the GPU's settings (and did this when it started).
+  if (chosen->app->get_name() != "mps-worker") {
+    gpucap::cli::recover_gpu_settings(gpucap::cli::default_nvml_library());
+  }
   try {
     chosen->run();
     // Results that never reached their reader are a failure (a full disk, a closed pipe).

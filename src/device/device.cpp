@@ -9,6 +9,8 @@ NameAndUnit describe(Signal signal) {
     case Signal::sm_clock_mhz: return {"GPU_CORE_FREQUENCY_STATUS", "MHz", "current SM clock"};
     case Signal::memory_clock_mhz: return {"GPU_MEMORY_FREQUENCY_STATUS", "MHz", "current memory clock"};
     case Signal::utilization: return {"GPU_UTILIZATION", "1", "share of time kernels ran, 0..1"};
+    case Signal::memory_utilization:
+      return {"GPU_MEMORY_UTILIZATION", "1", "share of time device memory was read or written, 0..1"};
     case Signal::power_limit_min_w: return {"GPU_POWER_LIMIT_MIN_AVAIL", "W", "lowest settable power limit"};
     case Signal::power_limit_max_w: return {"GPU_POWER_LIMIT_MAX_AVAIL", "W", "highest settable power limit"};
     case Signal::power_limit_default_w: return {"GPU_POWER_LIMIT_DEFAULT", "W", "board default power limit"};
@@ -32,7 +34,7 @@ NameAndUnit describe(Control control) {
 const std::vector<Signal>& all_signals() {
   static const std::vector<Signal> signals = {
       Signal::power_w,           Signal::energy_j,          Signal::sm_clock_mhz,
-      Signal::memory_clock_mhz,  Signal::utilization,       Signal::power_limit_min_w,
+      Signal::memory_clock_mhz,  Signal::utilization,       Signal::memory_utilization, Signal::power_limit_min_w,
       Signal::power_limit_max_w, Signal::power_limit_default_w, Signal::temperature_c};
   return signals;
 }

@@ -66,6 +66,7 @@ double NvmlDevice::read(Signal signal) {
     case Signal::sm_clock_mhz: return nvml_.sm_clock_mhz(handle_);
     case Signal::memory_clock_mhz: return nvml_.memory_clock_mhz(handle_);
     case Signal::utilization: return nvml_.utilization(handle_).gpu_pct / 100.0;
+    case Signal::memory_utilization: return nvml_.utilization(handle_).memory_pct / 100.0;
     case Signal::power_limit_min_w: return info_.power_limit_min_w;
     case Signal::power_limit_max_w: return info_.power_limit_max_w;
     case Signal::power_limit_default_w: return info_.power_limit_default_w;

@@ -10,8 +10,10 @@ SimDevice::SimDevice(sim::GpuTwin& twin, bool writes_permitted) : twin_(twin), w
 
 std::string SimDevice::name() const { return fmt::format("{} (simulated)", twin_.gpu().name); }
 
-// The twin models power, clocks and time, not heat.
-bool SimDevice::has_signal(Signal signal) const { return signal != Signal::temperature_c; }
+// The twin models power, clocks and time, not heat; its memory traffic only in its MPS model.
+bool SimDevice::has_signal(Signal signal) const {
+  return signal != Signal::temperature_c && signal != Signal::memory_utilization;
+}
 
 double SimDevice::read(Signal signal) {
   const auto& gpu = twin_.gpu();
@@ -24,7 +26,8 @@ double SimDevice::read(Signal signal) {
     case Signal::power_limit_min_w: return gpu.power_limit_min_w;
     case Signal::power_limit_max_w: return gpu.power_limit_max_w;
     case Signal::power_limit_default_w: return gpu.power_limit_default_w;
-    case Signal::temperature_c: break;
+    case Signal::temperature_c:
+    case Signal::memory_utilization: break;
   }
   throw Error(ErrorCode::unsupported,
               fmt::format("{}: the twin has no signal {}", name(), describe(signal).name));

@@ -141,8 +141,8 @@ predict::FittedPredictor fit_predictor_on_twin(const SimTrialRunner& runner, con
                                                const sim::ModelSpec& model) {
   std::vector<predict::ProfileRow> rows;
   for (const double m : planning_memory_clocks_mhz(gpu)) {
-    auto configs = pctodl_profile_configs(gpu, m, /*sweeps=*/true);
-    const auto whole = whole_gpu_profile_configs(gpu, m);
+    auto configs = pctodl_profile_configs(gpu.sm_clocks_mhz, m, /*sweeps=*/true);
+    const auto whole = whole_gpu_profile_configs(gpu.sm_clocks_mhz, m);
     configs.insert(configs.end(), whole.begin(), whole.end());
     for (const auto& config : configs) rows.push_back(fit_row(model, measure_profile_row(runner, gpu, model, config)));
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "gpucap/core/error.hpp"
 #include "gpucap/sim/mps_model.hpp"
 
 namespace gpucap::runtime {
@@ -36,6 +37,13 @@ ProfileConfig homogeneous(int tenants, int share_pct, int batch, double sm_mhz, 
   return ProfileConfig{std::vector<double>(n, share_pct), std::vector<int>(n, batch), sm_mhz, memory_mhz};
 }
 
+// The supported SM clocks in ascending order (NVML lists them highest first).
+std::vector<double> ascending_clocks(std::vector<double> sm_clocks_mhz) {
+  if (sm_clocks_mhz.empty()) throw usage_error("profile: the GPU lists no supported SM clocks");
+  std::sort(sm_clocks_mhz.begin(), sm_clocks_mhz.end());
+  return sm_clocks_mhz;
+}
+
 template <typename T>
 std::string python_list(const std::vector<T>& values) {
   std::string out = "[";
@@ -45,21 +53,24 @@ std::string python_list(const std::vector<T>& values) {
 
 }  // namespace
 
-std::vector<ProfileConfig> pctodl_profile_configs(const sim::GpuSpec& gpu, double memory_clock_mhz, bool sweeps) {
+std::vector<ProfileConfig> pctodl_profile_configs(const std::vector<double>& supported_mhz, double memory_clock_mhz,
+                                                  bool sweeps) {
+  const auto sm_clocks_mhz = ascending_clocks(supported_mhz);
+  const double lowest = sm_clocks_mhz.front(), highest = sm_clocks_mhz.back();
   std::vector<ProfileConfig> configs;
   for (const auto& level : stress_levels()) {
     for (const int n : level.tenant_counts) {
       if (n * level.share_pct > 100) continue;
       for (const int b : level.batches) {
-        configs.push_back(homogeneous(n, level.share_pct, b, gpu.max_sm_clock_mhz(), memory_clock_mhz));
+        configs.push_back(homogeneous(n, level.share_pct, b, highest, memory_clock_mhz));
       }
     }
   }
   if (sweeps) {
     for (const auto& [n, share] : std::vector<std::pair<int, int>>{{4, 25}, {2, 50}, {10, 10}}) {
       for (const int b : {8, 16, 32}) {
-        for (double f = gpu.min_sm_clock_mhz(); f <= gpu.max_sm_clock_mhz(); f += 150.0) {
-          configs.push_back(homogeneous(n, share, b, nearest_clock_mhz(gpu.sm_clocks_mhz, f), memory_clock_mhz));
+        for (double f = lowest; f <= highest; f += 150.0) {
+          configs.push_back(homogeneous(n, share, b, nearest_clock_mhz(sm_clocks_mhz, f), memory_clock_mhz));
         }
       }
     }
@@ -105,13 +116,14 @@ std::string profile_csv_row(const std::string& model, const ProfileRow& row) {
                      row.measured.throughput_img_s, row.measured.mean_power_w, row.measured.max_power_w);
 }
 
-std::vector<ProfileConfig> whole_gpu_profile_configs(const sim::GpuSpec& gpu, double memory_clock_mhz) {
+std::vector<ProfileConfig> whole_gpu_profile_configs(const std::vector<double>& supported_mhz,
+                                                     double memory_clock_mhz) {
+  const auto sm_clocks_mhz = ascending_clocks(supported_mhz);
+  const double lowest = sm_clocks_mhz.front(), highest = sm_clocks_mhz.back();
   std::vector<ProfileConfig> configs;
   std::vector<double> clocks;
-  for (double f = gpu.min_sm_clock_mhz(); f < gpu.max_sm_clock_mhz(); f += 150.0) {
-    clocks.push_back(nearest_clock_mhz(gpu.sm_clocks_mhz, f));
-  }
-  clocks.push_back(gpu.max_sm_clock_mhz());
+  for (double f = lowest; f < highest; f += 150.0) clocks.push_back(nearest_clock_mhz(sm_clocks_mhz, f));
+  clocks.push_back(highest);
   for (const auto& [n, share] : std::vector<std::pair<int, int>>{{1, 100}, {2, 50}}) {
     for (const int b : {4, 8, 16, 32, 64, 128, 256}) {
       for (const double f : clocks) configs.push_back(homogeneous(n, share, b, f, memory_clock_mhz));

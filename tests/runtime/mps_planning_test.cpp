@@ -21,7 +21,7 @@ TEST(MpsPlanning, ProfilesTheHighestMemoryClockAndOneWellBelowIt) {
 TEST(MpsPlanning, WholeGpuRowsCoverOneTenantTwoHalvesAndUnequalTenants) {
   const auto catalog = sim::Catalog::load(test::data_dir());
   const auto& gpu = catalog.gpu("a100");
-  const auto configs = whole_gpu_profile_configs(gpu, 1215);
+  const auto configs = whole_gpu_profile_configs(gpu.sm_clocks_mhz, 1215);
   bool single = false, unequal = false;
   for (const auto& c : configs) {
     double total = 0.0;

@@ -16,6 +16,7 @@ enum class Signal {
   sm_clock_mhz,           // GPU_CORE_FREQUENCY_STATUS
   memory_clock_mhz,       // GPU_MEMORY_FREQUENCY_STATUS
   utilization,            // GPU_UTILIZATION, 0..1
+  memory_utilization,     // GPU_MEMORY_UTILIZATION, 0..1: share of time the memory was read or written
   power_limit_min_w,      // GPU_POWER_LIMIT_MIN_AVAIL
   power_limit_max_w,      // GPU_POWER_LIMIT_MAX_AVAIL
   power_limit_default_w,  // GPU_POWER_LIMIT_DEFAULT

@@ -29,15 +29,17 @@ struct ProfileRow {
 // The MPS stress matrix: shares 5..40 % with PctoDL's tenant counts and batch ranges (skipping
 // N·share > 100), SM at the GPU's highest clock; with `sweeps`, also 4×25 %, 2×50 % and 10×10 % at
 // batches 8, 16 and 32 over SM clocks from the lowest in 150-MHz steps.
-[[nodiscard]] std::vector<ProfileConfig> pctodl_profile_configs(const sim::GpuSpec& gpu, double memory_clock_mhz,
-                                                                bool sweeps);
+// `sm_clocks_mhz`: the GPU's supported SM clocks (any order). Error(usage) if empty.
+[[nodiscard]] std::vector<ProfileConfig> pctodl_profile_configs(const std::vector<double>& sm_clocks_mhz,
+                                                                double memory_clock_mhz, bool sweeps);
 
 // gpucap's addition for its own predictor: one tenant at 100 % and two at 50 %, at batches 4 to
 // 256, over SM clocks from the lowest in 150-MHz steps and the highest; and unequal tenants that
 // fill the GPU (55/45 ... 50/25/25 %, large batches) at every third of those clocks. PctoDL's
 // matrix runs only equal tenants and none above 50 %, so a predictor fitted to it alone
 // extrapolates the partitions that win under a cap.
-[[nodiscard]] std::vector<ProfileConfig> whole_gpu_profile_configs(const sim::GpuSpec& gpu, double memory_clock_mhz);
+[[nodiscard]] std::vector<ProfileConfig> whole_gpu_profile_configs(const std::vector<double>& sm_clocks_mhz,
+                                                                   double memory_clock_mhz);
 
 [[nodiscard]] ProfileRow measure_profile_row(const SimTrialRunner& runner, const sim::GpuSpec& gpu,
                                              const sim::ModelSpec& model, const ProfileConfig& config);
