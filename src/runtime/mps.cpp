@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
+#include "gpucap/device/restore_journal.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap::runtime {
@@ -185,8 +187,10 @@ std::string default_mps_control_binary() {
   return value != nullptr && *value != '\0' ? value : kMpsControlBinary;
 }
 
-MpsDaemon::MpsDaemon(const MpsDaemonOptions& options) : options_(options) {
-  const auto wanted = options_.control_binary.empty() ? default_mps_control_binary() : options_.control_binary;
+namespace {
+
+std::string found_control_binary(const MpsDaemonOptions& options) {
+  const auto wanted = options.control_binary.empty() ? default_mps_control_binary() : options.control_binary;
   const auto found = find_executable(wanted);
   if (!found) {
     throw Error(ErrorCode::device,
@@ -194,8 +198,68 @@ MpsDaemon::MpsDaemon(const MpsDaemonOptions& options) : options_(options) {
                             wanted, wanted.find('/') == std::string::npos ? " on PATH" : " or not executable",
                             kMpsControlEnv));
   }
-  control_binary_ = *found;
+  return *found;
+}
+
+constexpr const char* kOwnerFile = "owner";
+
+void write_owner(const std::string& directory) {
+  const auto me = device::this_process();
+  write_text_file((fs::path(directory) / kOwnerFile).string(),
+                  fmt::format("{} {}\n", me.pid, me.start_ticks));
+}
+
+// The gpucap that made a private directory; nullopt if it did not say (or not legibly).
+std::optional<device::ProcessId> owner_of(const std::string& directory) {
+  std::ifstream in(fs::path(directory) / kOwnerFile);
+  device::ProcessId owner;
+  if (!(in >> owner.pid >> owner.start_ticks)) return std::nullopt;
+  return owner;
+}
+
+}  // namespace
+
+std::vector<std::string> recover_orphaned_mps_daemons(const MpsDaemonOptions& options) {
+  std::vector<std::string> recovered;
+  std::error_code ec;
+  const auto base = private_dir_base(options.base_dir);
+  std::optional<std::string> control_binary;
+  for (const auto& entry : fs::directory_iterator(base, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("gpucap-mps-", 0) != 0 || !entry.is_directory()) continue;
+    const auto owner = owner_of(entry.path().string());
+    if (!owner || device::is_running(*owner)) continue;
+    if (!control_binary) control_binary = found_control_binary(options);
+    MpsDaemon orphan(MpsDaemon::Adopt{}, options, entry.path().string(), *control_binary);
+    try {
+      orphan.stop();
+    } catch (const Error& e) {
+      spdlog::warn("{}", e.what());
+    }
+    spdlog::warn("stopped the MPS daemon of a gpucap (pid {}) that did not exit normally; removed {}", owner->pid,
+                 entry.path().string());
+    recovered.push_back(entry.path().string());
+  }
+  return recovered;
+}
+
+MpsDaemon::MpsDaemon(Adopt, const MpsDaemonOptions& options, std::string directory, std::string control_binary)
+    : options_(options), control_binary_(std::move(control_binary)), directory_(std::move(directory)) {
+  const auto pid = read_pid_file((fs::path(pipe_dir()) / kDaemonPidFile).string());
+  if (pid && process_alive(*pid)) pid_ = *pid;
+  running_ = true;  // stop() sends quit whether or not the pid file names a live daemon
+}
+
+MpsDaemon::MpsDaemon(const MpsDaemonOptions& options) : options_(options) {
+  control_binary_ = found_control_binary(options_);
+  (void)recover_orphaned_mps_daemons(options_);
   directory_ = make_private_dir(private_dir_base(options_.base_dir));
+  try {
+    write_owner(directory_);
+  } catch (...) {
+    remove_directory();
+    throw;
+  }
   if (pipe_dir().size() > kMaxPipeDirChars) {
     remove_directory();
     throw usage_error(fmt::format("MPS pipe directory {} is too long for a Unix socket path; use a shorter base "

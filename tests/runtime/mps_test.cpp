@@ -372,6 +372,49 @@ TEST_F(MpsTest, DaemonDestructorStopsIt) {
   EXPECT_EQ(daemon_events(), (std::vector<std::string>{"start", "quit", "stopped"}));
 }
 
+TEST_F(MpsTest, ADaemonLeftByAKilledGpucapIsStoppedByTheNextStart) {
+  // A child plays a gpucap that starts its daemon and is then SIGKILLed: its daemon lives on.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t victim = fork();
+  if (victim == 0) {
+    close(ready[0]);
+    try {
+      const MpsDaemon daemon(daemon_options());
+      const std::string pid = std::to_string(daemon.pid()) + "\n";
+      (void)!write(ready[1], pid.data(), pid.size());
+      pause();
+    } catch (...) {
+    }
+    _exit(1);
+  }
+  close(ready[1]);
+  std::string said;
+  char c = 0;
+  while (said.find('\n') == std::string::npos && read(ready[0], &c, 1) == 1) said += c;
+  close(ready[0]);
+  ASSERT_FALSE(said.empty()) << "the victim did not start its daemon";
+  const pid_t orphan_pid = std::stoi(said);
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(victim, &status, 0);
+  ASSERT_TRUE(process_alive(orphan_pid)) << "killed, the gpucap stopped nothing";
+  ASSERT_EQ(private_dirs_in(dir_.path()).size(), 1u);
+
+  // A daemon of a running gpucap (this process) is left alone...
+  {
+    MpsDaemon ours(daemon_options());  // ...and starting it ended the orphan
+    EXPECT_FALSE(process_alive(orphan_pid));
+    ASSERT_EQ(private_dirs_in(dir_.path()), std::vector<std::string>{ours.directory()});
+    EXPECT_TRUE(recover_orphaned_mps_daemons(daemon_options()).empty());
+    EXPECT_TRUE(ours.running());
+  }
+  EXPECT_EQ(daemon_events(),
+            (std::vector<std::string>{"start", "quit", "stopped", "start", "quit", "stopped"}));
+  EXPECT_TRUE(private_dirs_in(dir_.path()).empty());
+  EXPECT_TRUE(no_children_left());
+}
+
 TEST_F(MpsTest, MissingControlBinaryIsAClearError) {
   auto options = daemon_options();
   options.control_binary = dir_.file("no-such-mps-control");

@@ -98,6 +98,10 @@ class MpsDaemon {
   [[nodiscard]] const std::string& control_binary() const { return control_binary_; }
 
  private:
+  friend std::vector<std::string> recover_orphaned_mps_daemons(const MpsDaemonOptions& options);
+  struct Adopt {};
+  // Takes over the daemon a dead gpucap left in `directory` (for stop() to end it).
+  MpsDaemon(Adopt, const MpsDaemonOptions& options, std::string directory, std::string control_binary);
   [[nodiscard]] std::vector<std::string> environment() const;
   void send_quit(double timeout_s);
   void wait_until_up(double deadline_s);
@@ -109,6 +113,14 @@ class MpsDaemon {
   pid_t pid_ = 0;
   bool running_ = false;
 };
+
+// A gpucap killed with SIGKILL leaves its private daemon running (its workers die with it). Each
+// private directory holds an `owner` file naming the gpucap process that made it; this quits the
+// daemon of every gpucap-mps-* directory under the base directory whose owner is no longer
+// running (as MpsDaemon::stop() does: quit, then SIGTERM/SIGKILL) and removes the directory.
+// Directories without an owner file, or of a running gpucap, are left alone. Returns the
+// directories cleaned up. MpsDaemon's constructor calls it before it starts a daemon of its own.
+[[nodiscard]] std::vector<std::string> recover_orphaned_mps_daemons(const MpsDaemonOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // The workers.
