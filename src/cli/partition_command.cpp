@@ -100,7 +100,7 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    // predictor's (its memory clocks, admissible batches only), with the flags.
                    std::optional<predict::FittedPredictor> fitted_model;
                    if (fitted) fitted_model = predict::FittedPredictor::load(*flags->fitted_path);
-                   auto space = fitted ? runtime::fitted_partition_space(gpu, *fitted_model)
+                   auto space = fitted ? runtime::fitted_partition_space(gpu.sm_clocks_mhz, *fitted_model)
                                        : runtime::pctodl_partition_space(gpu, model);
                    if (flags->memory_clock_mhz) space.memory_clocks_mhz = {*flags->memory_clock_mhz};
                    space.mps_step_pct = flags->mps_step;

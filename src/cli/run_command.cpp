@@ -9,12 +9,18 @@
 #include <functional>
 #include <memory>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/device/nvml_device.hpp"
+#include "gpucap/predict/fitted.hpp"
+#include "gpucap/runtime/mps_engine.hpp"
+#include "gpucap/runtime/mps_planning.hpp"
 #include "gpucap/runtime/nvml_platform.hpp"
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/engine/torch_plugin.hpp"
@@ -41,6 +47,8 @@ struct RunFlags {
   bool autotune_new_shapes = false;
   std::optional<int> bobd_budget;
   std::optional<std::string> params_dir;  // pctodl, directcap: PctoDL's fits
+  std::optional<std::string> fitted_path; // mpsfit: gpucap's fitted predictor
+  double mps_round_s = 1.0;               // nvml, MPS tenants: one round of the workers
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
@@ -203,6 +211,44 @@ void reject_for_platform(bool given, const char* option, const char* platform) {
   if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
 }
 
+// The predictor of --fitted (Error(usage) for an algorithm other than mpsfit), read before
+// anything starts.
+std::optional<predict::FittedPredictor> fitted_predictor(const RunFlags& flags) {
+  if (!flags.fitted_path) return std::nullopt;
+  if (!control::plans_with_fitted_predictor(flags.algorithm)) {
+    throw usage_error(fmt::format("--fitted does not apply to {} (only mpsfit plans with a fitted predictor)",
+                                  flags.algorithm));
+  }
+  return predict::FittedPredictor::load(*flags.fitted_path);
+}
+
+// The workers of an MPS run on a real GPU: `gpucap mps-worker` with the model's flags, or
+// $GPUCAP_MPS_WORKER (another program that speaks the worker protocol).
+runtime::MpsPoolOptions mps_pool_options(const RunFlags& flags, const std::string& gpu_uuid) {
+  runtime::MpsPoolOptions pool;
+  if (const char* custom = std::getenv("GPUCAP_MPS_WORKER"); custom != nullptr && *custom != '\0') {
+    pool.worker_command = {custom};
+  } else {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw Error(ErrorCode::io, "cannot find the gpucap binary to start MPS workers (/proc/self/exe)");
+    std::vector<std::string> args = {"--model-file", *flags.model_file, "--engine-device", flags.engine_device,
+                                     "--input-size", std::to_string(flags.input_size), "--seed", flags.seed};
+    if (flags.precision) {
+      args.push_back("--precision");
+      args.push_back(*flags.precision);
+    }
+    if (flags.images_dir) {
+      args.push_back("--images-dir");
+      args.push_back(*flags.images_dir);
+    }
+    pool.worker_command = runtime::mps_worker_command(self.string(), args);
+  }
+  pool.worker_env = {{"CUDA_VISIBLE_DEVICES", gpu_uuid}};
+  pool.daemon = runtime::MpsDaemonOptions{};
+  return pool;
+}
+
 void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
@@ -242,6 +288,10 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   } else if (flags.params_dir) {
     throw usage_error(fmt::format("--params does not apply to {}", spec.algorithm));
   }
+  if (const auto fitted = fitted_predictor(flags)) {
+    // mpsfit from a predictor fitted to a profile (else the twin profiles the model before the run).
+    spec.controller.mps_planning = runtime::fitted_planning(catalog.gpu(spec.gpu).sm_clocks_mhz, *fitted);
+  }
 
   runtime::SimJob job(catalog, spec);  // validates before any file is created
   auto trace = open_trace(flags.trace_path, /*simulated=*/true);
@@ -275,8 +325,17 @@ void run_on_nvml(const RunFlags& flags) {
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
   reject_for_platform(flags.bobd_budget.has_value(), "--bobd-budget", "nvml (bobd searches on the twin only)");
   reject_for_platform(flags.params_dir.has_value(), "--params", "nvml (pctodl and directcap run on the twin only)");
-  if (control::needs_mps_planning(flags.algorithm)) {
-    throw usage_error(fmt::format("{} runs MPS tenants, on the twin only for now (docs/mps.md)", flags.algorithm));
+  const auto fitted = fitted_predictor(flags);
+  const bool mps = control::needs_mps_planning(flags.algorithm);
+  if (mps && !control::plans_with_fitted_predictor(flags.algorithm)) {
+    throw usage_error(fmt::format("{} runs MPS tenants on the twin only for now; on a real GPU use mpsfit --fitted "
+                                  "MODEL.json (docs/mps.md)",
+                                  flags.algorithm));
+  }
+  if (mps && !flags.fitted_path) {
+    throw usage_error(fmt::format("{} on a real GPU plans with a predictor fitted to a profile of it: --fitted "
+                                  "MODEL.json ('gpucap profile --platform nvml', then 'gpucap fit')",
+                                  flags.algorithm));
   }
   if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
   if (control::needs_offline_search(flags.algorithm)) {
@@ -307,14 +366,25 @@ void run_on_nvml(const RunFlags& flags) {
   options.allow_gpu_control = flags.allow_gpu_control;
   options.sample_hz = flags.sample_hz;
   if (flags.power_settle_s) options.power_settle_s = *flags.power_settle_s;
-  runtime::NvmlPlatform platform(options, [&flags](std::function<double()> now_s) {
+  // With MPS tenants the model runs in worker processes (one per tenant), not in gpucap.
+  const auto uuid_of_device = [&flags] {
+    const device::NvmlLibrary nvml(flags.nvml_library);
+    return device::NvmlDevice(nvml, flags.device_index, false).info().uuid;
+  };
+  const auto pool = mps ? std::optional(mps_pool_options(flags, uuid_of_device())) : std::nullopt;
+  if (!(flags.mps_round_s >= 0.05 && flags.mps_round_s <= 60.0)) {
+    throw usage_error(fmt::format("--mps-round-s {:g} must be between 0.05 and 60", flags.mps_round_s));
+  }
+  runtime::NvmlPlatform platform(options, [&flags, &pool](std::function<double()> now_s) -> std::unique_ptr<engine::Engine> {
+    if (pool) return std::make_unique<runtime::MpsPoolEngine>(*pool, std::move(now_s), flags.mps_round_s);
     return make_engine(flags, std::move(now_s));
   });
   const auto& info = platform.gpu().info();
   config.schedule.check_range(0.0, info.power_limit_max_w,
                               fmt::format("what the {} can draw (up to its highest power limit)", info.name));
-  const auto controller = control::make_controller(flags.algorithm, flags.controller.options(),
-                                                   platform.controller_limits());
+  auto controller_options = flags.controller.options();
+  if (fitted) controller_options.mps_planning = runtime::fitted_planning(info.sm_clocks_mhz, *fitted);
+  const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
   auto trace = open_trace(flags.trace_path, /*simulated=*/false);
   const StopOnSignals stop_on_signals;
   config.stop = &stop_requested;
@@ -375,6 +445,12 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
                   "run (default 50, as upstream)");
+  cmd->add_option("--fitted", flags->fitted_path,
+                  "mpsfit: gpucap's predictor fitted to a profile of the model ('gpucap fit'; required on a real GPU, "
+                  "on the twin it replaces the profile gpucap takes before the run)");
+  cmd->add_option("--mps-round-s", flags->mps_round_s,
+                  "nvml, MPS tenants: seconds each round of the worker processes runs (a window holds several)")
+      ->capture_default_str();
   cmd->add_option("--params", flags->params_dir,
                   "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
                   "../shared/data/pctodl)");

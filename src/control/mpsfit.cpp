@@ -87,7 +87,7 @@ Knobs MpsfitController::knobs() const {
   Knobs k;
   k.tenants = plan_.tenants;
   k.sm_clock_mhz = sm_clock_mhz_;
-  k.mem_clock_mhz = plan_.memory_clock_mhz;
+  if (chooses_memory_clock()) k.mem_clock_mhz = plan_.memory_clock_mhz;
   return k;
 }
 
@@ -101,7 +101,7 @@ Knobs MpsfitController::initial_knobs(double cap_w) const {
 bool MpsfitController::learnable(const Observation& observation) const {
   // The first window of a new partition holds the workers' restart (idle power).
   return !partition_changed_ && observation.knobs.tenants == plan_.tenants && observation.knobs.sm_clock_mhz &&
-         observation.knobs.mem_clock_mhz == plan_.memory_clock_mhz && !observation.settled_power.empty() &&
+         observation.knobs.mem_clock_mhz == knobs().mem_clock_mhz && !observation.settled_power.empty() &&
          full_window(observation, params_.period);
 }
 

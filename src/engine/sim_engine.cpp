@@ -10,7 +10,7 @@ std::string SimEngine::name() const {
 
 BatchResult SimEngine::run_batch(int batch_size) {
   const auto record = twin_.run_batch(batch_size);
-  return BatchResult{batch_size, record.start_s, record.end_s, 0};
+  return BatchResult{batch_size, record.start_s, record.end_s, 0, {}};
 }
 
 BatchResult SimEngine::run_tenants(const std::vector<TenantKnobs>& tenants) {
@@ -20,7 +20,7 @@ BatchResult SimEngine::run_tenants(const std::vector<TenantKnobs>& tenants) {
   mps.reserve(tenants.size());
   for (const auto& tenant : tenants) mps.push_back(sim::MpsTenant{tenant.mps_share_pct, tenant.batch_size});
   const auto record = twin_.run_tenants(mps);
-  return BatchResult{record.batch_size, record.start_s, record.end_s, record.tenant};
+  return BatchResult{record.batch_size, record.start_s, record.end_s, record.tenant, {}};
 }
 
 }  // namespace gpucap::engine

@@ -151,20 +151,23 @@ predict::FittedPredictor fit_predictor_on_twin(const SimTrialRunner& runner, con
   return predict::fit_predictor(rows, options);
 }
 
-tune::PartitionSpace fitted_partition_space(const sim::GpuSpec& gpu, const predict::FittedPredictor& predictor) {
+tune::PartitionSpace fitted_partition_space(std::vector<double> sm_clocks_mhz,
+                                            const predict::FittedPredictor& predictor) {
+  if (sm_clocks_mhz.empty()) throw usage_error("partition: the GPU lists no supported SM clocks");
+  std::sort(sm_clocks_mhz.begin(), sm_clocks_mhz.end());
   tune::PartitionSpace space;
-  space.sm_clocks_mhz = gpu.sm_clocks_mhz;
+  space.sm_clocks_mhz = sm_clocks_mhz;
   space.memory_clocks_mhz = predictor.memory_clocks_mhz();
-  space.bisection_low_mhz = gpu.min_sm_clock_mhz();
-  space.bisection_high_mhz = gpu.max_sm_clock_mhz();
+  space.bisection_low_mhz = sm_clocks_mhz.front();
+  space.bisection_high_mhz = sm_clocks_mhz.back();
   space.admissible_batches_only = true;
   space.validate();
   return space;
 }
 
-std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& gpu,
+std::shared_ptr<const control::MpsPlanning> fitted_planning(const std::vector<double>& sm_clocks_mhz,
                                                             const predict::FittedPredictor& predictor) {
-  const auto space = fitted_partition_space(gpu, predictor);
+  const auto space = fitted_partition_space(sm_clocks_mhz, predictor);
   const auto predict = predict::as_partition_predictor(predictor);
   auto planning = std::make_shared<control::MpsPlanning>();
   planning->predictor = fmt::format("gpucap's fitted predictor ({})", predictor.model());
@@ -175,7 +178,7 @@ std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& 
   planning->throughput_img_s = [predict](const std::vector<TenantKnobs>& tenants, double f, double m) {
     return predict(control::to_tenants(tenants), f, m).throughput_img_s;
   };
-  planning->sm_clocks_mhz = gpu.sm_clocks_mhz;
+  planning->sm_clocks_mhz = space.sm_clocks_mhz;
   planning->memory_clocks_mhz = space.memory_clocks_mhz;
   std::sort(planning->memory_clocks_mhz.begin(), planning->memory_clocks_mhz.end());
   planning->mps_step_pct = space.mps_step_pct;

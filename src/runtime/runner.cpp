@@ -97,7 +97,13 @@ class JobRun {
       done += result.images;
       window_.batches += 1;
       window_.images += result.images;
-      window_.add_tenant_images(result.tenant, result.images);
+      if (result.tenant_images.empty()) {
+        window_.add_tenant_images(result.tenant, result.images);
+      } else {
+        for (std::size_t t = 0; t < result.tenant_images.size(); ++t) {
+          window_.add_tenant_images(static_cast<int>(t), result.tenant_images[t]);
+        }
+      }
       window_.latency_sum_s += result.latency_s();
       const double now_s = platform_.clock().now_s();
       collect_samples(now_s);

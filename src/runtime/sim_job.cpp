@@ -43,7 +43,7 @@ std::shared_ptr<const control::MpsPlanning> fitted_planning_on_twin(const sim::C
   options.sample_hz = sample_hz;
   options.seed = seed;
   const SimTrialRunner runner(catalog, gpu, model, options);
-  return fitted_planning(runner.gpu(), fit_predictor_on_twin(runner, runner.gpu(), catalog.model(model)));
+  return fitted_planning(runner.gpu().sm_clocks_mhz, fit_predictor_on_twin(runner, runner.gpu(), catalog.model(model)));
 }
 
 std::vector<CapSearch> search_caps_on_twin(const sim::Catalog& catalog, const std::string& gpu,

@@ -162,3 +162,47 @@ TEST(CliProfileGpu, BadInputIsOneErrorLine) {
 
 }  // namespace
 }  // namespace gpucap::test
+
+namespace gpucap::test {
+namespace {
+
+// mpsfit on a real GPU: the twin's profile of the A100 stands in for `gpucap profile --platform
+// nvml` (tested above), the fake NVML for the GPU and fake workers for the model.
+TEST(CliRunMps, MpsfitRunsMpsWorkersOnARealGpuFromAFittedPredictor) {
+  TempDir dir;
+  const FakeGpuWithMps fakes(dir);
+  ASSERT_EQ(gpucap({"profile", "--gpu", "a100", "--model", "resnet50", "--sweeps", "--out", dir.file("p.csv")}).exit_code, 0);
+  ASSERT_EQ(gpucap({"fit", "--profile", dir.file("p.csv"), "--out", dir.file("m.json")}).exit_code, 0);
+  const std::vector<std::string> run = {"run", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH,
+                                        "--model-file", dir.file("resnet50.pt"), "--algorithm", "mpsfit",
+                                        "--power-cap", "200", "--duration", "1.5", "--mps-round-s", "0.2",
+                                        "--power-settle-s", "0"};
+  expect_error(run, 2, "--fitted MODEL.json");
+  auto pctodl = run;
+  pctodl[8] = "pctodl";
+  expect_error(pctodl, 2, "pctodl runs MPS tenants on the twin only for now");
+  expect_error(with(pctodl, {"--fitted", dir.file("m.json")}), 2, "--fitted does not apply to pctodl");
+  expect_error(with(run, {"--fitted", dir.file("missing.json")}), 4, "missing.json");
+  auto batchdvfs = run;
+  batchdvfs[8] = "batchdvfs";
+  expect_error(with(batchdvfs, {"--fitted", dir.file("m.json")}), 2, "--fitted does not apply to batchdvfs");
+  if (geteuid() != 0) GTEST_SKIP() << "mpsfit locks the SM clock: NVML writes need root";
+  const auto r = gpucap(with(run, {"--fitted", dir.file("m.json"), "--allow-gpu-control", "--json", "--trace",
+                                   dir.file("trace.csv")}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_GT(json["images"].get<long long>(), 0);
+  EXPECT_NE(json["engine"].get<std::string>().find("MPS workers"), std::string::npos) << json.dump();
+  // The trace names the partition the fitted planner chose; the SM clock was locked, then reset.
+  const auto trace = read_text_file(dir.file("trace.csv"));
+  EXPECT_NE(trace.find(",real"), std::string::npos) << trace;
+  bool locked = false;
+  for (const auto& w : fakes.writes()) locked = locked || w.find("nvmlDeviceSetGpuLockedClocks") != std::string::npos;
+  EXPECT_TRUE(locked);
+  EXPECT_TRUE(fakes.gpu()["locked_sm_mhz"].is_null());
+  const auto events = fakes.mps_events();
+  EXPECT_NE(events.find("stopped"), std::string::npos) << "the daemon stopped at the end: " << events;
+}
+
+}  // namespace
+}  // namespace gpucap::test

@@ -241,7 +241,7 @@ class CountingEngine final : public engine::Engine {
   [[nodiscard]] std::string name() const override { return "counting engine"; }
   engine::BatchResult run_batch(int batch_size) override {
     if (batch_size > max_batch_) throw std::runtime_error("CUDA out of memory. Tried to allocate 2.00 GiB");
-    return {batch_size, 0.0, 0.0};
+    return {batch_size, 0.0, 0.0, 0, {}};
   }
 
  private:

@@ -39,7 +39,7 @@ class ScriptedPlatform final : public Platform {
     engine::BatchResult run_batch(int batch_size) override {
       const double start = platform.now_s;
       platform.now_s += batch_s;
-      return {batch_size, start, platform.now_s};
+      return {batch_size, start, platform.now_s, 0, {}};
     }
     ScriptedPlatform& platform;
     double batch_s;

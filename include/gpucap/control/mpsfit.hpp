@@ -46,7 +46,11 @@ class MpsfitController final : public Controller {
   explicit MpsfitController(MpsfitParams params);
   [[nodiscard]] std::string_view name() const override { return "mpsfit"; }
   [[nodiscard]] DecisionPeriod period() const override { return params_.period; }
-  [[nodiscard]] Requirements requirements() const override { return {.sm_clock = true, .memory_clock = true}; }
+  // The memory clock is locked only where the planner has several to choose from (an A100 or
+  // H100 has one).
+  [[nodiscard]] Requirements requirements() const override {
+    return {.sm_clock = true, .memory_clock = chooses_memory_clock()};
+  }
   [[nodiscard]] Knobs initial_knobs(double cap_w) const override;
   [[nodiscard]] Knobs decide(const Observation& observation) override;
   [[nodiscard]] std::string describe_state() const override;
@@ -64,6 +68,7 @@ class MpsfitController final : public Controller {
   [[nodiscard]] double power_ratio() const { return power_ratio_; }
 
  private:
+  [[nodiscard]] bool chooses_memory_clock() const { return params_.planning->memory_clocks_mhz.size() > 1; }
   void replan(double cap_w);
   [[nodiscard]] double choose_clock(double cap_w) const;
   [[nodiscard]] double predicted_w(double sm_clock_mhz) const;

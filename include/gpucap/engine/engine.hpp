@@ -13,6 +13,9 @@ struct BatchResult {
   double start_s = 0.0;  // platform time (virtual on the twin, steady clock on hardware)
   double end_s = 0.0;
   int tenant = 0;        // the MPS tenant whose batch this was (run_tenants)
+  // Engines that run every tenant at once (a round of MPS worker processes) report the round as
+  // one result: `images` is the total, this the images of each tenant (empty otherwise).
+  std::vector<int> tenant_images;
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
 };
 

@@ -56,14 +56,15 @@ namespace gpucap::runtime {
 // The space gpucap searches with a fitted predictor: the predictor's memory clocks, every
 // supported SM clock (bisection over the GPU's whole range), 5-% shares, batch sizes up to 256,
 // each share kept to its admissible batches.
-[[nodiscard]] tune::PartitionSpace fitted_partition_space(const sim::GpuSpec& gpu,
+// `sm_clocks_mhz`: the GPU's supported SM clocks, any order (Error(usage) if empty).
+[[nodiscard]] tune::PartitionSpace fitted_partition_space(std::vector<double> sm_clocks_mhz,
                                                           const predict::FittedPredictor& predictor);
 
 // gpucap's local-search partitioner (tune::local_search_partition) on a fitted predictor, over
 // the predictor's memory clocks, every supported SM clock, 5-% shares and batch sizes up to 256:
 // what mpsfit runs from. It has no thermodynamic model (`thermo` is empty): pctodl does not run
 // from it.
-[[nodiscard]] std::shared_ptr<const control::MpsPlanning> fitted_planning(const sim::GpuSpec& gpu,
+[[nodiscard]] std::shared_ptr<const control::MpsPlanning> fitted_planning(const std::vector<double>& sm_clocks_mhz,
                                                                           const predict::FittedPredictor& predictor);
 
 // The bench's oracle over MPS partitions: the exhaustive search (at most `max_tenants` tenants)
