@@ -75,4 +75,27 @@ control::ControllerOptions ControllerFlags::options() const {
   return options;
 }
 
+runtime::MpsPoolOptions mps_pool_options(const MpsWorkerFlags& worker, const std::string& gpu_uuid) {
+  runtime::MpsPoolOptions pool;
+  if (const char* custom = std::getenv("GPUCAP_MPS_WORKER"); custom != nullptr && *custom != '\0') {
+    pool.worker_command = {custom};
+  } else {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw Error(ErrorCode::io, "cannot find the gpucap binary to start MPS workers (/proc/self/exe)");
+    std::vector<std::string> args = {"--model-file", worker.model_file, "--engine-device", worker.engine_device,
+                                     "--input-size", std::to_string(worker.input_size), "--seed", worker.seed};
+    for (const auto& [flag, value] : {std::pair{"--precision", worker.precision}, std::pair{"--images-dir", worker.images_dir}}) {
+      if (value) {
+        args.emplace_back(flag);
+        args.push_back(*value);
+      }
+    }
+    pool.worker_command = runtime::mps_worker_command(self.string(), args);
+  }
+  pool.worker_env = {{"CUDA_VISIBLE_DEVICES", gpu_uuid}};
+  pool.daemon = runtime::MpsDaemonOptions{};
+  return pool;
+}
+
 }  // namespace gpucap::cli

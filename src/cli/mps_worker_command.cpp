@@ -18,7 +18,7 @@ namespace gpucap::cli {
 
 namespace {
 
-struct MpsWorkerFlags {
+struct WorkerProcessFlags {
   std::string model_file;
   std::string engine_device = "cuda";
   std::string precision = "fp32";
@@ -32,7 +32,7 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-engine::TorchEngineOptions engine_options(const MpsWorkerFlags& flags) {
+engine::TorchEngineOptions engine_options(const WorkerProcessFlags& flags) {
   if (flags.precision != "fp32" && flags.precision != "fp16") {
     throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", flags.precision));
   }
@@ -46,7 +46,7 @@ engine::TorchEngineOptions engine_options(const MpsWorkerFlags& flags) {
   return options;
 }
 
-void serve(const MpsWorkerFlags& flags) {
+void serve(const WorkerProcessFlags& flags) {
   if (flags.protocol_fd < -1 || (flags.protocol_fd >= 0 && flags.protocol_fd <= STDERR_FILENO)) {
     throw usage_error(fmt::format("--protocol-fd {} must be -1 (stdin/stdout) or 3 and up", flags.protocol_fd));
   }
@@ -63,7 +63,7 @@ void serve(const MpsWorkerFlags& flags) {
 }  // namespace
 
 Command add_mps_worker_command(CLI::App& app, const GlobalOptions& /*global*/) {
-  auto flags = std::make_shared<MpsWorkerFlags>();
+  auto flags = std::make_shared<WorkerProcessFlags>();
   auto* cmd = app.add_subcommand(
       "mps-worker",
       "INTERNAL: one tenant's worker process of the MPS path, started by gpucap (docs/mps.md); speaks "

@@ -91,22 +91,6 @@ void profile_on_twin(const ProfileFlags& flags, const GlobalOptions& global) {
              model.id, gpu.name, memory_mhz, flags.out);
 }
 
-// The worker program: gpucap itself (`gpucap mps-worker`), or $GPUCAP_MPS_WORKER (another
-// program that speaks the worker protocol).
-std::vector<std::string> worker_command(const ProfileFlags& flags) {
-  if (const char* custom = std::getenv("GPUCAP_MPS_WORKER"); custom != nullptr && *custom != '\0') return {custom};
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(ErrorCode::io, "cannot find the gpucap binary to start MPS workers (/proc/self/exe)");
-  std::vector<std::string> args = {"--model-file", *flags.model_file, "--engine-device", flags.engine_device,
-                                   "--input-size", std::to_string(flags.input_size), "--seed", flags.seed};
-  if (flags.precision) {
-    args.push_back("--precision");
-    args.push_back(*flags.precision);
-  }
-  return runtime::mps_worker_command(self.string(), args);
-}
-
 void profile_on_gpu(const ProfileFlags& flags) {
   reject_for(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
   if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
@@ -128,10 +112,9 @@ void profile_on_gpu(const ProfileFlags& flags) {
   std::unique_ptr<device::ControlSession> session;
   if (flags.allow_gpu_control) session = std::make_unique<device::ControlSession>(gpu, journal, info.uuid);
   const double memory_mhz = flags.memory_clock_mhz.value_or(gpu.read(device::Signal::memory_clock_mhz));
-  runtime::MpsPoolOptions pool;
-  pool.worker_command = worker_command(flags);
-  pool.worker_env = {{"CUDA_VISIBLE_DEVICES", info.uuid}};
-  pool.daemon = runtime::MpsDaemonOptions{};
+  const auto pool = mps_pool_options(
+      MpsWorkerFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, {}},
+      info.uuid);
   runtime::GpuProfileOptions options;
   options.round = runtime::MpsRunRequest{flags.warmup_s, flags.measure_s};
   options.sample_hz = flags.sample_hz;

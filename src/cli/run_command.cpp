@@ -222,33 +222,6 @@ std::optional<predict::FittedPredictor> fitted_predictor(const RunFlags& flags) 
   return predict::FittedPredictor::load(*flags.fitted_path);
 }
 
-// The workers of an MPS run on a real GPU: `gpucap mps-worker` with the model's flags, or
-// $GPUCAP_MPS_WORKER (another program that speaks the worker protocol).
-runtime::MpsPoolOptions mps_pool_options(const RunFlags& flags, const std::string& gpu_uuid) {
-  runtime::MpsPoolOptions pool;
-  if (const char* custom = std::getenv("GPUCAP_MPS_WORKER"); custom != nullptr && *custom != '\0') {
-    pool.worker_command = {custom};
-  } else {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) throw Error(ErrorCode::io, "cannot find the gpucap binary to start MPS workers (/proc/self/exe)");
-    std::vector<std::string> args = {"--model-file", *flags.model_file, "--engine-device", flags.engine_device,
-                                     "--input-size", std::to_string(flags.input_size), "--seed", flags.seed};
-    if (flags.precision) {
-      args.push_back("--precision");
-      args.push_back(*flags.precision);
-    }
-    if (flags.images_dir) {
-      args.push_back("--images-dir");
-      args.push_back(*flags.images_dir);
-    }
-    pool.worker_command = runtime::mps_worker_command(self.string(), args);
-  }
-  pool.worker_env = {{"CUDA_VISIBLE_DEVICES", gpu_uuid}};
-  pool.daemon = runtime::MpsDaemonOptions{};
-  return pool;
-}
-
 void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
@@ -371,7 +344,11 @@ void run_on_nvml(const RunFlags& flags) {
     const device::NvmlLibrary nvml(flags.nvml_library);
     return device::NvmlDevice(nvml, flags.device_index, false).info().uuid;
   };
-  const auto pool = mps ? std::optional(mps_pool_options(flags, uuid_of_device())) : std::nullopt;
+  const auto pool = mps ? std::optional(mps_pool_options(MpsWorkerFlags{*flags.model_file, flags.engine_device,
+                                                                         flags.input_size, flags.seed, flags.precision,
+                                                                         flags.images_dir},
+                                                          uuid_of_device()))
+                        : std::nullopt;
   if (!(flags.mps_round_s >= 0.05 && flags.mps_round_s <= 60.0)) {
     throw usage_error(fmt::format("--mps-round-s {:g} must be between 0.05 and 60", flags.mps_round_s));
   }

@@ -56,9 +56,7 @@ double CapfitController::power_budget_w(double cap_w, bool measured) const {
   const double window = pooled_spread(spread_sum_sq_, spread_count_, params_.prior_spread);
   // An unmeasured configuration's prediction is also off by the profile's own error.
   const double prediction = measured ? 0.0 : pooled_spread(error_sum_sq_, error_count_, params_.prior_profile_error);
-  const double margin =
-      std::max(params_.min_margin, params_.spread_sigmas * std::hypot(window, prediction)) + extra_margin_;
-  return cap_w * (1.0 - margin);
+  return control::power_budget_w(cap_w, window, prediction, params_.spread_sigmas, params_.min_margin, extra_margin_);
 }
 
 namespace {

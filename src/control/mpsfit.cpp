@@ -19,9 +19,7 @@ MpsfitController::MpsfitController(MpsfitParams params) : params_(std::move(para
 double MpsfitController::power_budget_w(double cap_w, bool measured) const {
   const double window = pooled_spread(spread_sum_sq_, spread_count_, params_.prior_spread);
   const double prediction = measured ? 0.0 : pooled_spread(error_sum_sq_, error_count_, params_.prior_model_error);
-  const double margin =
-      std::max(params_.min_margin, params_.spread_sigmas * std::hypot(window, prediction)) + extra_margin_;
-  return cap_w * (1.0 - margin);
+  return control::power_budget_w(cap_w, window, prediction, params_.spread_sigmas, params_.min_margin, extra_margin_);
 }
 
 double MpsfitController::predicted_w(double sm_clock_mhz) const {

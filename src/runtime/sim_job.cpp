@@ -26,23 +26,29 @@ void check_cap_schedule(const CapSchedule& schedule, const sim::GpuSpec& gpu) {
                                    gpu.name));
 }
 
-std::shared_ptr<const predict::ProfileModel> measure_default_profile(const sim::Catalog& catalog,
-                                                                    const std::string& gpu, const std::string& model,
-                                                                    double sample_hz, std::uint64_t seed) {
+namespace {
+
+SimTrialRunner trial_runner(const sim::Catalog& catalog, const std::string& gpu, const std::string& model,
+                            double sample_hz, std::uint64_t seed) {
   TrialOptions options;
   options.sample_hz = sample_hz;
   options.seed = seed;
-  const SimTrialRunner runner(catalog, gpu, model, options);
+  return SimTrialRunner(catalog, gpu, model, options);
+}
+
+}  // namespace
+
+std::shared_ptr<const predict::ProfileModel> measure_default_profile(const sim::Catalog& catalog,
+                                                                    const std::string& gpu, const std::string& model,
+                                                                    double sample_hz, std::uint64_t seed) {
+  const auto runner = trial_runner(catalog, gpu, model, sample_hz, seed);
   return std::make_shared<const predict::ProfileModel>(measure_profile(runner, default_profile_space(runner.gpu())));
 }
 
 std::shared_ptr<const control::MpsPlanning> fitted_planning_on_twin(const sim::Catalog& catalog,
                                                                     const std::string& gpu, const std::string& model,
                                                                     double sample_hz, std::uint64_t seed) {
-  TrialOptions options;
-  options.sample_hz = sample_hz;
-  options.seed = seed;
-  const SimTrialRunner runner(catalog, gpu, model, options);
+  const auto runner = trial_runner(catalog, gpu, model, sample_hz, seed);
   return fitted_planning(runner.gpu().sm_clocks_mhz, fit_predictor_on_twin(runner, runner.gpu(), catalog.model(model)));
 }
 

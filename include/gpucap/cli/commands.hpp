@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpucap/control/registry.hpp"
+#include "gpucap/runtime/mps.hpp"
 
 namespace gpucap::cli {
 
@@ -49,6 +50,20 @@ Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
 // changed), puts them back through NVML and says so on stderr. Never throws: a failure is
 // reported and the journal kept for the next try.
 void recover_gpu_settings(const std::string& nvml_library);
+
+// What an MPS worker needs to load and feed the model (`gpucap mps-worker`'s flags).
+struct MpsWorkerFlags {
+  std::string model_file;
+  std::string engine_device = "cuda";
+  int input_size = 224;
+  std::string seed = "1";
+  std::optional<std::string> precision;
+  std::optional<std::string> images_dir;
+};
+// The worker pool of a real GPU: `gpucap mps-worker` with those flags (or $GPUCAP_MPS_WORKER,
+// another program that speaks the worker protocol), only the GPU `gpu_uuid` visible to the
+// workers, and a private MPS daemon of its own.
+[[nodiscard]] runtime::MpsPoolOptions mps_pool_options(const MpsWorkerFlags& worker, const std::string& gpu_uuid);
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.
 [[nodiscard]] std::string resolve_shared_dir();
 

@@ -21,6 +21,14 @@ inline constexpr double kMaxExtraMargin = 0.2;
   return std::sqrt((sum_sq + kPriorWeight * prior * prior) / (count + kPriorWeight));
 }
 
+// The highest window maximum allowed under `cap_w`: the cap less `sigmas` standard deviations of
+// the window maximum's scatter and of the prediction's error together (at least `min_margin`),
+// less the headroom added by windows over the cap. All as fractions of the cap.
+[[nodiscard]] inline double power_budget_w(double cap_w, double window_spread, double prediction_spread,
+                                           double sigmas, double min_margin, double extra_margin) {
+  return cap_w * (1.0 - (std::max(min_margin, sigmas * std::hypot(window_spread, prediction_spread)) + extra_margin));
+}
+
 // A running mean over about the last kMarginMemoryWindows values; `count` includes `value`.
 inline void update_running_mean(double& mean, double value, int count) {
   mean += (value - mean) / std::min(count, kMarginMemoryWindows);
