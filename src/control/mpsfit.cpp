@@ -74,10 +74,7 @@ void MpsfitController::replan(double cap_w) {
     if ((planned = params_.planning->plan(w))) break;
   }
   const auto next = planned ? *planned : plan_or_smallest(*params_.planning, cap_w);
-  if (next.tenants != plan_.tenants || next.memory_clock_mhz != plan_.memory_clock_mhz) {
-    measured_.clear();
-    partition_changed_ = true;
-  }
+  if (next.tenants != plan_.tenants || next.memory_clock_mhz != plan_.memory_clock_mhz) measured_.clear();
   plan_ = next;
 }
 
@@ -98,7 +95,7 @@ Knobs MpsfitController::initial_knobs(double cap_w) const {
 
 bool MpsfitController::learnable(const Observation& observation) const {
   // The first window of a new partition holds the workers' restart (idle power).
-  return !partition_changed_ && observation.knobs.tenants == plan_.tenants && observation.knobs.sm_clock_mhz &&
+  return !restart_in_window_ && observation.knobs.tenants == plan_.tenants && observation.knobs.sm_clock_mhz &&
          observation.knobs.mem_clock_mhz == knobs().mem_clock_mhz && !observation.settled_power.empty() &&
          full_window(observation, params_.period);
 }
@@ -130,19 +127,19 @@ Knobs MpsfitController::decide(const Observation& observation) {
     // The plan initial_knobs made (a pure function of the first cap).
     replan(cap_w);
     sm_clock_mhz_ = choose_clock(cap_w);
-    partition_changed_ = false;  // the job started with it: no restart in the first window
     started_ = true;
     last_cap_w_ = cap_w;
   }
   const bool cap_changed = cap_w != last_cap_w_;
   if (learnable(observation)) learn(observation);
-  partition_changed_ = false;
   // Samples above a cap that only fell during the window say nothing about the margin.
   extra_margin_ = next_extra_margin(extra_margin_, observation.settled_power.max_w > cap_w && !cap_changed,
                                     params_.overshoot_margin, params_.margin_decay);
   if (cap_changed) replan(cap_w);
   last_cap_w_ = cap_w;
   sm_clock_mhz_ = choose_clock(cap_w);
+  // New shares restart the MPS workers at the start of the next window.
+  restart_in_window_ = plan_.tenants != observation.knobs.tenants;
   return knobs();
 }
 

@@ -82,7 +82,7 @@ class MpsfitController final : public Controller {
   double sm_clock_mhz_ = 0.0;
   std::map<double, MpsfitClockStats> measured_;  // by SM clock, for the current partition
   bool started_ = false;
-  bool partition_changed_ = true;  // the next window restarts the MPS workers
+  bool restart_in_window_ = false;  // the window under way began with new shares (a restart)
   double power_ratio_ = 1.0;       // measured / predicted window maximum, smoothed
   double extra_margin_ = 0.0;      // headroom added by windows over the cap, as a fraction of the cap
   double spread_sum_sq_ = 0.0;     // squared relative deviations of repeated window maxima
