@@ -202,6 +202,42 @@ TEST(Harness, JobControllerOptionsReachEveryAlgorithm) {
   EXPECT_GT(faster[0].summary.windows, 2 * plain[0].summary.windows);
 }
 
+TEST(Harness, MpsfitBeatsPctodlsBaselinesWithoutSteadyWindowsOverTheCap) {
+  // Two of PctoDL's A100 tasks and a cap that falls mid-run: gpucap's multi-tenant algorithm
+  // against directcap and morak (docs/benchmarks.md has all 32 tasks).
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  Matrix m;
+  m.id = "mps-a100";
+  m.gpu = "a100";
+  m.mps = MatrixMps{3, {40.0, 40.0}};
+  auto resnet = job("20", "resnet50", "imagenet", CapSchedule::constant(150), 0);
+  resnet.duration_s = 30.0;
+  auto vgg = job("21", "vgg19", "imagenet", CapSchedule::parse("0:180,15:130"), 0);
+  vgg.duration_s = 45.0;
+  m.jobs = {resnet, vgg};
+  BenchOptions options;
+  options.algorithms = {"directcap", "morak", "mpsfit"};
+  options.pctodl_params_dir = test::shared_file("pctodl");
+  const auto runs = run_matrix(m, catalog, options);
+  ASSERT_EQ(runs.size(), 6u);
+  for (std::size_t j = 0; j < 2; ++j) {
+    const auto& directcap = runs[3 * j];
+    const auto& morak = runs[3 * j + 1];
+    const auto& ours = runs[3 * j + 2];
+    ASSERT_EQ(ours.algorithm, "mpsfit");
+    EXPECT_EQ(ours.over_cap_steady_windows_pct, 0.0) << ours.job;
+    ASSERT_TRUE(ours.pct_of_oracle().has_value());
+    EXPECT_GT(*ours.pct_of_oracle(), 93.0) << ours.job;
+    EXPECT_GT(ours.summary.throughput_img_s, morak.summary.throughput_img_s) << ours.job;
+    EXPECT_GT(ours.summary.throughput_img_s, directcap.summary.throughput_img_s) << ours.job;
+  }
+  // resnet50 at 150 W is best split into tenants (vgg19 at 130 W, in one process: the oracle too).
+  EXPECT_GT(runs[2].trace.back().tenants.size(), 1u) << "it runs MPS tenants";
+  ASSERT_EQ(runs[5].cap_steps.size(), 1u);
+  ASSERT_TRUE(runs[5].worst_windows_to_under_cap().has_value());
+  EXPECT_EQ(*runs[5].worst_windows_to_under_cap(), 1) << "under the new cap in the first window";
+}
+
 TEST(Harness, CapfitBeatsBatchDvfsWithoutSteadyWindowsOverTheCapAndReportsCapSteps) {
   const auto catalog = sim::Catalog::load(test::data_dir());
   BenchOptions options;
