@@ -98,4 +98,8 @@ runtime::MpsPoolOptions mps_pool_options(const MpsWorkerFlags& worker, const std
   return pool;
 }
 
+void reject_for_platform(bool given, const char* option, const char* platform) {
+  if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
+}
+
 }  // namespace gpucap::cli

@@ -59,13 +59,9 @@ std::vector<runtime::ProfileConfig> limited(std::vector<runtime::ProfileConfig> 
   return configs;
 }
 
-void reject_for(bool present, const char* flag, const char* platform) {
-  if (present) throw usage_error(fmt::format("{} does not apply to --platform {}", flag, platform));
-}
-
 void profile_on_twin(const ProfileFlags& flags, const GlobalOptions& global) {
-  reject_for(flags.model_file.has_value(), "--model-file", "sim (use --model)");
-  reject_for(flags.allow_gpu_control, "--allow-gpu-control", "sim");
+  reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
+  reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
   if (!flags.gpu || !flags.model) throw usage_error("--gpu and --model are required on the twin");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   const auto& gpu = catalog.gpu(*flags.gpu);
@@ -92,7 +88,7 @@ void profile_on_twin(const ProfileFlags& flags, const GlobalOptions& global) {
 }
 
 void profile_on_gpu(const ProfileFlags& flags) {
-  reject_for(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
+  reject_for_platform(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
   if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
   if (flags.sweeps && !flags.allow_gpu_control) {
     throw usage_error("--sweeps locks the SM clock: it needs --allow-gpu-control (and root)");

@@ -207,10 +207,6 @@ void report_stop(const runtime::RunSummary& summary) {
   }
 }
 
-void reject_for_platform(bool given, const char* option, const char* platform) {
-  if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
-}
-
 // The predictor of --fitted (Error(usage) for an algorithm other than mpsfit), read before
 // anything starts.
 std::optional<predict::FittedPredictor> fitted_predictor(const RunFlags& flags) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/runtime/mps_process.hpp"
 
 namespace gpucap::runtime {
 
@@ -23,10 +24,6 @@ struct Reading {
   double utilization = 0.0;
   double memory_utilization = -1.0;  // < 0: the device has no such signal
 };
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Reads the GPU at a fixed rate on a thread of its own until destroyed.
 class SignalSampler {
@@ -55,7 +52,7 @@ class SignalSampler {
     while (!stop_) {
       try {
         Reading r;
-        r.t_s = now_s();
+        r.t_s = steady_now_s();
         r.power_w = gpu_.read(device::Signal::power_w);
         r.sm_clock_mhz = gpu_.read(device::Signal::sm_clock_mhz);
         r.utilization = gpu_.read(device::Signal::utilization);
@@ -126,7 +123,7 @@ ProfileRow GpuProfiler::measure(const ProfileConfig& config) {
   if (!pool_) pool_ = std::make_unique<MpsWorkerPool>(pool_options_, tenants);
   std::vector<Reading> readings;
   MpsRoundResult round;
-  const double start_s = now_s();
+  const double start_s = steady_now_s();
   {
     SignalSampler sampler(gpu_, options_.sample_hz);
     round = pool_->run_round(tenants, options_.round);

@@ -51,6 +51,9 @@ Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
 // reported and the journal kept for the next try.
 void recover_gpu_settings(const std::string& nvml_library);
 
+// Error(usage) "OPTION does not apply to --platform PLATFORM" if the option was given.
+void reject_for_platform(bool given, const char* option, const char* platform);
+
 // What an MPS worker needs to load and feed the model (`gpucap mps-worker`'s flags).
 struct MpsWorkerFlags {
   std::string model_file;
