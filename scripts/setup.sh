@@ -10,6 +10,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # The LibTorch engine (optional at build time) and the model export its tests run:
   libtorch-dev libturbojpeg0-dev pkg-config python3-torchvision
+  # gpucap bso serve: HTTP, the embedded SQLite store, the PostgreSQL store (libpqxx), and the
+  # PostgreSQL server that the tests start themselves in a temporary directory
+  libcpp-httplib-dev libsqlite3-dev libpqxx-dev postgresql
 )
 
 missing=()

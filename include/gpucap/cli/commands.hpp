@@ -37,6 +37,12 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global);
 Command add_profile_command(CLI::App& app, const GlobalOptions& global);
 Command add_fit_command(CLI::App& app, const GlobalOptions& global);
 Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
+// gpucap bso: Zeus's batch-size optimizer for recurring training (serve, simulate, bench).
+Command add_bso_command(CLI::App& app, const GlobalOptions& global);
+// Its subcommands, one file each; `bso` is the parent app.
+Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& global);
+Command add_bso_simulate_command(CLI::App& bso, const GlobalOptions& global);
+Command add_bso_bench_command(CLI::App& bso, const GlobalOptions& global);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
 
