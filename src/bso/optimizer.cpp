@@ -165,7 +165,21 @@ ReportResponse report(JobState& job, const TrainingResult& result) {
   const bool within = !early_stop || cost <= cost_bound;
   const bool reached = reached_target(next.spec, result.metric);
   std::optional<std::string> policy_stop;
-  if (within && !reached && next.spec.optimizer == OptimizerKind::gpucap) policy_stop = gpucap_early_stop(next, trial);
+  if (within && !reached && early_stop && result.current_epoch < next.spec.max_epochs) {
+    // Zeus's simulator never starts an epoch that would take the cost past the bound (the next
+    // epoch costs what the last one did); Zeus's server runs that epoch and stops after it.
+    const double next_epoch_cost = zeus_cost(trial.last_epoch_energy_j, trial.last_epoch_time_s, next.spec.eta_knob,
+                                             next.spec.max_power);
+    if (cost + next_epoch_cost > cost_bound) {
+      policy_stop = fmt::format(
+          "Batch Size({}) would exceed the cost upper bound with its next epoch: current cost({}) + epoch cost({}) > "
+          "beta_knob({})*min_cost({})",
+          trial.batch_size, cost, next_epoch_cost, *next.spec.beta_knob, *next.min_cost);
+    }
+  }
+  if (within && !reached && !policy_stop && next.spec.optimizer == OptimizerKind::gpucap) {
+    policy_stop = gpucap_early_stop(next, trial);
+  }
 
   if (within && !reached && result.current_epoch < next.spec.max_epochs && !policy_stop) {
     job = std::move(next);

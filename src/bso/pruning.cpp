@@ -27,7 +27,7 @@ PruningStep next_pruning_step(const JobState& job) {
     const auto at = std::find(sizes.begin(), sizes.end(), round_default);
     std::vector<int> down(sizes.begin(), at + 1);
     std::reverse(down.begin(), down.end());
-    const std::vector<int> up(at + 1, sizes.end());
+    std::vector<int> up(at + 1, sizes.end());
 
     std::vector<int> converged;
     double round_min_cost = std::numeric_limits<double>::infinity();

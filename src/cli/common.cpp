@@ -102,4 +102,15 @@ void reject_for_platform(bool given, const char* option, const char* platform) {
   if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
 }
 
+std::string default_zeus_trace(const std::string& file) {
+  return (std::filesystem::path(resolve_shared_dir()) / "zeus" / "nsdi23" / file).string();
+}
+
+std::optional<double> parse_beta(const std::string& text) {
+  if (to_lower(trim(text)) == "none") return std::nullopt;
+  const auto value = parse_double(text);
+  if (!value || !(*value > 0.0)) throw usage_error(fmt::format("--beta must be a positive number or 'none', not '{}'", text));
+  return *value;
+}
+
 }  // namespace gpucap::cli

@@ -43,6 +43,10 @@ Command add_bso_command(CLI::App& app, const GlobalOptions& global);
 Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& global);
 Command add_bso_simulate_command(CLI::App& bso, const GlobalOptions& global);
 Command add_bso_bench_command(CLI::App& bso, const GlobalOptions& global);
+// Zeus's NSDI'23 trace file `file` in the shared data (zeus/nsdi23/).
+[[nodiscard]] std::string default_zeus_trace(const std::string& file);
+// --beta: a positive number, or "none" (no early stopping); Error(usage) otherwise.
+[[nodiscard]] std::optional<double> parse_beta(const std::string& text);
 
 [[nodiscard]] std::string resolve_data_dir(const GlobalOptions& global);
 
