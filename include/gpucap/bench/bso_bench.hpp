@@ -60,6 +60,7 @@ struct BsoBenchReport {
   BsoBenchOptions options;
   std::vector<BsoWorkloadSummary> workloads;
   std::vector<BsoBenchRow> rows;  // workload-major, optimizer-minor
+  std::vector<std::string> skipped;  // paper workloads the power trace lacks, with the reason
   [[nodiscard]] const BsoBenchRow* find(const std::string& workload, bso::OptimizerKind optimizer) const;
 };
 
