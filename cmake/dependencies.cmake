@@ -41,3 +41,10 @@ if(NOT GPUCAP_WITH_TORCH STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "gpucap: LibTorch engine ${GPUCAP_HAVE_TORCH}")
+
+# cpp-httplib (libcpp-httplib-dev): the BSO service and its client (bsoclient/) speak HTTP.
+# Guarded: several modules need it, and the imported target exists only once.
+if(NOT TARGET PkgConfig::cpphttplib)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(cpphttplib REQUIRED IMPORTED_TARGET cpp-httplib)
+endif()
