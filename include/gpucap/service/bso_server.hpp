@@ -1,0 +1,51 @@
+#pragma once
+// `gpucap bso serve`'s HTTP server: Zeus's batch-size optimizer routes (service/bso_api.hpp) on
+// cpp-httplib, with an optional bearer token, a cap on body size and JSON errors throughout.
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gpucap/service/store.hpp"
+
+namespace gpucap::service {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                          // 0: any free port (bind() says which)
+  std::optional<std::string> bearer_token;  // required on every route when set
+  // Worker threads. cpp-httplib gives each open connection a thread for as long as the client
+  // keeps it alive, so this bounds the clients served at once; the rest wait for a free thread.
+  std::size_t threads = 256;
+  std::size_t max_body_bytes = std::size_t{1} << 20U;  // larger bodies are refused (413)
+};
+
+// HOST:PORT (PORT 0 to 65535); Error(usage) otherwise.
+[[nodiscard]] std::pair<std::string, int> parse_listen_address(const std::string& text);
+
+// The token in `path` (surrounding whitespace removed); Error(io) if it cannot be read,
+// Error(usage) if it is empty.
+[[nodiscard]] std::string read_token_file(const std::string& path);
+
+class BsoServer {
+ public:
+  BsoServer(Store& store, ServerOptions options);
+  ~BsoServer();
+  BsoServer(const BsoServer&) = delete;
+  BsoServer& operator=(const BsoServer&) = delete;
+
+  // Binds the address and returns the port (the one picked when the options said 0).
+  // Error(io) when the address cannot be bound.
+  int bind();
+  // Serves until stop(); bind() first.
+  void serve();
+  // From any thread (or a signal-waiting thread): serve() returns once open requests finish.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpucap::service

@@ -1,0 +1,112 @@
+// gpucap bso serve: Zeus's batch-size optimizer server (its Python client works unchanged) on
+// SQLite or PostgreSQL. Stops cleanly on SIGINT/SIGTERM; every acknowledged request is already
+// committed, so a SIGKILL loses nothing either.
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/service/bso_server.hpp"
+#include "gpucap/service/store.hpp"
+
+namespace gpucap::cli {
+namespace {
+
+struct ServeFlags {
+  std::string db = "sqlite:bso.db";
+  std::string listen = "127.0.0.1:8000";
+  std::optional<std::string> token_file;
+  std::size_t threads = service::ServerOptions{}.threads;
+};
+
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// SIGINT and SIGTERM are blocked in every thread while this lives (the server's threads inherit
+// the mask) and taken by one thread with sigwait, which stops the server.
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(service::BsoServer& server) {
+    waiter_ = std::thread([this, &server] {
+      const sigset_t set = stop_signals();
+      int signal = 0;
+      sigwait(&set, &signal);
+      if (!done_) {
+        signal_ = signal;
+        server.stop();
+      }
+    });
+  }
+  ~StopOnSignal() {
+    done_ = true;
+    if (signal_ == 0) pthread_kill(waiter_.native_handle(), SIGTERM);  // wake the waiter: serve() ended by itself
+    waiter_.join();
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+  [[nodiscard]] int signal() const { return signal_; }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::atomic<int> signal_{0};
+  std::thread waiter_;
+};
+
+void serve(const ServeFlags& flags) {
+  service::ServerOptions options;
+  std::tie(options.host, options.port) = service::parse_listen_address(flags.listen);
+  if (flags.token_file) options.bearer_token = service::read_token_file(*flags.token_file);
+  options.threads = flags.threads;
+
+  const auto store = service::open_store(flags.db);
+  // Before the server starts its threads, so that they inherit the mask.
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  service::BsoServer server(*store, options);
+  const int port = server.bind();
+  std::printf("gpucap bso serve: listening on http://%s:%d (%s%s)\n", options.host.c_str(), port, store->describe().c_str(),
+              options.bearer_token ? ", bearer token required" : "");
+  std::fflush(stdout);
+  int signal = 0;
+  {
+    StopOnSignal stopper(server);
+    server.serve();
+    signal = stopper.signal();
+  }
+  std::fprintf(stderr, "gpucap bso serve: stopped by %s\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+}  // namespace
+
+Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& /*global*/) {
+  auto flags = std::make_shared<ServeFlags>();
+  auto* app = bso.add_subcommand("serve", "Serve Zeus's batch-size optimizer API (Zeus's Python client works unchanged)");
+  app->add_option("--db", flags->db,
+                  "Database: sqlite:PATH (one server) or a PostgreSQL URI postgresql://USER@HOST:PORT/DB (several "
+                  "servers may share it)")
+      ->capture_default_str();
+  app->add_option("--listen", flags->listen, "HOST:PORT to listen on; port 0 picks a free one (printed)")->capture_default_str();
+  app->add_option("--token-file", flags->token_file,
+                  "File with a bearer token every request must carry (Authorization: Bearer TOKEN)");
+  app->add_option("--threads", flags->threads, "Worker threads: the clients served at once (each keep-alive connection holds one)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  return {app, [flags] { serve(*flags); }};
+}
+
+}  // namespace gpucap::cli

@@ -1,0 +1,178 @@
+#include "gpucap/service/bso_server.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <thread>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/service/bso_api.hpp"
+
+namespace gpucap::service {
+namespace {
+
+// Keep-alive connections serve this many requests before the server closes them, so that when
+// more clients are connected than there are threads, the waiting ones get a turn.
+constexpr std::size_t keep_alive_requests = 1000;
+
+// Compares in time independent of where the strings differ (no timing hint about the token).
+bool same_secret(std::string_view given, std::string_view expected) {
+  if (given.size() != expected.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < given.size(); ++i) difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return difference == 0;
+}
+
+// The message of an error cpp-httplib answers by itself.
+std::string status_text(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 404:
+      return "Not Found: the routes are POST /jobs, GET /jobs/batch_size, POST /report, PATCH /trials and DELETE /jobs";
+    case 408: return "Request Timeout";
+    case 413: return "the body is too large";
+    case 414: return "URI Too Long";
+    default: return fmt::format("HTTP error {}", status);
+  }
+}
+
+std::optional<std::string> query(const httplib::Request& request, const char* name) {
+  if (!request.has_param(name)) return std::nullopt;
+  return request.get_param_value(name);
+}
+
+void send(httplib::Response& response, const ApiResponse& answer) {
+  response.status = answer.status;
+  response.set_content(answer.body.dump(), "application/json");
+}
+
+}  // namespace
+
+std::pair<std::string, int> parse_listen_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    throw usage_error(fmt::format("--listen '{}': expected HOST:PORT, e.g. 127.0.0.1:8000", text));
+  }
+  const auto port_text = text.substr(colon + 1);
+  int port = -1;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
+    throw usage_error(fmt::format("--listen '{}': the port must be a number from 0 to 65535", text));
+  }
+  auto host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);  // [::1]
+  return {host, port};
+}
+
+std::string read_token_file(const std::string& path) {
+  const auto token = std::string(trim(read_text_file(path)));
+  if (token.empty()) throw usage_error(fmt::format("--token-file {}: the file is empty", path));
+  return token;
+}
+
+struct BsoServer::Impl {
+  Impl(Store& store, ServerOptions o) : api(store), options(std::move(o)) {}
+
+  // The route, behind the token check.
+  template <typename Call>
+  httplib::Server::Handler guarded(Call call) {
+    return [this, call](const httplib::Request& request, httplib::Response& response) {
+      if (!authorized(request)) {
+        response.set_header("WWW-Authenticate", "Bearer");
+        send(response, error_response(401, "missing or wrong bearer token (Authorization: Bearer TOKEN)"));
+        return;
+      }
+      send(response, call(request));
+    };
+  }
+
+  [[nodiscard]] bool authorized(const httplib::Request& request) const {
+    if (!options.bearer_token) return true;
+    const auto header = request.get_header_value("Authorization");
+    constexpr std::string_view scheme = "Bearer ";
+    if (!header.starts_with(scheme)) return false;
+    return same_secret(trim(std::string_view(header).substr(scheme.size())), *options.bearer_token);
+  }
+
+  void configure() {
+    const auto threads = options.threads;
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_payload_max_length(options.max_body_bytes);
+    http.set_keep_alive_max_count(keep_alive_requests);
+    http.set_tcp_nodelay(true);
+    // cpp-httplib's default also sets SO_REUSEPORT, which would let a second server bind a port
+    // that is in use (and share its clients) instead of failing.
+    http.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
+    // Errors cpp-httplib answers itself (unknown route 404, body too large 413, ...) get a JSON
+    // message like every other error.
+    const httplib::Server::HandlerWithResponse json_errors = [](const httplib::Request&, httplib::Response& response) {
+      if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      send(response, error_response(response.status, status_text(response.status)));
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    http.set_error_handler(json_errors);
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
+      std::string message = "internal error";
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        message = fmt::format("internal error: {}", e.what());
+      } catch (...) {
+      }
+      send(response, error_response(500, message));
+    });
+    http.Post("/jobs", guarded([this](const httplib::Request& r) { return api.register_job(r.body); }));
+    http.Get("/jobs/batch_size", guarded([this](const httplib::Request& r) { return api.next_batch_size(query(r, "job_id")); }));
+    http.Post("/report", guarded([this](const httplib::Request& r) { return api.report(r.body); }));
+    http.Patch("/trials", guarded([this](const httplib::Request& r) { return api.end_trial(r.body); }));
+    http.Delete("/jobs", guarded([this](const httplib::Request& r) { return api.delete_job(query(r, "job_id")); }));
+  }
+
+  BsoApi api;
+  ServerOptions options;
+  httplib::Server http;
+  std::atomic<bool> serving{false};
+  std::atomic<bool> stop_requested{false};
+};
+
+BsoServer::BsoServer(Store& store, ServerOptions options) : impl_(std::make_unique<Impl>(store, std::move(options))) {
+  if (impl_->options.threads == 0) throw usage_error("the server needs at least one thread");
+  impl_->configure();
+}
+
+BsoServer::~BsoServer() { stop(); }
+
+int BsoServer::bind() {
+  const auto& o = impl_->options;
+  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0) {
+    throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} (address in use, or not an address of this host)", o.host, o.port));
+  }
+  return port;
+}
+
+void BsoServer::serve() {
+  impl_->serving = true;
+  const bool stopped_early = impl_->stop_requested;
+  const bool clean = stopped_early || impl_->http.listen_after_bind();
+  impl_->serving = false;
+  if (!clean) throw Error(ErrorCode::io, "the server stopped accepting connections");
+}
+
+// A stop() that comes while serve() is starting waits until the server runs, so it is not lost.
+void BsoServer::stop() {
+  impl_->stop_requested = true;
+  while (impl_->serving && !impl_->http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl_->http.stop();
+}
+
+}  // namespace gpucap::service

@@ -1,0 +1,132 @@
+#include "service/private_postgres.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "support/cli_runner.hpp"
+
+namespace gpucap::test {
+namespace {
+
+// Debian's layout: /usr/lib/postgresql/<major>/bin; the newest there.
+std::string find_bin_dir() {
+  const std::filesystem::path root = "/usr/lib/postgresql";
+  std::string best;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    const auto bin = entry.path() / "bin";
+    if (std::filesystem::exists(bin / "initdb") && std::filesystem::exists(bin / "pg_ctl") && bin.string() > best) best = bin.string();
+  }
+  if (best.empty()) {
+    throw std::runtime_error(
+        "PostgreSQL's server binaries (initdb, pg_ctl) are missing under /usr/lib/postgresql/*/bin: install the "
+        "postgresql package (scripts/setup.sh does)");
+  }
+  return best;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot find a free port on 127.0.0.1");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+PrivatePostgres::PrivatePostgres() : bin_dir_(find_bin_dir()) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "gpucap-pg-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = pattern;
+  try {
+    start();
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+void PrivatePostgres::start() {
+  if (::geteuid() == 0) {
+    const passwd* nobody = ::getpwnam("nobody");
+    if (nobody == nullptr || ::chown(dir_.c_str(), nobody->pw_uid, nobody->pw_gid) != 0) {
+      throw std::runtime_error("running as root, but cannot hand " + dir_ + " to user nobody for PostgreSQL");
+    }
+  }
+  run_as_owner(quote(bin_dir_ + "/initdb") + " -D " + quote(dir_ + "/data") +
+               " -U postgres -A trust -E UTF8 --locale=C -N >" + quote(dir_ + "/initdb.log") + " 2>&1");
+  // The port is free when picked; another process may take it before the server binds, so a
+  // failed start is tried again on another port.
+  for (int attempt = 0; attempt < 3 && !started_; ++attempt) {
+    port_ = free_port();
+    const auto options = "-p " + std::to_string(port_) + " -k " + dir_ +
+                         " -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300";
+    try {
+      run_as_owner(quote(bin_dir_ + "/pg_ctl") + " -D " + quote(dir_ + "/data") + " -l " + quote(dir_ + "/server.log") +
+                   " -w -t 60 -o " + quote(options) + " start >/dev/null 2>&1");
+      started_ = true;
+    } catch (const std::runtime_error&) {
+      if (attempt == 2) throw std::runtime_error("PostgreSQL did not start:\n" + read_file(dir_ + "/server.log"));
+    }
+  }
+}
+
+PrivatePostgres::~PrivatePostgres() {
+  if (started_) {
+    try {
+      run_as_owner(quote(bin_dir_ + "/pg_ctl") + " -D " + quote(dir_ + "/data") + " -m immediate -w stop >/dev/null 2>&1");
+    } catch (const std::exception&) {
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+void PrivatePostgres::run_as_owner(const std::string& command) const {
+  // From the server's folder: `nobody` may not be allowed into the test's working directory.
+  const auto as_owner = ::geteuid() == 0 ? "runuser -u nobody -- sh -c " + quote(command) : command;
+  const auto full = "cd " + quote(dir_) + " && " + as_owner;
+  const int status = std::system(full.c_str());
+  if (status != 0) {
+    throw std::runtime_error("failed (" + std::to_string(status) + "): " + command + "\n" + read_file(dir_ + "/initdb.log"));
+  }
+}
+
+std::string PrivatePostgres::new_database() {
+  const auto name = "test" + std::to_string(++databases_);
+  const auto command = quote(bin_dir_ + "/psql") + " -q -h 127.0.0.1 -p " + std::to_string(port_) +
+                       " -U postgres -d postgres -c " + quote("CREATE DATABASE " + name) + " >/dev/null";
+  if (std::system(command.c_str()) != 0) throw std::runtime_error("cannot create database " + name);
+  return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + name;
+}
+
+PrivatePostgres& private_postgres() {
+  static PrivatePostgres server;
+  return server;
+}
+
+}  // namespace gpucap::test
