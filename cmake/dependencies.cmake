@@ -49,11 +49,7 @@ if(NOT TARGET PkgConfig::cpphttplib)
   pkg_check_modules(cpphttplib REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()
 
-# The BSO service (service/, `gpucap bso serve`): SQLite (libsqlite3-dev) for one server,
-# PostgreSQL through libpqxx (libpqxx-dev) for several, cpp-httplib for HTTP.
-find_package(PkgConfig REQUIRED)
+# The BSO service's stores (service/, `gpucap bso serve`): SQLite (libsqlite3-dev) for one
+# server, PostgreSQL through libpqxx (libpqxx-dev) for several.
 pkg_check_modules(sqlite3 REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(libpqxx REQUIRED IMPORTED_TARGET libpqxx)
-if(NOT TARGET PkgConfig::cpphttplib)
-  pkg_check_modules(cpphttplib REQUIRED IMPORTED_TARGET cpp-httplib)
-endif()

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "gpucap/core/error.hpp"
@@ -20,6 +23,7 @@ namespace {
 // Keep-alive connections serve this many requests before the server closes them, so that when
 // more clients are connected than there are threads, the waiting ones get a turn.
 constexpr std::size_t keep_alive_requests = 1000;
+constexpr time_t keep_alive_idle_s = 1;
 
 // Compares in time independent of where the strings differ (no timing hint about the token).
 bool same_secret(std::string_view given, std::string_view expected) {
@@ -39,6 +43,30 @@ std::string status_text(int status) {
     case 413: return "the body is too large";
     case 414: return "URI Too Long";
     default: return fmt::format("HTTP error {}", status);
+  }
+}
+
+// cpp-httplib listens with a backlog of 5, compiled into the library: two hundred clients that
+// connect at once would overflow it and wait a second or more for the kernel to retry their
+// connection. Linux lets listen() be called again on a listening socket to change its backlog;
+// the socket is found among this process's descriptors by its port. Best effort: a server that
+// keeps the small backlog still works.
+void widen_listen_backlog(int port) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const auto name = entry.path().filename().string();
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc()) continue;
+    int listening = 0;
+    socklen_t length = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 || listening == 0) continue;
+    sockaddr_storage address{};
+    socklen_t address_length = sizeof address;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_length) != 0) continue;
+    int bound = -1;
+    if (address.ss_family == AF_INET) bound = ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+    if (address.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+    if (bound == port) ::listen(fd, SOMAXCONN);
   }
 }
 
@@ -105,6 +133,8 @@ struct BsoServer::Impl {
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(options.max_body_bytes);
     http.set_keep_alive_max_count(keep_alive_requests);
+    // An idle keep-alive connection holds a thread, and stop() waits for it to time out.
+    http.set_keep_alive_timeout(keep_alive_idle_s);
     http.set_tcp_nodelay(true);
     // cpp-httplib's default also sets SO_REUSEPORT, which would let a second server bind a port
     // that is in use (and share its clients) instead of failing.
@@ -157,6 +187,7 @@ int BsoServer::bind() {
   if (port < 0) {
     throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} (address in use, or not an address of this host)", o.host, o.port));
   }
+  widen_listen_backlog(port);
   return port;
 }
 
