@@ -51,5 +51,6 @@ endif()
 
 # The BSO service's stores (service/, `gpucap bso serve`): SQLite (libsqlite3-dev) for one
 # server, PostgreSQL through libpqxx (libpqxx-dev) for several.
+find_package(PkgConfig REQUIRED)
 pkg_check_modules(sqlite3 REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(libpqxx REQUIRED IMPORTED_TARGET libpqxx)

@@ -3,6 +3,7 @@
 // scripts/setup.sh installs) in a temporary folder, listening on 127.0.0.1 and a free port only,
 // its socket in that folder. Run as `nobody` when the tests run as root (PostgreSQL refuses
 // root). Stopped (immediate) and deleted at the end. Missing binaries are a failure, not a skip.
+// The cluster is a copy of one initdb made once in the build folder (GPUCAP_TEST_PG_TEMPLATE_DIR).
 
 #include <string>
 
@@ -22,7 +23,9 @@ class PrivatePostgres {
 
  private:
   void start();
-  void run_as_owner(const std::string& command) const;
+  void copy_template_cluster();
+  void hand_to_owner(const std::string& dir) const;
+  void run_as_owner(const std::string& dir, const std::string& command) const;
 
   std::string bin_dir_;
   std::string dir_;
