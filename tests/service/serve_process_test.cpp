@@ -124,7 +124,7 @@ TEST_P(KillTest, KillUnderLoadLosesNothingAcknowledged) {
     });
   }
   // Kill once the clients are well into their work.
-  for (int i = 0; i < 300 && ledger.trials() < 24; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 1500 && ledger.trials() < 24; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   server->kill_now();
   for (auto& t : clients) t.join();
   ASSERT_GE(ledger.trials(), 24u);
