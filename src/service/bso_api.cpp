@@ -75,16 +75,6 @@ bso::TrainingResult training_result_from(const nlohmann::json& j) {
   return r;
 }
 
-int status_of(bso::RefusalKind kind) {
-  switch (kind) {
-    case bso::RefusalKind::bad_request: return 400;
-    case bso::RefusalKind::not_found: return 404;
-    case bso::RefusalKind::conflict: return 409;
-    case bso::RefusalKind::failed: return 500;
-  }
-  return 500;
-}
-
 // The route's answer, with every failure turned into a JSON error: the optimizer's refusals as
 // Zeus maps them, a bad body 422, a database that cannot be reached 503, anything else 500.
 template <typename Route>
@@ -92,7 +82,7 @@ ApiResponse answer(const Route& route) {
   try {
     return route();
   } catch (const bso::Refusal& e) {
-    return error_response(status_of(e.kind()), e.what());
+    return error_response(bso::http_status(e.kind()), e.what());
   } catch (const BadBody& e) {
     return error_response(unprocessable, e.what());
   } catch (const Error& e) {

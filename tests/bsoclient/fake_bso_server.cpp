@@ -10,16 +10,6 @@
 namespace gpucap::test {
 namespace {
 
-int status_of(bso::RefusalKind kind) {
-  switch (kind) {
-    case bso::RefusalKind::bad_request: return 400;
-    case bso::RefusalKind::not_found: return 404;
-    case bso::RefusalKind::conflict: return 409;
-    case bso::RefusalKind::failed: return 500;
-  }
-  return 500;
-}
-
 bso::TrialId trial_of(const nlohmann::json& body) {
   return {body.at("job_id").get<std::string>(), body.at("batch_size").get<int>(), body.at("trial_number").get<int>()};
 }
@@ -62,7 +52,7 @@ void FakeBsoServer::answer(httplib::Response& res, Operation&& operation) {
     const auto [status, body] = operation();
     reply(res, status, body);
   } catch (const bso::Refusal& e) {
-    reply(res, status_of(e.kind()), {{"message", e.what()}});
+    reply(res, bso::http_status(e.kind()), {{"message", e.what()}});
   } catch (const std::exception& e) {
     reply(res, 422, {{"message", e.what()}});
   }

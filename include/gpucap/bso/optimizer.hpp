@@ -18,6 +18,17 @@ namespace gpucap::bso {
 // (bad_request 400, not_found 404, conflict 409, failed 500).
 enum class RefusalKind { bad_request, not_found, conflict, failed };
 
+// The HTTP status of a refusal, as Zeus's server answers it.
+[[nodiscard]] constexpr int http_status(RefusalKind kind) noexcept {
+  switch (kind) {
+    case RefusalKind::bad_request: return 400;
+    case RefusalKind::not_found: return 404;
+    case RefusalKind::conflict: return 409;
+    case RefusalKind::failed: return 500;
+  }
+  return 500;
+}
+
 class Refusal : public Error {
  public:
   Refusal(RefusalKind kind, const std::string& message) : Error(ErrorCode::usage, message), kind_(kind) {}
