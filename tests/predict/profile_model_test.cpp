@@ -1,6 +1,7 @@
 #include "gpucap/predict/profile_model.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -38,7 +39,11 @@ TEST(ProfileModel, RejectsBadProfiles) {
 class ProfileFile : public ::testing::Test {
  protected:
   std::string write(const std::string& text) {
-    const auto path = (std::filesystem::temp_directory_path() / "gpucap-profile-test.json").string();
+    // One file per test and process: ctest -j runs this fixture's tests at the same time.
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    const auto path = (std::filesystem::temp_directory_path() /
+                       ("gpucap-profile-test-" + std::string(test->name()) + "-" + std::to_string(::getpid()) + ".json"))
+                          .string();
     std::ofstream(path) << text;
     return path;
   }
