@@ -7,11 +7,14 @@
 // keep-alive connection) ask for batch sizes. With --rate R the clients together send R requests
 // per second on a fixed schedule and each latency counts from the scheduled send time (so a
 // server that falls behind is not flattered by clients that wait for it); --rate 0 sends as fast
-// as answers come back (the server's capacity). Prints requests/s and latency percentiles.
+// as answers come back (the server's capacity). With --replicas N (PostgreSQL) N servers, each
+// with its own connection pool, share the database and the clients take turns between them.
+// Prints requests/s and latency percentiles.
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +40,7 @@ struct Options {
   std::optional<std::string> db;
   std::optional<std::string> url;
   int clients = 200;
+  int replicas = 1;
   double rate = 2000.0;
   double seconds = 10.0;
 };
@@ -58,16 +62,18 @@ struct Results {
   std::mutex mutex;
   std::vector<double> latencies_ms;
   std::atomic<int> errors{0};
+  std::vector<std::vector<int>> trial_numbers;  // per client, as answered by the server
 };
 
 // One client: requests on schedule (or back to back) until `end`, latencies into `results`.
-void client_loop(const std::string& host, int port, int index, const Options& o, Clock::time_point start, Clock::time_point end,
+void client_loop(std::string host, int port, int index, const Options& o, Clock::time_point start, Clock::time_point end,
                  Results& results) {
   httplib::Client client(host, port);
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);
   const auto path = fmt::format("/jobs/batch_size?job_id=load-{}", index);
   std::vector<double> mine;
+  std::vector<int> numbers;
   const bool paced = o.rate > 0.0;
   const auto interval = std::chrono::duration<double>(paced ? o.clients / o.rate : 0.0);
   // Spread the clients' schedules over one interval so they do not all fire at once.
@@ -77,67 +83,120 @@ void client_loop(const std::string& host, int port, int index, const Options& o,
     const auto sent = paced ? due : Clock::now();
     if (sent >= end) break;
     const auto res = client.Get(path);
-    if (!res || res->status != 200) ++results.errors;
+    if (!res || res->status != 200) {
+      ++results.errors;
+    } else {
+      numbers.push_back(nlohmann::json::parse(res->body, nullptr, false).value("trial_number", -1));
+    }
     mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
     due += std::chrono::duration_cast<Clock::duration>(interval);
   }
   std::lock_guard lock(results.mutex);
   results.latencies_ms.insert(results.latencies_ms.end(), mine.begin(), mine.end());
+  results.trial_numbers[static_cast<std::size_t>(index)] = std::move(numbers);
 }
 
-int run(const Options& o) {
+// Lost or duplicated trials: every answered trial number must be new, distinct and stored, and
+// every trial stored since the start must have been answered. Returns how many are wrong.
+int count_trial_mismatches(gpucap::service::Store& store, const std::vector<std::size_t>& stored_before,
+                           const std::vector<std::vector<int>>& answered) {
+  int wrong = 0;
+  for (std::size_t i = 0; i < answered.size(); ++i) {
+    const auto job = store.load_job(fmt::format("load-{}", i));
+    const std::size_t stored = job ? job->trials.size() : 0;
+    auto numbers = answered[i];
+    std::sort(numbers.begin(), numbers.end());
+    std::vector<int> expected(stored - std::min(stored, stored_before[i]));
+    for (std::size_t k = 0; k < expected.size(); ++k) expected[k] = static_cast<int>(stored_before[i] + k + 1);
+    if (numbers != expected) {
+      ++wrong;
+      std::fprintf(stderr, "job load-%zu: %zu trials answered, %zu new trials stored\n", i, numbers.size(), expected.size());
+    }
+  }
+  return wrong;
+}
+
+// One in-process server on its own store.
+struct Replica {
   std::unique_ptr<gpucap::service::Store> store;
   std::unique_ptr<gpucap::service::BsoServer> server;
   std::thread serving;
-  std::string host = "127.0.0.1";
   int port = 0;
+};
+
+int run(const Options& o) {
+  if (o.url && o.replicas > 1) throw std::runtime_error("--replicas starts servers in this process; it does not go with --url");
+  std::vector<std::unique_ptr<Replica>> replicas;
+  std::string host = "127.0.0.1";
+  std::vector<int> ports;
   std::string db_file;
   if (o.url) {
     const auto parsed = gpucap::service::parse_listen_address(o.url->substr(o.url->find("://") + 3));
     host = parsed.first;
-    port = parsed.second;
+    ports.push_back(parsed.second);
   } else {
     if (!o.db) db_file = (std::filesystem::temp_directory_path() / fmt::format("bso_serve_load-{}.db", ::getpid())).string();
-    store = gpucap::service::open_store(o.db.value_or("sqlite:" + db_file));
-    gpucap::service::ServerOptions options;
-    options.port = 0;
-    options.threads = static_cast<std::size_t>(o.clients) + 16;
-    server = std::make_unique<gpucap::service::BsoServer>(*store, options);
-    port = server->bind();
-    serving = std::thread([&] { server->serve(); });
+    for (int r = 0; r < o.replicas; ++r) {
+      auto replica = std::make_unique<Replica>();
+      replica->store = gpucap::service::open_store(o.db.value_or("sqlite:" + db_file));
+      gpucap::service::ServerOptions options;
+      options.port = 0;
+      options.threads = static_cast<std::size_t>(o.clients / o.replicas) + 16;
+      replica->server = std::make_unique<gpucap::service::BsoServer>(*replica->store, options);
+      replica->port = replica->server->bind();
+      replica->serving = std::thread([server = replica->server.get()] { server->serve(); });
+      ports.push_back(replica->port);
+      replicas.push_back(std::move(replica));
+    }
   }
+  const int port = ports.front();
   httplib::Client setup(host, port);
   for (int i = 0; i < o.clients; ++i) {
     const auto res = setup.Post("/jobs", job_body(i), "application/json");
     if (!res || (res->status != 201 && res->status != 200)) throw std::runtime_error("cannot register job load-" + std::to_string(i));
   }
   Results results;
+  results.trial_numbers.resize(static_cast<std::size_t>(o.clients));
+  std::vector<std::size_t> stored_before(static_cast<std::size_t>(o.clients), 0);
+  if (!replicas.empty()) {
+    for (int i = 0; i < o.clients; ++i) {
+      const auto job = replicas.front()->store->load_job(fmt::format("load-{}", i));
+      stored_before[static_cast<std::size_t>(i)] = job ? job->trials.size() : 0;
+    }
+  }
   const auto start = Clock::now() + std::chrono::milliseconds(500);  // the clients connect first
   const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> clients;
   for (int i = 0; i < o.clients; ++i) {
-    clients.emplace_back(client_loop, host, port, i, std::cref(o), start, end, std::ref(results));
+    const int client_port = ports[static_cast<std::size_t>(i) % ports.size()];
+    clients.emplace_back(client_loop, host, client_port, i, std::cref(o), start, end, std::ref(results));
   }
   for (auto& t : clients) t.join();
-  if (server) {
-    server->stop();
-    serving.join();
+  for (auto& replica : replicas) {
+    replica->server->stop();
+    replica->serving.join();
   }
   auto& lat = results.latencies_ms;
   std::sort(lat.begin(), lat.end());
   const double measured_s = o.seconds;
-  std::printf("bso serve load: %d clients, %s, %.0f s, store %s\n", o.clients,
+  std::printf("bso serve load: %d clients, %s, %.0f s, %s\n", o.clients,
               o.rate > 0 ? fmt::format("offered {:.0f} requests/s", o.rate).c_str() : "closed loop", o.seconds,
-              store ? store->describe().c_str() : o.url->c_str());
+              replicas.empty() ? o.url->c_str()
+                               : fmt::format("{} server(s) on {}", replicas.size(), replicas.front()->store->describe()).c_str());
   std::printf("  GET /jobs/batch_size  %.0f requests/s  (%zu requests, %d errors)\n", static_cast<double>(lat.size()) / measured_s,
               lat.size(), results.errors.load());
   std::printf("  latency ms            p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", percentile(lat, 50), percentile(lat, 90),
               percentile(lat, 99), lat.empty() ? 0.0 : lat.back());
-  store.reset();
+  int mismatches = 0;
+  if (!replicas.empty()) {
+    mismatches = count_trial_mismatches(*replicas.front()->store, stored_before, results.trial_numbers);
+    std::printf("  trials                %d jobs with lost or duplicated trials\n", mismatches);
+  }
+  replicas.clear();
   if (!db_file.empty()) {
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_file + suffix);
   }
-  return results.errors.load() == 0 ? 0 : 1;
+  return results.errors.load() == 0 && mismatches == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -148,6 +207,8 @@ int main(int argc, char** argv) {
   app.add_option("--db", o.db, "Store of the in-process server (default: a fresh SQLite file in the temp folder)");
   app.add_option("--url", o.url, "Measure a running server instead (http://HOST:PORT)");
   app.add_option("--clients", o.clients, "Clients at once, one keep-alive connection each")->check(CLI::Range(1, 2000));
+  app.add_option("--replicas", o.replicas, "In-process servers on the one --db, clients taking turns between them")
+      ->check(CLI::Range(1, 16));
   app.add_option("--rate", o.rate, "Requests/s offered by all clients together; 0: back to back")->check(CLI::NonNegativeNumber);
   app.add_option("--seconds", o.seconds, "Measured duration")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);

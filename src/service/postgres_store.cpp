@@ -11,6 +11,7 @@
 
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -23,7 +24,13 @@
 namespace gpucap::service {
 namespace {
 
-constexpr std::size_t pool_size = 16;  // connections per server process
+// Connections per server process. Few: every connection is a PostgreSQL backend process, and more
+// backends than the machine has cores to run them only queue on those cores (on the 2-core box,
+// 16 connections gave a p99 four times that of 6 at 2,000 requests/s; docs/benchmarks.md).
+std::size_t pool_size() {
+  static const std::size_t size = std::clamp<std::size_t>(2 * std::thread::hardware_concurrency() + 2, 4, 32);
+  return size;
+}
 
 const std::vector<std::string>& migrations() {
   static const std::vector<std::string> steps = {
@@ -140,7 +147,7 @@ class ConnectionPool {
 
   Lease acquire() {
     std::unique_lock lock(mutex_);
-    available_.wait(lock, [&] { return !idle_.empty() || open_ < pool_size; });
+    available_.wait(lock, [&] { return !idle_.empty() || open_ < pool_size(); });
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
