@@ -1,0 +1,47 @@
+#pragma once
+// A job of `gpucap share` (SwitchFlow, Middleware'21): a model run in steps on a shared device —
+// training steps (forward + backward + optimizer update) or inference batches — with a priority,
+// a length and an arrival time. Parsed from the command line's
+//   NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S][:start=S][:slo_ms=X]
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpucap::sched {
+
+enum class Mode { inference, training };
+
+[[nodiscard]] const char* to_string(Mode mode);
+
+// SwitchFlow's values (tf.set_execution_priority): HIGH = 2, LOW = 1. Larger runs first.
+inline constexpr int priority_low = 1;
+inline constexpr int priority_high = 2;
+
+struct JobSpec {
+  std::string name;
+  Mode mode = Mode::training;
+  std::string model;
+  int batch_size = 32;
+  int priority = priority_low;
+  // How long the job runs: exactly one of these. An inference job's requests are sent back to
+  // back (closed loop, as SwitchFlow's scripts do): each is one batch, its latency measured.
+  std::optional<int> steps;
+  std::optional<int> requests;
+  std::optional<double> duration_s;
+  double start_s = 0.0;                 // arrival, seconds after the run starts
+  std::optional<double> slo_ms;         // latency objective of an inference job (under a power cap)
+};
+
+// One --job value; Error(usage) naming the job and the part that is wrong. A job without a
+// length runs `default_steps` steps (training) or requests (inference).
+[[nodiscard]] JobSpec parse_job_spec(std::string_view text, int default_steps = 100);
+
+// Throws Error(usage) for two jobs with one name, or no job.
+void check_jobs(const std::vector<JobSpec>& jobs);
+
+// The spec written back in the form parse_job_spec reads.
+[[nodiscard]] std::string to_spec_string(const JobSpec& job);
+
+}  // namespace gpucap::sched

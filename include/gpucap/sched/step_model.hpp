@@ -1,0 +1,64 @@
+#pragma once
+// What the scheduler needs to know about a job's step on a device, whoever answers: the twin
+// (sim/share_twin.hpp, calibrated on SwitchFlow's figures) or measurements of a real engine.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpucap/sched/job.hpp"
+
+namespace gpucap::sched {
+
+enum class DeviceKind { gpu, cpu };
+
+struct DeviceInfo {
+  std::string id;              // "rtx2080ti", "gtx1080ti", "cpu", ...
+  DeviceKind kind = DeviceKind::gpu;
+  double memory_bytes = 0.0;   // what a framework can allocate on it (ignored for the CPU)
+  double idle_power_w = 0.0;   // with a context open and nothing running
+  double max_power_w = 0.0;    // the most it draws (board power limit, or the CPU sockets' TDP)
+};
+
+// One step (a training step, or one inference batch) of a job on one device.
+struct StepProfile {
+  // The CPU stage: input preparation on the host before the device stage can start.
+  double host_s = 0.0;
+  // The device stage in launch order. On a GPU, its kernels; on the CPU, chunks of the same work
+  // (a preemption waits for the chunk in flight, as it waits for a kernel).
+  std::vector<double> kernels_s;
+  // Host time to launch one kernel: a kernel cannot start sooner after the previous one of the
+  // same job (the framework's dispatch; matters for models of many small kernels).
+  double launch_s = 0.0;
+  double busy_power_w = 0.0;   // device power while this job's kernels run
+  double persistent_bytes = 0.0;  // weights, plus optimizer slots when training: live all the job long
+  double activation_bytes = 0.0;  // working memory of one step at its peak
+  double state_bytes = 0.0;       // what a migration moves (the persistent variables)
+  int state_variables = 0;        // how many tensors that is
+
+  [[nodiscard]] double device_s() const;  // the kernels back to back, launches included
+};
+
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+  StepModel() = default;
+  StepModel(const StepModel&) = delete;
+  StepModel& operator=(const StepModel&) = delete;
+
+  // Step `step` (0, 1, ...) of `job` on `device`. Deterministic in (job, device, step); kernel
+  // durations may vary from step to step. Error(usage) for a model the device cannot run.
+  [[nodiscard]] virtual StepProfile step(const JobSpec& job, const DeviceInfo& device, std::int64_t step) const = 0;
+  // Seconds to move the job's persistent state from one device to another.
+  [[nodiscard]] virtual double transfer_s(const JobSpec& job, const DeviceInfo& from, const DeviceInfo& to) const = 0;
+  // How much slower the host (launches and input preparation) runs for the other jobs while a
+  // job computes on the CPU device: 0 when nothing runs there. SwitchFlow Fig. 7(d).
+  [[nodiscard]] virtual double host_slowdown_with_cpu_job() const = 0;
+  // The memory a separate process (MPS) costs beyond what its job allocates: context, allocator.
+  [[nodiscard]] virtual double process_overhead_bytes(const DeviceInfo& device) const = 0;
+  // Under MPS, how many times one job's speed the GPU delivers to concurrent jobs in total
+  // (kernels of different processes overlap): 1 = no gain over time slicing.
+  [[nodiscard]] virtual double mps_capacity() const = 0;
+};
+
+}  // namespace gpucap::sched

@@ -1,0 +1,647 @@
+// The discrete-event scheduler of `gpucap share` (sched/simulator.hpp): jobs, devices and the four
+// policies, in virtual time. Every decision is taken at an event (an arrival, the end of a host
+// stage, of a kernel, of a state transfer, of a shared device's work), so a run is exactly
+// reproducible: ties are broken by the order the events were scheduled in.
+
+#include "gpucap/sched/simulator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <queue>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::sched {
+
+const char* to_string(Policy policy) {
+  switch (policy) {
+    case Policy::switchflow: return "switchflow";
+    case Policy::threads: return "threads";
+    case Policy::timeslice: return "timeslice";
+    case Policy::mps: return "mps";
+  }
+  return "?";
+}
+
+std::vector<Policy> all_policies() { return {Policy::switchflow, Policy::threads, Policy::timeslice, Policy::mps}; }
+
+Policy parse_policy(const std::string& name) {
+  for (const auto policy : all_policies()) {
+    if (name == to_string(policy)) return policy;
+  }
+  throw usage_error(fmt::format("--policy '{}': expected switchflow, threads, timeslice or mps", name));
+}
+
+double StepProfile::device_s() const {
+  double total = 0.0;
+  for (const double k : kernels_s) total += std::max(k, launch_s);
+  return total;
+}
+
+double nearest_rank_percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+  return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
+}
+
+namespace {
+
+constexpr int kGpu = 0;
+constexpr int kLpu = 1;
+constexpr int kNone = -1;
+
+// How a device hands out its time.
+enum class Discipline {
+  exclusive,    // one job's device stage at a time (switchflow's executors; timeslice's whole steps)
+  round_robin,  // one kernel at a time, alternating between the jobs with one ready (one stream)
+  sharing,      // all jobs' work at once, each at min(1, capacity / n) of its own speed
+};
+
+enum class Phase { not_arrived, transferring, waiting_slot, host, waiting_device, device, done };
+
+enum class EventKind { arrive, host_done, kernel_done, transfer_done, sharing_done };
+
+struct Event {
+  double at_s = 0.0;
+  std::uint64_t sequence = 0;
+  EventKind kind = EventKind::arrive;
+  int job = kNone;
+  int device = kNone;
+  std::uint64_t token = 0;  // the job's or device's token when scheduled; stale if it changed since
+
+  bool operator>(const Event& other) const {
+    return at_s != other.at_s ? at_s > other.at_s : sequence > other.sequence;
+  }
+};
+
+struct Run {
+  const JobSpec* spec = nullptr;
+  Phase phase = Phase::not_arrived;
+  int device = kGpu;
+  std::uint64_t token = 0;
+  std::int64_t step = 0;               // the step being run (= steps done so far)
+  StepProfile profile;                 // of `step` on `device`
+  bool input_ready = false;            // a redone step keeps the input its host stage prepared
+  std::size_t next_kernel = 0;
+  double kernel_end_s = 0.0;           // of its kernel in flight (exclusive and round-robin devices)
+  bool preempted = false;              // told to stop after its kernel in flight
+  double request_issue_s = 0.0;
+  double remaining_s = 0.0;            // sharing devices: work left at full speed
+  std::optional<std::size_t> preemption_to_time;   // its ask preempted someone: time its first kernel
+  std::optional<std::size_t> preemption_to_move;   // it was preempted: record its next move
+  JobOutcome outcome;
+};
+
+struct Device {
+  DeviceInfo info;
+  Discipline discipline = Discipline::exclusive;
+  double capacity = 1.0;               // sharing devices
+  bool preemptive = false;             // exclusive devices: a higher priority preempts the owner
+  int owner = kNone;                   // exclusive: the executor on it; round-robin: the kernel in flight
+  std::deque<int> waiting;             // exclusive: asked and waiting; round-robin: kernels ready
+  std::vector<int> active;             // sharing: jobs with work on it
+  std::uint64_t token = 0;             // sharing: changes whenever `active` does
+  double last_update_s = 0.0;
+  double power_w = 0.0;
+  DeviceEnergy energy;
+};
+
+class Simulation {
+ public:
+  Simulation(const ShareScenario& scenario, const StepModel& model) : scenario_(scenario), model_(model) {
+    devices_.push_back(make_device(scenario.gpu, /*is_lpu=*/false));
+    if (scenario.lpu && scenario.policy == Policy::switchflow) devices_.push_back(make_device(*scenario.lpu, true));
+    for (const auto& job : scenario.jobs) {
+      Run run;
+      run.spec = &job;
+      run.outcome.name = job.name;
+      run.outcome.start_s = job.start_s;
+      runs_.push_back(std::move(run));
+    }
+    for (int j = 0; j < static_cast<int>(runs_.size()); ++j) schedule(run_at(j).spec->start_s, EventKind::arrive, j, kNone, 0);
+  }
+
+  ShareResult run() {
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      if (e.at_s > scenario_.max_time_s) break;
+      advance_to(e.at_s);
+      handle(e);
+    }
+    return finish();
+  }
+
+ private:
+  Device make_device(const DeviceInfo& info, bool is_lpu) const {
+    Device d;
+    d.info = info;
+    d.energy.id = info.id;
+    d.power_w = info.idle_power_w;
+    if (info.kind == DeviceKind::cpu) {
+      d.discipline = Discipline::sharing;  // the restricted pool, shared by the jobs on it
+    } else if (scenario_.policy == Policy::threads) {
+      d.discipline = Discipline::round_robin;
+    } else if (scenario_.policy == Policy::mps) {
+      d.discipline = Discipline::sharing;
+      d.capacity = model_.mps_capacity();
+    } else {
+      d.discipline = Discipline::exclusive;
+      d.preemptive = scenario_.policy == Policy::switchflow && !is_lpu;
+    }
+    return d;
+  }
+
+  Run& run_at(int j) { return runs_[static_cast<std::size_t>(j)]; }
+  const Run& run_at(int j) const { return runs_[static_cast<std::size_t>(j)]; }
+  Device& device_at(int d) { return devices_[static_cast<std::size_t>(d)]; }
+  const Device& device_at(int d) const { return devices_[static_cast<std::size_t>(d)]; }
+
+  // --- events ---
+
+  void schedule(double at_s, EventKind kind, int job, int device, std::uint64_t token) {
+    events_.push(Event{at_s, next_sequence_++, kind, job, device, token});
+  }
+
+  void handle(const Event& e) {
+    switch (e.kind) {
+      case EventKind::arrive: arrive(e.job); break;
+      case EventKind::host_done:
+        if (run_at(e.job).token == e.token) host_done(e.job);
+        break;
+      case EventKind::transfer_done:
+        if (run_at(e.job).token == e.token) start_step(e.job);
+        break;
+      case EventKind::kernel_done:
+        if (run_at(e.job).token == e.token) kernel_done(e.device, e.job);
+        break;
+      case EventKind::sharing_done:
+        if (device_at(e.device).token == e.token) sharing_done(e.device);
+        break;
+    }
+  }
+
+  void advance_to(double t) {
+    now_ = t;
+    for (auto& d : devices_) account(d);
+  }
+
+  void account(Device& d) {
+    const double dt = now_ - d.last_update_s;
+    if (dt > 0.0) {
+      d.energy.energy_j += d.power_w * dt;
+      if (d.power_w > d.info.idle_power_w) d.energy.busy_s += dt;
+    }
+    d.last_update_s = now_;
+  }
+
+  // --- jobs ---
+
+  bool live(const Run& r) const { return r.phase != Phase::not_arrived && r.phase != Phase::done; }
+
+  bool higher_priority_live(int j) const {
+    for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+      if (k != j && live(run_at(k)) && run_at(k).spec->priority > run_at(j).spec->priority) return true;
+    }
+    return false;
+  }
+
+  std::int64_t length_steps(const JobSpec& spec) const {
+    if (spec.steps) return *spec.steps;
+    if (spec.requests) return *spec.requests;
+    return std::numeric_limits<std::int64_t>::max();
+  }
+
+  void arrive(int j) {
+    Run& r = run_at(j);
+    r.phase = Phase::waiting_slot;  // not yet placed
+    r.profile = model_.step(*r.spec, device_at(kGpu).info, 0);
+    if (!fits_on_arrival(j)) return;
+    start_step(j);
+  }
+
+  // The memory check when a job arrives; false when it (or, under threads, the process) died.
+  bool fits_on_arrival(int j) {
+    const double capacity = device_at(kGpu).info.memory_bytes;
+    if (device_at(kGpu).info.kind == DeviceKind::cpu || capacity <= 0.0) return true;
+    double need = 0.0;
+    double largest_activation = 0.0;
+    for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+      const Run& r = run_at(k);
+      if (!live(r) || r.device != kGpu) continue;
+      const StepProfile p = k == j ? r.profile : model_.step(*r.spec, device_at(kGpu).info, 0);
+      switch (scenario_.policy) {
+        case Policy::threads: need += p.persistent_bytes + p.activation_bytes; break;
+        case Policy::mps: need += p.persistent_bytes + p.activation_bytes + model_.process_overhead_bytes(device_at(kGpu).info); break;
+        case Policy::switchflow:
+        case Policy::timeslice:
+          need += p.persistent_bytes;
+          largest_activation = std::max(largest_activation, p.activation_bytes);
+          break;
+      }
+    }
+    if (need + largest_activation <= capacity) return true;
+    if (scenario_.policy == Policy::threads) {
+      for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+        if (live(run_at(k))) end_job(k, /*out_of_memory=*/true);
+      }
+    } else {
+      end_job(j, /*out_of_memory=*/true);
+    }
+    return false;
+  }
+
+  // A step boundary: the job ends, moves, or starts its next step.
+  void start_step(int j) {
+    Run& r = run_at(j);
+    if (r.outcome.steps_done >= length_steps(*r.spec) ||
+        (r.spec->duration_s && now_ >= r.spec->start_s + *r.spec->duration_s)) {
+      end_job(j, false);
+      return;
+    }
+    if (const auto target = migration_target(j)) {
+      migrate(j, *target);
+      return;
+    }
+    r.profile = model_.step(*r.spec, device_at(r.device).info, r.step);
+    if (!r.input_ready) r.request_issue_s = now_;
+    if (scenario_.policy == Policy::timeslice) {
+      ask_device(j);  // the slot covers the host stage too
+      return;
+    }
+    begin_host_stage(j);
+  }
+
+  std::optional<int> migration_target(int j) const {
+    if (devices_.size() < 2) return std::nullopt;
+    const Run& r = run_at(j);
+    const bool away = higher_priority_live(j);
+    if (away && r.device == kGpu && lpu_has_room(j)) return kLpu;
+    if (!away && r.device == kLpu) return kGpu;
+    return std::nullopt;
+  }
+
+  bool lpu_has_room(int j) const {
+    const Device& lpu = device_at(kLpu);
+    if (lpu.info.kind == DeviceKind::cpu || lpu.info.memory_bytes <= 0.0) return true;
+    double persistent = 0.0;
+    double largest_activation = 0.0;
+    for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+      if (!(k == j || (live(run_at(k)) && run_at(k).device == kLpu))) continue;
+      const StepProfile p = model_.step(*run_at(k).spec, lpu.info, 0);
+      persistent += p.persistent_bytes;
+      largest_activation = std::max(largest_activation, p.activation_bytes);
+    }
+    return persistent + largest_activation <= lpu.info.memory_bytes;
+  }
+
+  void migrate(int j, int target) {
+    Run& r = run_at(j);
+    const auto& from = device_at(r.device).info;
+    const auto& to = device_at(target).info;
+    const StepProfile p = model_.step(*r.spec, from, r.step);
+    Migration m{now_, r.spec->name, from.id, to.id, p.state_bytes, p.state_variables, model_.transfer_s(*r.spec, from, to)};
+    if (target == kLpu && r.preemption_to_move) {
+      auto& pre = preemptions_[*r.preemption_to_move];
+      pre.state_bytes = m.state_bytes;
+      pre.state_variables = m.state_variables;
+      pre.transfer_s = m.transfer_s;
+    }
+    r.preemption_to_move.reset();
+    migrations_.push_back(m);
+    ++r.outcome.migrations;
+    r.device = target;
+    r.phase = Phase::transferring;
+    schedule(now_ + m.transfer_s, EventKind::transfer_done, j, kNone, ++r.token);
+  }
+
+  // Host work of every job runs slower while a job computes on the CPU device.
+  double host_factor(int j) const {
+    for (const auto& d : devices_) {
+      if (d.info.kind != DeviceKind::cpu) continue;
+      for (const int k : d.active) {
+        if (k != j) return 1.0 + model_.host_slowdown_with_cpu_job();
+      }
+    }
+    return 1.0;
+  }
+
+  void begin_host_stage(int j) {
+    Run& r = run_at(j);
+    if (r.input_ready) {
+      host_done(j);
+      return;
+    }
+    r.phase = Phase::host;
+    schedule(now_ + r.profile.host_s * host_factor(j), EventKind::host_done, j, kNone, ++r.token);
+  }
+
+  void host_done(int j) {
+    Run& r = run_at(j);
+    r.input_ready = true;
+    if (scenario_.policy == Policy::timeslice) {
+      start_kernels(j);  // it already holds the slot
+      return;
+    }
+    ask_device(j);
+  }
+
+  void step_done(int j) {
+    Run& r = run_at(j);
+    r.input_ready = false;
+    ++r.outcome.steps_done;
+    if (r.device == kLpu) ++r.outcome.steps_on_lpu;
+    if (r.spec->mode == Mode::inference) r.outcome.latencies_s.push_back(now_ - r.request_issue_s);
+    r.outcome.end_s = now_;
+    ++r.step;
+    start_step(j);
+  }
+
+  void end_job(int j, bool out_of_memory) {
+    Run& r = run_at(j);
+    if (r.phase == Phase::done) return;
+    leave_device(j);
+    r.phase = Phase::done;
+    ++r.token;
+    r.outcome.out_of_memory = out_of_memory;
+    r.outcome.finished = !out_of_memory;
+    r.outcome.end_s = now_;
+    // Jobs of lower priority waiting on the LPU come back at their next step; jobs waiting for a
+    // device the ended job held are served by leave_device.
+  }
+
+  // Takes a job that ends off whatever device queue or slot it is in.
+  void leave_device(int j) {
+    Run& r = run_at(j);
+    Device& d = device_at(r.device);
+    d.waiting.erase(std::remove(d.waiting.begin(), d.waiting.end(), j), d.waiting.end());
+    if (d.discipline == Discipline::sharing) {
+      if (std::find(d.active.begin(), d.active.end(), j) != d.active.end()) {
+        update_sharing(d);
+        d.active.erase(std::remove(d.active.begin(), d.active.end(), j), d.active.end());
+        reschedule_sharing(r.device);
+      }
+    } else if (d.owner == j) {
+      d.owner = kNone;
+      set_power(d, d.info.idle_power_w);
+      serve_next(r.device);
+    }
+  }
+
+  // --- devices ---
+
+  void set_power(Device& d, double watts) {
+    account(d);
+    d.power_w = watts;
+  }
+
+  void ask_device(int j) {
+    Run& r = run_at(j);
+    Device& d = device_at(r.device);
+    r.phase = scenario_.policy == Policy::timeslice && !r.input_ready ? Phase::waiting_slot : Phase::waiting_device;
+    switch (d.discipline) {
+      case Discipline::exclusive:
+        if (d.owner == kNone) {
+          grant(r.device, j);
+        } else {
+          enqueue_by_priority(d, j);
+          if (d.preemptive && run_at(d.owner).spec->priority < r.spec->priority) preempt(r.device, j);
+        }
+        break;
+      case Discipline::round_robin:
+        r.phase = Phase::device;
+        r.next_kernel = 0;
+        d.waiting.push_back(j);
+        if (d.owner == kNone) serve_next(r.device);
+        break;
+      case Discipline::sharing:
+        r.phase = Phase::device;
+        update_sharing(d);
+        r.remaining_s = r.profile.device_s();
+        d.active.push_back(j);
+        reschedule_sharing(r.device);
+        break;
+    }
+  }
+
+  // Highest priority first, then the earliest ask (the queue keeps ask order within a priority).
+  void enqueue_by_priority(Device& d, int j) {
+    const int priority = run_at(j).spec->priority;
+    auto it = std::find_if(d.waiting.begin(), d.waiting.end(), [&](int k) { return run_at(k).spec->priority < priority; });
+    d.waiting.insert(it, j);
+  }
+
+  void preempt(int device, int asker) {
+    Device& d = device_at(device);
+    Run& owner = run_at(d.owner);
+    if (owner.preempted) return;
+    if (owner.phase != Phase::device) return;  // timeslice owners are never preempted
+    owner.preempted = true;
+    Preemption p;
+    p.at_s = now_;
+    p.by = run_at(asker).spec->name;
+    p.victim = owner.spec->name;
+    p.drain_s = std::max(0.0, owner.kernel_end_s - now_);
+    preemptions_.push_back(p);
+    run_at(asker).preemption_to_time = preemptions_.size() - 1;
+    owner.preemption_to_move = preemptions_.size() - 1;
+  }
+
+  void grant(int device, int j) {
+    Device& d = device_at(device);
+    d.owner = j;
+    Run& r = run_at(j);
+    if (scenario_.policy == Policy::timeslice && !r.input_ready) {
+      r.phase = Phase::host;
+      schedule(now_ + r.profile.host_s * host_factor(j), EventKind::host_done, j, kNone, ++r.token);
+      return;
+    }
+    start_kernels(j);
+  }
+
+  void start_kernels(int j) {
+    Run& r = run_at(j);
+    r.phase = Phase::device;
+    r.next_kernel = 0;
+    r.preempted = false;
+    run_next_kernel(r.device, j);
+  }
+
+  double kernel_time(int j) const {
+    const Run& r = run_at(j);
+    return std::max(r.profile.kernels_s[r.next_kernel], r.profile.launch_s * host_factor(j));
+  }
+
+  void run_next_kernel(int device, int j) {
+    Run& r = run_at(j);
+    Device& d = device_at(device);
+    if (r.profile.kernels_s.empty()) {  // nothing on the device: the step is its host stage
+      finish_device_stage(device, j);
+      return;
+    }
+    if (r.preemption_to_time) {
+      preemptions_[*r.preemption_to_time].latency_s = now_ - preemptions_[*r.preemption_to_time].at_s;
+      r.preemption_to_time.reset();
+    }
+    d.owner = j;
+    set_power(d, r.profile.busy_power_w);
+    r.kernel_end_s = now_ + kernel_time(j);
+    schedule(r.kernel_end_s, EventKind::kernel_done, j, device, ++r.token);
+  }
+
+  void kernel_done(int device, int j) {
+    Run& r = run_at(j);
+    Device& d = device_at(device);
+    ++r.next_kernel;
+    if (d.discipline == Discipline::round_robin) {
+      d.owner = kNone;
+      set_power(d, d.info.idle_power_w);
+      if (r.next_kernel < r.profile.kernels_s.size()) {
+        d.waiting.push_back(j);
+      } else {
+        step_done(j);
+      }
+      serve_next(device);
+      return;
+    }
+    if (r.preempted && r.next_kernel < r.profile.kernels_s.size()) {
+      // Drained: give the GPU up and redo the step (the input is kept).
+      r.preempted = false;
+      ++r.outcome.steps_redone;
+      d.owner = kNone;
+      set_power(d, d.info.idle_power_w);
+      serve_next(device);
+      start_step(j);
+      return;
+    }
+    if (r.next_kernel < r.profile.kernels_s.size()) {
+      run_next_kernel(device, j);
+      return;
+    }
+    finish_device_stage(device, j);
+  }
+
+  // The waiting jobs are served before this one asks again (timeslice's round robin).
+  void finish_device_stage(int device, int j) {
+    Device& d = device_at(device);
+    run_at(j).preempted = false;
+    d.owner = kNone;
+    set_power(d, d.info.idle_power_w);
+    serve_next(device);
+    step_done(j);
+  }
+
+  void serve_next(int device) {
+    Device& d = device_at(device);
+    if (d.owner != kNone || d.waiting.empty()) return;
+    const int j = d.waiting.front();
+    d.waiting.pop_front();
+    if (d.discipline == Discipline::round_robin) {
+      run_next_kernel(device, j);
+    } else {
+      grant(device, j);
+    }
+  }
+
+  // Sharing devices: bring every active job's remaining work up to now.
+  void update_sharing(Device& d) {
+    const double elapsed = now_ - sharing_since_[static_cast<std::size_t>(&d - devices_.data())];
+    const double rate = sharing_rate(d);
+    for (const int k : d.active) run_at(k).remaining_s = std::max(0.0, run_at(k).remaining_s - elapsed * rate);
+    sharing_since_[static_cast<std::size_t>(&d - devices_.data())] = now_;
+  }
+
+  double sharing_rate(const Device& d) const {
+    if (d.active.empty()) return 0.0;
+    return std::min(1.0, d.capacity / static_cast<double>(d.active.size()));
+  }
+
+  void reschedule_sharing(int device) {
+    Device& d = device_at(device);
+    sharing_since_[static_cast<std::size_t>(device)] = now_;
+    ++d.token;
+    double watts = d.info.idle_power_w;
+    const double rate = sharing_rate(d);
+    double soonest = std::numeric_limits<double>::infinity();
+    for (const int k : d.active) {
+      watts += rate * (run_at(k).profile.busy_power_w - d.info.idle_power_w);
+      soonest = std::min(soonest, run_at(k).remaining_s / rate);
+    }
+    if (d.info.max_power_w > 0.0) watts = std::min(watts, d.info.max_power_w);
+    set_power(d, watts);
+    if (!d.active.empty()) schedule(now_ + soonest, EventKind::sharing_done, kNone, device, d.token);
+  }
+
+  void sharing_done(int device) {
+    Device& d = device_at(device);
+    update_sharing(d);
+    std::vector<int> finished;
+    for (const int k : d.active) {
+      if (run_at(k).remaining_s <= 1e-9) finished.push_back(k);
+    }
+    for (const int k : finished) d.active.erase(std::remove(d.active.begin(), d.active.end(), k), d.active.end());
+    reschedule_sharing(device);
+    for (const int k : finished) step_done(k);
+  }
+
+  // --- results ---
+
+  ShareResult finish() {
+    const double end = std::min(now_, scenario_.max_time_s);
+    ShareResult result;
+    for (auto& r : runs_) {
+      if (live(r)) {
+        r.outcome.end_s = end;
+        r.outcome.finished = false;
+      }
+      const double span = r.outcome.end_s - r.outcome.start_s;
+      if (span > 0.0) {
+        r.outcome.throughput_items_s = static_cast<double>(r.outcome.steps_done * r.spec->batch_size) / span;
+      }
+      result.makespan_s = std::max(result.makespan_s, r.outcome.end_s);
+      result.jobs.push_back(r.outcome);
+    }
+    for (auto& d : devices_) {
+      account(d);
+      result.devices.push_back(d.energy);
+    }
+    result.preemptions = preemptions_;
+    result.migrations = migrations_;
+    return result;
+  }
+
+  const ShareScenario& scenario_;
+  const StepModel& model_;
+  std::vector<Device> devices_;
+  std::vector<Run> runs_;
+  std::vector<Preemption> preemptions_;
+  std::vector<Migration> migrations_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::uint64_t next_sequence_ = 0;
+  double now_ = 0.0;
+  std::array<double, 2> sharing_since_{0.0, 0.0};
+};
+
+void check_scenario(const ShareScenario& s) {
+  check_jobs(s.jobs);
+  if (s.gpu.kind != DeviceKind::gpu) throw usage_error(fmt::format("--gpu {} is not a GPU", s.gpu.id));
+  if (s.lpu && s.lpu->id == s.gpu.id) {
+    throw usage_error(fmt::format("--lpu {} is the shared GPU itself: give another GPU, or cpu", s.lpu->id));
+  }
+  if (!(s.max_time_s > 0.0)) throw usage_error("the time limit must be > 0");
+}
+
+}  // namespace
+
+ShareResult simulate_share(const ShareScenario& scenario, const StepModel& model) {
+  check_scenario(scenario);
+  return Simulation(scenario, model).run();
+}
+
+}  // namespace gpucap::sched

@@ -1,0 +1,260 @@
+// The scheduler's policies on a small hand-made step model, with timelines worked out by hand.
+
+#include "gpucap/sched/simulator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::sched {
+namespace {
+
+// "train": 1 ms of host work, then 10 kernels of 5 ms; "infer": 0.5 ms host, 4 kernels of 1 ms;
+// "pure": 10 kernels of 5 ms and no host work. GPU "slow" runs kernels 1.5× longer, the CPU 12×.
+class HandModel final : public StepModel {
+ public:
+  StepProfile step(const JobSpec& job, const DeviceInfo& device, std::int64_t) const override {
+    StepProfile p;
+    const double scale = device.kind == DeviceKind::cpu ? 12.0 : device.id == "slow" ? 1.5 : 1.0;
+    if (job.model == "infer") {
+      p.host_s = 0.0005;
+      p.kernels_s.assign(4, 0.001 * scale);
+      p.busy_power_w = 150.0;
+      p.persistent_bytes = 1e8;
+      p.activation_bytes = 1e8;
+    } else {
+      p.host_s = job.model == "pure" ? 0.0 : 0.001;
+      p.kernels_s.assign(10, 0.005 * scale);
+      p.busy_power_w = 200.0;
+      p.persistent_bytes = 1e9;
+      p.activation_bytes = 2e9;
+      p.state_bytes = 1e9;
+      p.state_variables = 100;
+    }
+    return p;
+  }
+  double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0.01 + 1e9 / 10e9; }
+  double host_slowdown_with_cpu_job() const override { return 0.5; }
+  double process_overhead_bytes(const DeviceInfo&) const override { return 0.5e9; }
+  double mps_capacity() const override { return 1.4; }
+};
+
+DeviceInfo gpu(const std::string& id = "fast", double memory = 11e9) { return {id, DeviceKind::gpu, memory, 50.0, 250.0}; }
+DeviceInfo cpu() { return {"cpu", DeviceKind::cpu, 0.0, 100.0, 300.0}; }
+
+ShareScenario scenario(Policy policy, std::vector<std::string> jobs, std::optional<DeviceInfo> lpu = std::nullopt) {
+  ShareScenario s;
+  s.gpu = gpu();
+  s.lpu = std::move(lpu);
+  s.policy = policy;
+  for (const auto& text : jobs) s.jobs.push_back(parse_job_spec(text));
+  return s;
+}
+
+const JobOutcome& job(const ShareResult& r, const std::string& name) {
+  for (const auto& j : r.jobs) {
+    if (j.name == name) return j;
+  }
+  throw std::runtime_error("no job " + name);
+}
+
+const HandModel model;
+constexpr double eps = 1e-9;
+
+TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
+  // bg's second step runs its kernels from 0.052 s, 5 ms each; fg asks for the GPU at 0.0905 s
+  // (arrival 0.09 + 0.5 ms host), during kernel 7 (0.087–0.092): a 1.5 ms drain.
+  const auto r = simulate_share(scenario(Policy::switchflow,
+                                         {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=100:start=0.09"},
+                                         gpu("slow")),
+                                model);
+  ASSERT_EQ(r.preemptions.size(), 1U);
+  const auto& p = r.preemptions[0];
+  EXPECT_EQ(p.by, "fg");
+  EXPECT_EQ(p.victim, "bg");
+  EXPECT_NEAR(p.at_s, 0.0905, eps);
+  EXPECT_NEAR(p.drain_s, 0.0015, eps);
+  EXPECT_NEAR(p.latency_s, 0.0015, eps);
+  EXPECT_DOUBLE_EQ(p.state_bytes, 1e9);
+  EXPECT_EQ(p.state_variables, 100);
+  EXPECT_NEAR(p.transfer_s, 0.11, eps);
+
+  const auto& fg = job(r, "fg");
+  ASSERT_EQ(fg.latencies_s.size(), 100U);
+  EXPECT_NEAR(fg.latencies_s[0], 0.006, eps);  // host, drain, its own 4 ms
+  for (std::size_t i = 1; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.0045, eps) << i;
+  EXPECT_NEAR(nearest_rank_percentile(fg.latencies_s, 95), 0.0045, eps);
+
+  const auto& bg = job(r, "bg");
+  EXPECT_TRUE(bg.finished);
+  EXPECT_EQ(bg.steps_done, 20);
+  EXPECT_EQ(bg.steps_redone, 1);
+  EXPECT_EQ(bg.migrations, 2);  // away at its next step, back after fg ended
+  EXPECT_GT(bg.steps_on_lpu, 0);
+  ASSERT_EQ(r.migrations.size(), 2U);
+  EXPECT_EQ(r.migrations[0].from, "fast");
+  EXPECT_EQ(r.migrations[0].to, "slow");
+  EXPECT_NEAR(r.migrations[0].at_s, 0.092, eps);
+  EXPECT_EQ(r.migrations[1].to, "fast");
+  EXPECT_GE(r.migrations[1].at_s, fg.end_s);
+}
+
+TEST(ShareThreads, KernelsOfBothJobsAlternateInTheOneStream) {
+  // fg's kernels alternate with bg's 5 ms kernels 8 and 9; fg's third runs while bg prepares its
+  // next input (1 ms), and its fourth comes after bg's next first kernel:
+  // 0.5 + 1.5 (drain) + 1 + 5 + 1 + 5 + 1 + 5 + 1 ms.
+  const auto r = simulate_share(
+      scenario(Policy::threads, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
+  const auto& fg = job(r, "fg");
+  ASSERT_EQ(fg.latencies_s.size(), 5U);
+  EXPECT_NEAR(fg.latencies_s[0], 0.021, eps);
+  EXPECT_TRUE(r.preemptions.empty());
+  EXPECT_EQ(job(r, "bg").steps_redone, 0);
+  EXPECT_EQ(job(r, "bg").steps_done, 20);
+}
+
+TEST(ShareTimeslice, TheHighJobWaitsForTheWholeStepInProgress) {
+  // bg holds the slot for its second step (0.051–0.102 s); fg gets it next: 0.102 + 0.5 + 4 ms.
+  const auto r = simulate_share(
+      scenario(Policy::timeslice, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
+  const auto& fg = job(r, "fg");
+  EXPECT_NEAR(fg.latencies_s[0], 0.0165, eps);
+  EXPECT_GT(nearest_rank_percentile(fg.latencies_s, 95), 0.05);  // later requests wait for bg's steps
+  EXPECT_TRUE(r.preemptions.empty());
+  EXPECT_EQ(job(r, "bg").steps_done, 20);
+}
+
+TEST(ShareSwitchflow, WithoutALowPriorityDeviceThePreemptedJobWaitsAndRedoes) {
+  const auto r = simulate_share(
+      scenario(Policy::switchflow, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=50:start=0.09"}),
+      model);
+  const auto& fg = job(r, "fg");
+  // Each request: its host stage, at most one of bg's kernels to drain, its own kernels.
+  for (const double latency : fg.latencies_s) EXPECT_LE(latency, 0.0005 + 0.005 + 0.004 + eps);
+  EXPECT_GT(r.preemptions.size(), 1U);
+  const auto& bg = job(r, "bg");
+  EXPECT_EQ(bg.migrations, 0);
+  EXPECT_EQ(bg.steps_done, 20);
+  EXPECT_EQ(bg.steps_redone, static_cast<std::int64_t>(r.preemptions.size()));
+}
+
+TEST(ShareSwitchflow, TwoLowJobsShareTheLowPriorityGpuOneExecutorAtATime) {
+  const auto r = simulate_share(scenario(Policy::switchflow,
+                                         {"a=train:train:steps=30", "b=train:train:steps=30",
+                                          "fg=infer:infer:batch=1:priority=high:requests=200:start=0.2"},
+                                         gpu("slow")),
+                                model);
+  const auto& fg = job(r, "fg");
+  const auto& a = job(r, "a");
+  const auto& b = job(r, "b");
+  EXPECT_GT(a.steps_on_lpu, 0);
+  EXPECT_GT(b.steps_on_lpu, 0);
+  EXPECT_EQ(a.steps_done, 30);
+  EXPECT_EQ(b.steps_done, 30);
+  // Exclusive on the LPU too: its busy time is at most the time fg was there plus the transfers.
+  ASSERT_EQ(r.devices.size(), 2U);
+  EXPECT_LE(r.devices[1].busy_s, r.makespan_s);
+  // fg after its first request never waits for a low job's kernel on the shared GPU.
+  for (std::size_t i = 2; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.0045, eps) << i;
+}
+
+TEST(ShareSwitchflow, RepeatedPreemptionsMoveTheJobAwayAndBackEachTime) {
+  const auto r = simulate_share(scenario(Policy::switchflow,
+                                         {"bg=train:train:steps=60", "fg1=infer:infer:batch=1:priority=high:requests=20:start=0.09",
+                                          "fg2=infer:infer:batch=1:priority=high:requests=20:start=1.5"},
+                                         gpu("slow")),
+                                model);
+  const auto& bg = job(r, "bg");
+  EXPECT_EQ(bg.migrations, 4);
+  EXPECT_EQ(bg.steps_done, 60);
+  EXPECT_GE(bg.steps_redone, 1);
+  EXPECT_EQ(r.migrations.size(), 4U);
+  for (std::size_t i = 0; i < r.migrations.size(); ++i) EXPECT_EQ(r.migrations[i].to, i % 2 == 0 ? "slow" : "fast") << i;
+}
+
+TEST(ShareSwitchflow, ACpuLowPriorityDeviceSlowsTheHostOfTheOthers) {
+  const auto r = simulate_share(
+      scenario(Policy::switchflow, {"bg=train:train:steps=10", "fg=infer:infer:batch=1:priority=high:requests=100:start=0.09"},
+               cpu()),
+      model);
+  const auto& fg = job(r, "fg");
+  // While bg computes on the CPU (12× slower), fg's host stage takes 1.5 × 0.5 ms.
+  EXPECT_NEAR(nearest_rank_percentile(fg.latencies_s, 50), 0.00075 + 0.004, eps);
+  EXPECT_GT(job(r, "bg").steps_on_lpu, 0);
+}
+
+TEST(ShareMemory, ThreadsDieTogetherMpsFailsTheNewcomerSwitchflowFits) {
+  // bg needs 1 + 2 GB, fg 0.1 + 0.1 GB.
+  auto s = scenario(Policy::threads, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"});
+  s.gpu = gpu("fast", 3.1e9);
+  auto r = simulate_share(s, model);
+  EXPECT_TRUE(job(r, "bg").out_of_memory);
+  EXPECT_TRUE(job(r, "fg").out_of_memory);
+  EXPECT_NEAR(job(r, "bg").end_s, 0.09, eps);
+
+  s.policy = Policy::mps;  // bg alone: 3 GB + a 0.5 GB process; fg's process does not fit beside it
+  s.gpu = gpu("fast", 3.6e9);
+  r = simulate_share(s, model);
+  EXPECT_FALSE(job(r, "bg").out_of_memory);
+  EXPECT_TRUE(job(r, "bg").finished);
+  EXPECT_TRUE(job(r, "fg").out_of_memory);
+
+  s.policy = Policy::switchflow;  // 1.1 GB of weights + the larger step's 2 GB
+  s.gpu = gpu("fast", 3.1e9);
+  r = simulate_share(s, model);
+  EXPECT_FALSE(job(r, "bg").out_of_memory);
+  EXPECT_FALSE(job(r, "fg").out_of_memory);
+  EXPECT_TRUE(job(r, "fg").finished);
+}
+
+TEST(ShareMps, ConcurrentJobsShareTheCapacity) {
+  const auto r = simulate_share(scenario(Policy::mps, {"a=train:pure:steps=10", "b=train:pure:steps=10"}), model);
+  // Both always busy: each at 1.4 / 2 of its speed.
+  EXPECT_NEAR(job(r, "a").end_s, 10 * 0.05 / 0.7, 1e-9);
+  EXPECT_NEAR(job(r, "b").end_s, 10 * 0.05 / 0.7, 1e-9);
+  EXPECT_NEAR(job(r, "a").throughput_items_s, 320.0 / (0.5 / 0.7), 1e-6);
+}
+
+TEST(ShareEnergy, IdleAndBusyPowerIntegrateOverTheRun) {
+  const auto r = simulate_share(scenario(Policy::switchflow, {"bg=train:train:steps=20"}), model);
+  ASSERT_EQ(r.devices.size(), 1U);
+  EXPECT_NEAR(r.makespan_s, 20 * 0.051, eps);
+  EXPECT_NEAR(r.devices[0].busy_s, 1.0, eps);
+  EXPECT_NEAR(r.devices[0].energy_j, 200.0 * 1.0 + 50.0 * 0.02, 1e-6);
+}
+
+TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
+  const auto s = scenario(Policy::switchflow,
+                          {"a=train:train:steps=30", "b=train:train:steps=30", "fg=infer:infer:batch=1:priority=high:requests=70:start=0.2"},
+                          gpu("slow"));
+  const auto r1 = simulate_share(s, model);
+  const auto r2 = simulate_share(s, model);
+  ASSERT_EQ(r1.jobs.size(), r2.jobs.size());
+  for (std::size_t i = 0; i < r1.jobs.size(); ++i) {
+    EXPECT_EQ(r1.jobs[i].latencies_s, r2.jobs[i].latencies_s);
+    EXPECT_EQ(r1.jobs[i].end_s, r2.jobs[i].end_s);
+  }
+  EXPECT_EQ(r1.devices[0].energy_j, r2.devices[0].energy_j);
+}
+
+TEST(ShareScenario, BadScenariosAreUsageErrors) {
+  auto s = scenario(Policy::switchflow, {"bg=train:train"}, gpu("fast"));
+  EXPECT_THROW((void)simulate_share(s, model), Error);  // the LPU is the GPU itself
+  s.lpu.reset();
+  s.gpu = cpu();
+  EXPECT_THROW((void)simulate_share(s, model), Error);
+  EXPECT_THROW((void)parse_policy("gandiva"), Error);
+  EXPECT_EQ(parse_policy("mps"), Policy::mps);
+}
+
+TEST(SharePercentile, NearestRank) {
+  EXPECT_DOUBLE_EQ(nearest_rank_percentile({5, 1, 4, 2, 3}, 50), 3);
+  EXPECT_DOUBLE_EQ(nearest_rank_percentile({5, 1, 4, 2, 3}, 95), 5);
+  EXPECT_DOUBLE_EQ(nearest_rank_percentile({5, 1, 4, 2, 3}, 20), 1);
+  EXPECT_DOUBLE_EQ(nearest_rank_percentile({}, 95), 0);
+}
+
+}  // namespace
+}  // namespace gpucap::sched
