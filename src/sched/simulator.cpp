@@ -58,14 +58,14 @@ constexpr int kNone = -1;
 
 // How a device hands out its time.
 enum class Discipline {
-  exclusive,    // one job's device stage at a time (switchflow's executors; timeslice's whole steps)
-  round_robin,  // one kernel at a time, alternating between the jobs with one ready (one stream)
-  sharing,      // all jobs' work at once, each at min(1, capacity / n) of its own speed
+  exclusive,  // a stream that one job at a time may launch into (switchflow's executors; timeslice)
+  stream,     // a stream every job launches into at once (threads)
+  sharing,    // all jobs' work at once, each at min(1, capacity / n) of its own speed (MPS, the CPU)
 };
 
 enum class Phase { not_arrived, transferring, waiting_slot, host, waiting_device, device, done };
 
-enum class EventKind { arrive, host_done, kernel_done, transfer_done, sharing_done };
+enum class EventKind { arrive, host_done, launch, kernel_done, transfer_done, sharing_done };
 
 struct Event {
   double at_s = 0.0;
@@ -88,9 +88,13 @@ struct Run {
   std::int64_t step = 0;               // the step being run (= steps done so far)
   StepProfile profile;                 // of `step` on `device`
   bool input_ready = false;            // a redone step keeps the input its host stage prepared
-  std::size_t next_kernel = 0;
-  double kernel_end_s = 0.0;           // of its kernel in flight (exclusive and round-robin devices)
-  bool preempted = false;              // told to stop after its kernel in flight
+  // The device stage on a stream: kernels launched, started and completed so far.
+  std::size_t launched = 0;
+  std::size_t started = 0;
+  std::size_t completed = 0;
+  double last_launch_s = 0.0;
+  bool launch_pending = false;         // a launch event is scheduled
+  bool preempted = false;              // told to stop launching; its launched kernels drain
   double request_issue_s = 0.0;
   double remaining_s = 0.0;            // sharing devices: work left at full speed
   std::optional<std::size_t> preemption_to_time;   // its ask preempted someone: time its first kernel
@@ -103,8 +107,11 @@ struct Device {
   Discipline discipline = Discipline::exclusive;
   double capacity = 1.0;               // sharing devices
   bool preemptive = false;             // exclusive devices: a higher priority preempts the owner
-  int owner = kNone;                   // exclusive: the executor on it; round-robin: the kernel in flight
-  std::deque<int> waiting;             // exclusive: asked and waiting; round-robin: kernels ready
+  int owner = kNone;                   // exclusive: the job allowed to launch into it
+  std::deque<int> waiting;             // exclusive: asked and waiting, in the order they are served
+  std::deque<int> stream;              // streams: the job of each launched kernel not yet started
+  int running = kNone;                 // streams: the job whose kernel runs
+  std::uint64_t kernel_token = 0;
   std::vector<int> active;             // sharing: jobs with work on it
   std::uint64_t token = 0;             // sharing: changes whenever `active` does
   double last_update_s = 0.0;
@@ -147,7 +154,7 @@ class Simulation {
     if (info.kind == DeviceKind::cpu) {
       d.discipline = Discipline::sharing;  // the restricted pool, shared by the jobs on it
     } else if (scenario_.policy == Policy::threads) {
-      d.discipline = Discipline::round_robin;
+      d.discipline = Discipline::stream;
     } else if (scenario_.policy == Policy::mps) {
       d.discipline = Discipline::sharing;
       d.capacity = model_.mps_capacity();
@@ -178,8 +185,14 @@ class Simulation {
       case EventKind::transfer_done:
         if (run_at(e.job).token == e.token) start_step(e.job);
         break;
+      case EventKind::launch:
+        if (run_at(e.job).token == e.token) {
+          run_at(e.job).launch_pending = false;
+          launch_kernel(e.job);
+        }
+        break;
       case EventKind::kernel_done:
-        if (run_at(e.job).token == e.token) kernel_done(e.device, e.job);
+        if (device_at(e.device).kernel_token == e.token) kernel_done(e.device);
         break;
       case EventKind::sharing_done:
         if (device_at(e.device).token == e.token) sharing_done(e.device);
@@ -376,11 +389,13 @@ class Simulation {
     // device the ended job held are served by leave_device.
   }
 
-  // Takes a job that ends off whatever device queue or slot it is in.
+  // Takes a job that ends off whatever device queue, stream or slot it is in (its kernel in flight,
+  // if it died of out-of-memory, runs out and is ignored).
   void leave_device(int j) {
     Run& r = run_at(j);
     Device& d = device_at(r.device);
     d.waiting.erase(std::remove(d.waiting.begin(), d.waiting.end(), j), d.waiting.end());
+    d.stream.erase(std::remove(d.stream.begin(), d.stream.end(), j), d.stream.end());  // a process that died
     if (d.discipline == Discipline::sharing) {
       if (std::find(d.active.begin(), d.active.end(), j) != d.active.end()) {
         update_sharing(d);
@@ -389,7 +404,6 @@ class Simulation {
       }
     } else if (d.owner == j) {
       d.owner = kNone;
-      set_power(d, d.info.idle_power_w);
       serve_next(r.device);
     }
   }
@@ -414,12 +428,7 @@ class Simulation {
           if (d.preemptive && run_at(d.owner).spec->priority < r.spec->priority) preempt(r.device, j);
         }
         break;
-      case Discipline::round_robin:
-        r.phase = Phase::device;
-        r.next_kernel = 0;
-        d.waiting.push_back(j);
-        if (d.owner == kNone) serve_next(r.device);
-        break;
+      case Discipline::stream: start_kernels(j); break;
       case Discipline::sharing:
         r.phase = Phase::device;
         update_sharing(d);
@@ -440,17 +449,16 @@ class Simulation {
   void preempt(int device, int asker) {
     Device& d = device_at(device);
     Run& owner = run_at(d.owner);
-    if (owner.preempted) return;
-    if (owner.phase != Phase::device) return;  // timeslice owners are never preempted
+    if (owner.preempted || owner.phase != Phase::device) return;  // timeslice owners are never preempted
     owner.preempted = true;
     Preemption p;
     p.at_s = now_;
     p.by = run_at(asker).spec->name;
     p.victim = owner.spec->name;
-    p.drain_s = std::max(0.0, owner.kernel_end_s - now_);
     preemptions_.push_back(p);
     run_at(asker).preemption_to_time = preemptions_.size() - 1;
     owner.preemption_to_move = preemptions_.size() - 1;
+    if (owner.completed == owner.launched) drained(device, d.owner);  // nothing of it in the stream
   }
 
   void grant(int device, int j) {
@@ -468,72 +476,103 @@ class Simulation {
   void start_kernels(int j) {
     Run& r = run_at(j);
     r.phase = Phase::device;
-    r.next_kernel = 0;
+    r.launched = r.started = r.completed = 0;
     r.preempted = false;
-    run_next_kernel(r.device, j);
-  }
-
-  double kernel_time(int j) const {
-    const Run& r = run_at(j);
-    return std::max(r.profile.kernels_s[r.next_kernel], r.profile.launch_s * host_factor(j));
-  }
-
-  void run_next_kernel(int device, int j) {
-    Run& r = run_at(j);
-    Device& d = device_at(device);
+    r.launch_pending = false;
+    r.last_launch_s = now_;
     if (r.profile.kernels_s.empty()) {  // nothing on the device: the step is its host stage
-      finish_device_stage(device, j);
+      finish_device_stage(r.device, j);
       return;
     }
+    try_launch(j);
+  }
+
+  // Launches the job's next kernel now or schedules it, unless its window is full, it waits at a
+  // sync point, it was preempted or it launched them all; kernel_done tries again.
+  void try_launch(int j) {
+    Run& r = run_at(j);
+    const std::size_t total = r.profile.kernels_s.size();
+    if (r.launch_pending || r.preempted || r.launched >= total) return;
+    const auto window = static_cast<std::size_t>(std::max(0, r.profile.launch_window));
+    if (window > 0 && r.launched - r.completed >= window) return;
+    const auto sync = static_cast<std::size_t>(std::max(0, r.profile.sync_every));
+    if (sync > 0 && r.launched > 0 && r.launched % sync == 0 && r.completed < r.launched) return;
+    r.launch_pending = true;
+    const double at = std::max(now_, r.last_launch_s + r.profile.launch_s * host_factor(j));
+    schedule(at, EventKind::launch, j, kNone, r.token);
+  }
+
+  void launch_kernel(int j) {
+    Run& r = run_at(j);
+    if (r.preempted || r.phase != Phase::device) return;
+    Device& d = device_at(r.device);
+    ++r.launched;
+    r.last_launch_s = now_;
+    d.stream.push_back(j);
+    if (d.running == kNone) start_next_kernel(r.device);
+    try_launch(j);
+  }
+
+  void start_next_kernel(int device) {
+    Device& d = device_at(device);
+    if (d.running != kNone || d.stream.empty()) return;
+    const int j = d.stream.front();
+    d.stream.pop_front();
+    Run& r = run_at(j);
     if (r.preemption_to_time) {
       preemptions_[*r.preemption_to_time].latency_s = now_ - preemptions_[*r.preemption_to_time].at_s;
       r.preemption_to_time.reset();
     }
-    d.owner = j;
+    d.running = j;
     set_power(d, r.profile.busy_power_w);
-    r.kernel_end_s = now_ + kernel_time(j);
-    schedule(r.kernel_end_s, EventKind::kernel_done, j, device, ++r.token);
+    const double duration = r.profile.kernels_s[r.started++];
+    schedule(now_ + duration, EventKind::kernel_done, kNone, device, ++d.kernel_token);
   }
 
-  void kernel_done(int device, int j) {
+  void kernel_done(int device) {
+    Device& d = device_at(device);
+    const int j = d.running;
+    d.running = kNone;
+    set_power(d, d.info.idle_power_w);
+    Run& r = run_at(j);
+    if (r.phase == Phase::done) {
+      start_next_kernel(device);
+      return;
+    }
+    ++r.completed;
+    if (r.completed == r.profile.kernels_s.size()) {
+      finish_device_stage(device, j);
+    } else if (r.preempted && r.completed == r.launched) {
+      drained(device, j);
+    } else {
+      try_launch(j);
+    }
+    start_next_kernel(device);
+  }
+
+  // A preempted job's launched kernels have all run: it gives the GPU up and will redo its step
+  // (keeping the input its host stage prepared).
+  void drained(int device, int j) {
     Run& r = run_at(j);
     Device& d = device_at(device);
-    ++r.next_kernel;
-    if (d.discipline == Discipline::round_robin) {
-      d.owner = kNone;
-      set_power(d, d.info.idle_power_w);
-      if (r.next_kernel < r.profile.kernels_s.size()) {
-        d.waiting.push_back(j);
-      } else {
-        step_done(j);
-      }
-      serve_next(device);
-      return;
-    }
-    if (r.preempted && r.next_kernel < r.profile.kernels_s.size()) {
-      // Drained: give the GPU up and redo the step (the input is kept).
-      r.preempted = false;
-      ++r.outcome.steps_redone;
-      d.owner = kNone;
-      set_power(d, d.info.idle_power_w);
-      serve_next(device);
-      start_step(j);
-      return;
-    }
-    if (r.next_kernel < r.profile.kernels_s.size()) {
-      run_next_kernel(device, j);
-      return;
-    }
-    finish_device_stage(device, j);
+    if (r.preemption_to_move) preemptions_[*r.preemption_to_move].drain_s = now_ - preemptions_[*r.preemption_to_move].at_s;
+    r.preempted = false;
+    ++r.outcome.steps_redone;
+    ++r.token;  // its pending launch, if any, is void
+    r.launch_pending = false;
+    d.owner = kNone;
+    serve_next(device);
+    start_step(j);
   }
 
   // The waiting jobs are served before this one asks again (timeslice's round robin).
   void finish_device_stage(int device, int j) {
     Device& d = device_at(device);
     run_at(j).preempted = false;
-    d.owner = kNone;
-    set_power(d, d.info.idle_power_w);
-    serve_next(device);
+    if (d.owner == j) {
+      d.owner = kNone;
+      serve_next(device);
+    }
     step_done(j);
   }
 
@@ -542,11 +581,7 @@ class Simulation {
     if (d.owner != kNone || d.waiting.empty()) return;
     const int j = d.waiting.front();
     d.waiting.pop_front();
-    if (d.discipline == Discipline::round_robin) {
-      run_next_kernel(device, j);
-    } else {
-      grant(device, j);
-    }
+    grant(device, j);
   }
 
   // Sharing devices: bring every active job's remaining work up to now.

@@ -12,13 +12,19 @@ namespace gpucap::sched {
 namespace {
 
 // "train": 1 ms of host work, then 10 kernels of 5 ms; "infer": 0.5 ms host, 4 kernels of 1 ms;
-// "pure": 10 kernels of 5 ms and no host work. GPU "slow" runs kernels 1.5× longer, the CPU 12×.
+// "pure": 10 kernels of 5 ms and no host work. Training jobs keep two kernels launched (window 2),
+// inference launches all at once; launches take no time. GPU "slow" runs kernels 1.5× longer, the
+// CPU 12×.
 class HandModel final : public StepModel {
  public:
   StepProfile step(const JobSpec& job, const DeviceInfo& device, std::int64_t) const override {
     StepProfile p;
     const double scale = device.kind == DeviceKind::cpu ? 12.0 : device.id == "slow" ? 1.5 : 1.0;
-    if (job.model == "infer") {
+    if (job.model == "rnn") {  // 4 decode steps of 5 kernels, the host waiting after each
+      p.kernels_s.assign(20, 0.0001 * scale);
+      p.sync_every = 5;
+      p.busy_power_w = 120.0;
+    } else if (job.model == "infer") {
       p.host_s = 0.0005;
       p.kernels_s.assign(4, 0.001 * scale);
       p.busy_power_w = 150.0;
@@ -27,6 +33,7 @@ class HandModel final : public StepModel {
     } else {
       p.host_s = job.model == "pure" ? 0.0 : 0.001;
       p.kernels_s.assign(10, 0.005 * scale);
+      p.launch_window = 2;
       p.busy_power_w = 200.0;
       p.persistent_bytes = 1e9;
       p.activation_bytes = 2e9;
@@ -65,7 +72,8 @@ constexpr double eps = 1e-9;
 
 TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
   // bg's second step runs its kernels from 0.052 s, 5 ms each; fg asks for the GPU at 0.0905 s
-  // (arrival 0.09 + 0.5 ms host), during kernel 7 (0.087–0.092): a 1.5 ms drain.
+  // (arrival 0.09 + 0.5 ms host), during kernel 7 (0.087–0.092) with kernel 8 launched behind it:
+  // both drain, until 0.097.
   const auto r = simulate_share(scenario(Policy::switchflow,
                                          {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=100:start=0.09"},
                                          gpu("slow")),
@@ -75,15 +83,15 @@ TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
   EXPECT_EQ(p.by, "fg");
   EXPECT_EQ(p.victim, "bg");
   EXPECT_NEAR(p.at_s, 0.0905, eps);
-  EXPECT_NEAR(p.drain_s, 0.0015, eps);
-  EXPECT_NEAR(p.latency_s, 0.0015, eps);
+  EXPECT_NEAR(p.drain_s, 0.0065, eps);
+  EXPECT_NEAR(p.latency_s, 0.0065, eps);
   EXPECT_DOUBLE_EQ(p.state_bytes, 1e9);
   EXPECT_EQ(p.state_variables, 100);
   EXPECT_NEAR(p.transfer_s, 0.11, eps);
 
   const auto& fg = job(r, "fg");
   ASSERT_EQ(fg.latencies_s.size(), 100U);
-  EXPECT_NEAR(fg.latencies_s[0], 0.006, eps);  // host, drain, its own 4 ms
+  EXPECT_NEAR(fg.latencies_s[0], 0.011, eps);  // host, drain, its own 4 ms
   for (std::size_t i = 1; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.0045, eps) << i;
   EXPECT_NEAR(nearest_rank_percentile(fg.latencies_s, 95), 0.0045, eps);
 
@@ -96,23 +104,57 @@ TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
   ASSERT_EQ(r.migrations.size(), 2U);
   EXPECT_EQ(r.migrations[0].from, "fast");
   EXPECT_EQ(r.migrations[0].to, "slow");
-  EXPECT_NEAR(r.migrations[0].at_s, 0.092, eps);
+  EXPECT_NEAR(r.migrations[0].at_s, 0.097, eps);
   EXPECT_EQ(r.migrations[1].to, "fast");
   EXPECT_GE(r.migrations[1].at_s, fg.end_s);
 }
 
 TEST(ShareThreads, KernelsOfBothJobsAlternateInTheOneStream) {
-  // fg's kernels alternate with bg's 5 ms kernels 8 and 9; fg's third runs while bg prepares its
-  // next input (1 ms), and its fourth comes after bg's next first kernel:
-  // 0.5 + 1.5 (drain) + 1 + 5 + 1 + 5 + 1 + 5 + 1 ms.
+  // fg's four kernels enter the stream at 0.0905 s behind bg's kernel 7 (running until 0.092)
+  // and kernel 8 (launched): they run 0.097–0.101. bg's kernel 9, launched at 0.092, comes after.
   const auto r = simulate_share(
       scenario(Policy::threads, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
   const auto& fg = job(r, "fg");
   ASSERT_EQ(fg.latencies_s.size(), 5U);
-  EXPECT_NEAR(fg.latencies_s[0], 0.021, eps);
+  EXPECT_NEAR(fg.latencies_s[0], 0.011, eps);
   EXPECT_TRUE(r.preemptions.empty());
   EXPECT_EQ(job(r, "bg").steps_redone, 0);
   EXPECT_EQ(job(r, "bg").steps_done, 20);
+}
+
+TEST(ShareThreads, EachSyncPointWaitsBehindWhatTheOthersLaunched) {
+  const auto threads = simulate_share(
+      scenario(Policy::threads, {"bg=train:pure:steps=400", "fg=infer:rnn:batch=1:priority=high:requests=20:start=0.0021"}),
+      model);
+  const auto flow = simulate_share(scenario(Policy::switchflow,
+                                            {"bg=train:pure:steps=400", "fg=infer:rnn:batch=1:priority=high:requests=20:start=0.0021"},
+                                            gpu("slow")),
+                                   model);
+  // Under threads each of the 4 segments enters the stream behind at least one 5 ms bg kernel.
+  for (const double latency : job(threads, "fg").latencies_s) EXPECT_GE(latency, 4 * 0.005);
+  // Under switchflow fg holds the GPU through its sync points, and bg has moved to the LPU: after
+  // the first request's drain, 2 ms each.
+  const auto& fg = job(flow, "fg");
+  EXPECT_LE(fg.latencies_s[0], 0.002 + 0.010 + eps);
+  for (std::size_t i = 1; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.002, eps) << i;
+}
+
+TEST(ShareSwitchflow, ALaunchBoundJobRunsNoFasterThanItsLaunches) {
+  class Slow final : public StepModel {
+   public:
+    StepProfile step(const JobSpec&, const DeviceInfo&, std::int64_t) const override {
+      StepProfile p;
+      p.kernels_s.assign(100, 0.00001);
+      p.launch_s = 0.0001;  // 10 µs kernels, 100 µs launches
+      return p;
+    }
+    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
+    double host_slowdown_with_cpu_job() const override { return 0; }
+    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
+    double mps_capacity() const override { return 1; }
+  } slow;
+  const auto r = simulate_share(scenario(Policy::switchflow, {"a=train:x:steps=10"}), slow);
+  EXPECT_NEAR(job(r, "a").end_s, 10 * (100 * 0.0001 + 0.00001), 1e-9);
 }
 
 TEST(ShareTimeslice, TheHighJobWaitsForTheWholeStepInProgress) {
@@ -131,8 +173,8 @@ TEST(ShareSwitchflow, WithoutALowPriorityDeviceThePreemptedJobWaitsAndRedoes) {
       scenario(Policy::switchflow, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=50:start=0.09"}),
       model);
   const auto& fg = job(r, "fg");
-  // Each request: its host stage, at most one of bg's kernels to drain, its own kernels.
-  for (const double latency : fg.latencies_s) EXPECT_LE(latency, 0.0005 + 0.005 + 0.004 + eps);
+  // Each request: its host stage, at most bg's two launched kernels to drain, its own kernels.
+  for (const double latency : fg.latencies_s) EXPECT_LE(latency, 0.0005 + 0.010 + 0.004 + eps);
   EXPECT_GT(r.preemptions.size(), 1U);
   const auto& bg = job(r, "bg");
   EXPECT_EQ(bg.migrations, 0);

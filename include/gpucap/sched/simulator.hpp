@@ -2,19 +2,21 @@
 // Several jobs sharing one GPU (and a low-priority device), in virtual time: SwitchFlow's
 // preemptive scheduler and the baselines it was compared with, as policies of one scheduler.
 //
-// Each step of a job is a CPU stage (host_s) then a device stage (kernels). Policies:
-//  - switchflow: at most one job's device stage (GPU executor) per GPU at a time, the waiting ones
-//    served by priority, then by the time they asked. A higher-priority job that asks for the GPU
-//    preempts the owner: the owner's queued kernels are dropped, its kernel in flight drains, and
+// Each step of a job is a CPU stage (host_s) then a device stage. On a GPU the device stage is
+// kernels that the job launches into the GPU's one stream (StepProfile: launch rate, launch window,
+// sync points); the GPU runs the stream's kernels one at a time, in launch order. Policies:
+//  - switchflow: at most one job launches into a GPU at a time (its GPU executor), the waiting
+//    ones served by priority, then by the time they asked. A higher-priority job that asks for the
+//    GPU preempts the owner: the owner stops launching, the kernels it already launched drain, and
 //    its interrupted step is redone. While a job of higher priority is live (arrived, not ended),
 //    a lower-priority job starts each step on the low-priority device (LPU) — its persistent state
 //    is moved there first — and moves back at its first step after the last one ended. On a CPU
 //    LPU, jobs share a restricted pool (they run at 1/n speed each when n are there). Without an
 //    LPU the preempted job waits for the GPU instead.
 //  - threads: free sharing in one process (multi-threaded TensorFlow): every job launches into the
-//    one GPU stream, so the GPU runs their kernels one at a time, alternating between the jobs
-//    that have one ready. One allocator: if the jobs' memory does not fit together, the process
-//    dies of out-of-memory, every job in it.
+//    one stream at once, so a job's kernel waits behind whatever the others launched before it.
+//    One allocator: if the jobs' memory does not fit together, the process dies of out-of-memory,
+//    every job in it.
 //  - timeslice: one job's whole step (CPU and GPU stage) at a time, highest priority first, then
 //    round robin; no preemption inside a step (Gandiva-like session time slicing).
 //  - mps: one process per job under NVIDIA MPS: kernels of different jobs overlap, the GPU giving

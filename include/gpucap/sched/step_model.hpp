@@ -27,16 +27,22 @@ struct StepProfile {
   // The device stage in launch order. On a GPU, its kernels; on the CPU, chunks of the same work
   // (a preemption waits for the chunk in flight, as it waits for a kernel).
   std::vector<double> kernels_s;
-  // Host time to launch one kernel: a kernel cannot start sooner after the previous one of the
-  // same job (the framework's dispatch; matters for models of many small kernels).
+  // How the framework feeds a GPU's one stream: it launches the step's kernels one every launch_s
+  // (host dispatch), keeping at most launch_window of them queued or running (0: no limit), and
+  // after every sync_every kernels (0: never) waits for the GPU to finish before launching more
+  // (a while loop on the host, as in a recurrent decoder). Kernels already launched cannot be
+  // recalled: a preemption waits for them to drain.
   double launch_s = 0.0;
+  int launch_window = 0;
+  int sync_every = 0;
   double busy_power_w = 0.0;   // device power while this job's kernels run
   double persistent_bytes = 0.0;  // weights, plus optimizer slots when training: live all the job long
   double activation_bytes = 0.0;  // working memory of one step at its peak
   double state_bytes = 0.0;       // what a migration moves (the persistent variables)
   int state_variables = 0;        // how many tensors that is
 
-  [[nodiscard]] double device_s() const;  // the kernels back to back, launches included
+  // The device stage alone: kernels back to back, none shorter than its launch.
+  [[nodiscard]] double device_s() const;
 };
 
 class StepModel {
