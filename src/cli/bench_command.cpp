@@ -12,6 +12,7 @@
 #include "gpucap/bench/harness.hpp"
 #include "gpucap/bench/matrix.hpp"
 #include "gpucap/bench/plots.hpp"
+#include "gpucap/bench/switchflow_paper.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
@@ -78,6 +79,19 @@ std::string command_line(const BenchFlags& flags) {
   return command;
 }
 
+// SwitchFlow's figures on the share twin: a Markdown report, the paper beside the twin.
+void run_switchflow_matrix(bench::SwitchflowExperiment experiment, const std::string& data_dir, const BenchFlags& flags) {
+  if (flags.algorithms != "all") throw usage_error(fmt::format("--algorithms does not apply to {}: its policies are fixed by the paper's figure", flags.matrix));
+  const sim::ShareTwin twin(data_dir, parse_seed(flags.seed));
+  const auto report = bench::run_switchflow_experiment(experiment, twin, (std::filesystem::path(data_dir) / "sched" / "paper.json").string());
+  const auto markdown = bench::to_markdown(report);
+  if (!flags.out_dir.empty()) {
+    std::filesystem::create_directories(flags.out_dir);
+    write_text_file((std::filesystem::path(flags.out_dir) / "report.md").string(), markdown);
+  }
+  std::cout << markdown;
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
@@ -101,6 +115,10 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
 
   return Command{cmd, [flags, &global] {
                    const auto data_dir = resolve_data_dir(global);
+                   if (const auto experiment = bench::parse_switchflow_matrix(flags->matrix)) {
+                     run_switchflow_matrix(*experiment, data_dir, *flags);
+                     return;
+                   }
                    const auto matrix = bench::load_matrix(bench::matrix_path(data_dir, flags->matrix));
                    const auto catalog = sim::Catalog::load(data_dir);
                    bench::BenchOptions options;

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
       gpucap::cli::add_fit_command(app, global),
       gpucap::cli::add_mps_worker_command(app, global),
       gpucap::cli::add_bso_command(app, global),
+      gpucap::cli::add_share_command(app, global),
   };
 
   // Unknown words are collected (not rejected by CLI11) so the error can name them, and the global

@@ -56,12 +56,19 @@ void apply_option(JobSpec& job, std::string_view text, std::string_view option) 
     job.requests = positive_int(text, key, value, 100'000'000);
   } else if (key == "duration") {
     job.duration_s = non_negative(text, key, value, false);
+  } else if (key == "until") {
+    if (value.empty()) throw job_error(text, "until= needs the name of another job");
+    job.until = std::string(value);
+  } else if (key == "warmup") {
+    const auto n = parse_integer(value);
+    if (!n || *n < 0 || *n > 1'000'000) throw job_error(text, fmt::format("warmup={} must be a whole number in [0, 1000000]", value));
+    job.warmup = static_cast<int>(*n);
   } else if (key == "start") {
     job.start_s = non_negative(text, key, value, true);
   } else if (key == "slo_ms") {
     job.slo_ms = non_negative(text, key, value, false);
   } else {
-    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, start, slo_ms)", key));
+    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, slo_ms)", key));
   }
 }
 
@@ -79,8 +86,8 @@ JobSpec parse_job_spec(std::string_view text, int default_steps) {
   job.mode = parse_mode(text, parts[0]);
   job.model = std::string(parts[1]);
   for (std::size_t i = 2; i < parts.size(); ++i) apply_option(job, text, parts[i]);
-  const int lengths = (job.steps ? 1 : 0) + (job.requests ? 1 : 0) + (job.duration_s ? 1 : 0);
-  if (lengths > 1) throw job_error(text, "give one of steps=, requests= and duration=, not several");
+  const int lengths = (job.steps ? 1 : 0) + (job.requests ? 1 : 0) + (job.duration_s ? 1 : 0) + (job.until ? 1 : 0);
+  if (lengths > 1) throw job_error(text, "give one of steps=, requests=, duration= and until=, not several");
   if (job.requests && job.mode == Mode::training) throw job_error(text, "a training job runs steps=, not requests=");
   if (job.slo_ms && job.mode == Mode::training) throw job_error(text, "slo_ms= is for inference jobs");
   if (lengths == 0) {
@@ -103,6 +110,15 @@ void check_jobs(const std::vector<JobSpec>& jobs) {
   for (const auto& job : jobs) {
     if (!names.insert(job.name).second) throw usage_error(fmt::format("two jobs are named '{}'", job.name));
   }
+  for (const auto& job : jobs) {
+    if (job.until && (*job.until == job.name || !names.contains(*job.until))) {
+      throw usage_error(fmt::format("job {}: until={} names no other job", job.name, *job.until));
+    }
+    const auto length = job.steps ? job.steps : job.requests;
+    if (length && job.warmup >= *length) {
+      throw usage_error(fmt::format("job {}: warmup={} leaves none of its {} steps to measure", job.name, job.warmup, *length));
+    }
+  }
 }
 
 std::string to_spec_string(const JobSpec& job) {
@@ -113,7 +129,9 @@ std::string to_spec_string(const JobSpec& job) {
   if (job.steps) text += fmt::format(":steps={}", *job.steps);
   if (job.requests) text += fmt::format(":requests={}", *job.requests);
   if (job.duration_s) text += fmt::format(":duration={}", *job.duration_s);
+  if (job.until) text += fmt::format(":until={}", *job.until);
   if (job.start_s > 0.0) text += fmt::format(":start={}", job.start_s);
+  if (job.warmup > 0) text += fmt::format(":warmup={}", job.warmup);
   if (job.slo_ms) text += fmt::format(":slo_ms={}", *job.slo_ms);
   return text;
 }

@@ -95,7 +95,8 @@ struct Run {
   double last_launch_s = 0.0;
   bool launch_pending = false;         // a launch event is scheduled
   bool preempted = false;              // told to stop launching; its launched kernels drain
-  double request_issue_s = 0.0;
+  double request_issue_s = 0.0;        // when the current step (request) first started
+  double measured_from_s = 0.0;        // the end of its warm-up steps (its arrival without any)
   double remaining_s = 0.0;            // sharing devices: work left at full speed
   std::optional<std::size_t> preemption_to_time;   // its ask preempted someone: time its first kernel
   std::optional<std::size_t> preemption_to_move;   // it was preempted: record its next move
@@ -218,6 +219,13 @@ class Simulation {
 
   bool live(const Run& r) const { return r.phase != Phase::not_arrived && r.phase != Phase::done; }
 
+  bool ended(const std::string& name) const {
+    for (const auto& r : runs_) {
+      if (r.spec->name == name) return r.phase == Phase::done;
+    }
+    return false;
+  }
+
   bool higher_priority_live(int j) const {
     for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
       if (k != j && live(run_at(k)) && run_at(k).spec->priority > run_at(j).spec->priority) return true;
@@ -234,6 +242,7 @@ class Simulation {
   void arrive(int j) {
     Run& r = run_at(j);
     r.phase = Phase::waiting_slot;  // not yet placed
+    r.measured_from_s = now_;
     r.profile = model_.step(*r.spec, device_at(kGpu).info, 0);
     if (!fits_on_arrival(j)) return;
     start_step(j);
@@ -274,7 +283,7 @@ class Simulation {
   void start_step(int j) {
     Run& r = run_at(j);
     if (r.outcome.steps_done >= length_steps(*r.spec) ||
-        (r.spec->duration_s && now_ >= r.spec->start_s + *r.spec->duration_s)) {
+        (r.spec->duration_s && now_ >= r.spec->start_s + *r.spec->duration_s) || (r.spec->until && ended(*r.spec->until))) {
       end_job(j, false);
       return;
     }
@@ -370,7 +379,10 @@ class Simulation {
     r.input_ready = false;
     ++r.outcome.steps_done;
     if (r.device == kLpu) ++r.outcome.steps_on_lpu;
-    if (r.spec->mode == Mode::inference) r.outcome.latencies_s.push_back(now_ - r.request_issue_s);
+    const bool measured = r.outcome.steps_done > r.spec->warmup;
+    if (r.spec->mode == Mode::inference && measured) r.outcome.latencies_s.push_back(now_ - r.request_issue_s);
+    if (r.outcome.steps_done == r.spec->warmup) r.measured_from_s = now_;
+    if (scenario_.record_steps) steps_.push_back({r.spec->name, r.step, device_at(r.device).info.id, r.request_issue_s, now_});
     r.outcome.end_s = now_;
     ++r.step;
     start_step(j);
@@ -635,10 +647,9 @@ class Simulation {
         r.outcome.end_s = end;
         r.outcome.finished = false;
       }
-      const double span = r.outcome.end_s - r.outcome.start_s;
-      if (span > 0.0) {
-        r.outcome.throughput_items_s = static_cast<double>(r.outcome.steps_done * r.spec->batch_size) / span;
-      }
+      const double span = r.outcome.end_s - r.measured_from_s;
+      const std::int64_t measured = r.outcome.steps_done - std::min<std::int64_t>(r.outcome.steps_done, r.spec->warmup);
+      if (span > 0.0) r.outcome.throughput_items_s = static_cast<double>(measured * r.spec->batch_size) / span;
       result.makespan_s = std::max(result.makespan_s, r.outcome.end_s);
       result.jobs.push_back(r.outcome);
     }
@@ -648,6 +659,7 @@ class Simulation {
     }
     result.preemptions = preemptions_;
     result.migrations = migrations_;
+    result.steps = std::move(steps_);
     return result;
   }
 
@@ -657,6 +669,7 @@ class Simulation {
   std::vector<Run> runs_;
   std::vector<Preemption> preemptions_;
   std::vector<Migration> migrations_;
+  std::vector<StepRecord> steps_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t next_sequence_ = 0;
   double now_ = 0.0;

@@ -37,6 +37,8 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global);
 Command add_profile_command(CLI::App& app, const GlobalOptions& global);
 Command add_fit_command(CLI::App& app, const GlobalOptions& global);
 Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
+// gpucap share: several jobs on one GPU under a policy (SwitchFlow and its baselines).
+Command add_share_command(CLI::App& app, const GlobalOptions& global);
 // gpucap bso: Zeus's batch-size optimizer for recurring training (serve, simulate, bench).
 Command add_bso_command(CLI::App& app, const GlobalOptions& global);
 // Its subcommands, one file each; `bso` is the parent app.

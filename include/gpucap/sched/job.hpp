@@ -2,7 +2,8 @@
 // A job of `gpucap share` (SwitchFlow, Middleware'21): a model run in steps on a shared device —
 // training steps (forward + backward + optimizer update) or inference batches — with a priority,
 // a length and an arrival time. Parsed from the command line's
-//   NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S][:start=S][:slo_ms=X]
+//   NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S|:until=JOB]
+//       [:start=S][:warmup=N][:slo_ms=X]
 
 #include <optional>
 #include <string>
@@ -30,7 +31,9 @@ struct JobSpec {
   std::optional<int> steps;
   std::optional<int> requests;
   std::optional<double> duration_s;
+  std::optional<std::string> until;     // runs until that job has ended (a background job)
   double start_s = 0.0;                 // arrival, seconds after the run starts
+  int warmup = 0;                       // first steps (requests) left out of the figures
   std::optional<double> slo_ms;         // latency objective of an inference job (under a power cap)
 };
 
@@ -38,7 +41,7 @@ struct JobSpec {
 // length runs `default_steps` steps (training) or requests (inference).
 [[nodiscard]] JobSpec parse_job_spec(std::string_view text, int default_steps = 100);
 
-// Throws Error(usage) for two jobs with one name, or no job.
+// Throws Error(usage) for two jobs with one name, no job, or an until= that names no other job.
 void check_jobs(const std::vector<JobSpec>& jobs);
 
 // The spec written back in the form parse_job_spec reads.

@@ -45,6 +45,7 @@ struct ShareScenario {
   std::vector<JobSpec> jobs;
   Policy policy = Policy::switchflow;
   double max_time_s = 3600.0;          // virtual time limit: jobs still running then are cut short
+  bool record_steps = false;
 };
 
 struct JobOutcome {
@@ -56,8 +57,8 @@ struct JobOutcome {
   std::int64_t steps_on_lpu = 0;
   double start_s = 0.0;                // arrival
   double end_s = 0.0;                  // last step's end (or the OOM, or the cut)
-  double throughput_items_s = 0.0;     // batch × steps done / (end − start)
-  std::vector<double> latencies_s;     // inference: each request, issue → result (closed loop)
+  double throughput_items_s = 0.0;     // batch × steps measured / (end − end of the warm-up, or start)
+  std::vector<double> latencies_s;     // inference: each measured request, issue → result (closed loop)
   std::int64_t migrations = 0;         // moves to and from the LPU
 };
 
@@ -83,6 +84,15 @@ struct Migration {
   double transfer_s = 0.0;
 };
 
+// One completed step, for --trace.
+struct StepRecord {
+  std::string job;
+  std::int64_t step = 0;
+  std::string device;   // where it completed
+  double start_s = 0.0; // its first start (a redone step keeps it)
+  double end_s = 0.0;
+};
+
 struct DeviceEnergy {
   std::string id;
   double energy_j = 0.0;
@@ -94,6 +104,7 @@ struct ShareResult {
   std::vector<Preemption> preemptions;
   std::vector<Migration> migrations;
   std::vector<DeviceEnergy> devices;   // the GPU, then the LPU if any
+  std::vector<StepRecord> steps;       // only when ShareScenario::record_steps
   double makespan_s = 0.0;
 };
 

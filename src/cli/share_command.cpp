@@ -1,0 +1,207 @@
+// gpucap share: several jobs on one GPU under one policy (SwitchFlow's preemptive scheduler, or
+// the free sharing, time slicing and MPS it was compared with), on the share twin. Every figure
+// is simulated.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/sched/simulator.hpp"
+#include "gpucap/sim/share_twin.hpp"
+
+namespace gpucap::cli {
+namespace {
+
+struct ShareFlags {
+  std::string gpu = "rtx2080ti";
+  std::string lpu = "none";
+  std::string policy = "switchflow";
+  std::vector<std::string> jobs;
+  std::string seed = "1";
+  double max_time_s = 3600.0;
+  bool json = false;
+  std::optional<std::string> trace;
+};
+
+struct JobFigures {
+  double p50_ms = 0.0;
+  double p95_ms = 0.0;
+  double p99_ms = 0.0;
+};
+
+JobFigures latency_figures(const sched::JobOutcome& job) {
+  return {1e3 * sched::nearest_rank_percentile(job.latencies_s, 50), 1e3 * sched::nearest_rank_percentile(job.latencies_s, 95),
+          1e3 * sched::nearest_rank_percentile(job.latencies_s, 99)};
+}
+
+nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareResult& result) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (std::size_t i = 0; i < result.jobs.size(); ++i) {
+    const auto& j = result.jobs[i];
+    const auto& spec = scenario.jobs[i];
+    const auto lat = latency_figures(j);
+    nlohmann::json job = {{"name", j.name},
+                          {"spec", sched::to_spec_string(spec)},
+                          {"throughput_img_s", j.throughput_items_s},
+                          {"steps_done", j.steps_done},
+                          {"steps_redone", j.steps_redone},
+                          {"steps_on_lpu", j.steps_on_lpu},
+                          {"migrations", j.migrations},
+                          {"oom", j.out_of_memory},
+                          {"finished", j.finished},
+                          {"start_s", j.start_s},
+                          {"end_s", j.end_s}};
+    if (spec.mode == sched::Mode::inference) {
+      job["latency_ms"] = {{"p50", lat.p50_ms}, {"p95", lat.p95_ms}, {"p99", lat.p99_ms}};
+      job["requests"] = j.latencies_s.size();
+    }
+    jobs.push_back(job);
+  }
+  nlohmann::json preemptions = nlohmann::json::array();
+  for (const auto& p : result.preemptions) {
+    preemptions.push_back({{"at_s", p.at_s},
+                           {"by", p.by},
+                           {"victim", p.victim},
+                           {"latency_ms", 1e3 * p.latency_s},
+                           {"drain_ms", 1e3 * p.drain_s},
+                           {"state_bytes", p.state_bytes},
+                           {"state_variables", p.state_variables},
+                           {"transfer_ms", 1e3 * p.transfer_s}});
+  }
+  nlohmann::json migrations = nlohmann::json::array();
+  for (const auto& m : result.migrations) {
+    migrations.push_back({{"at_s", m.at_s},
+                          {"job", m.job},
+                          {"from", m.from},
+                          {"to", m.to},
+                          {"state_bytes", m.state_bytes},
+                          {"transfer_ms", 1e3 * m.transfer_s}});
+  }
+  nlohmann::json devices = nlohmann::json::array();
+  double energy = 0.0;
+  for (const auto& d : result.devices) {
+    energy += d.energy_j;
+    devices.push_back({{"id", d.id},
+                       {"energy_j", d.energy_j},
+                       {"busy_s", d.busy_s},
+                       {"mean_power_w", result.makespan_s > 0 ? d.energy_j / result.makespan_s : 0.0}});
+  }
+  return {{"simulated", true},
+          {"gpu", scenario.gpu.id},
+          {"lpu", scenario.lpu ? nlohmann::json(scenario.lpu->id) : nlohmann::json(nullptr)},
+          {"policy", sched::to_string(scenario.policy)},
+          {"makespan_s", result.makespan_s},
+          {"energy_j", energy},
+          {"jobs", jobs},
+          {"preemptions", preemptions},
+          {"migrations", migrations},
+          {"devices", devices}};
+}
+
+void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& result) {
+  std::cout << fmt::format("gpucap share: {} jobs on {} (low-priority device: {}), policy {} [simulated: the share twin]\n",
+                           scenario.jobs.size(), scenario.gpu.id, scenario.lpu ? scenario.lpu->id : "none",
+                           sched::to_string(scenario.policy));
+  for (std::size_t i = 0; i < result.jobs.size(); ++i) {
+    const auto& j = result.jobs[i];
+    const auto& spec = scenario.jobs[i];
+    std::string line = fmt::format("  {:<10} {} {} batch {} priority {}: ", j.name, sched::to_string(spec.mode), spec.model,
+                                   spec.batch_size, spec.priority);
+    if (j.out_of_memory) {
+      line += fmt::format("OUT OF MEMORY at {:.3f} s", j.end_s);
+    } else {
+      line += fmt::format("{:.1f} img/s, {} {} in {:.3f}–{:.3f} s{}", j.throughput_items_s, j.steps_done,
+                          spec.mode == sched::Mode::inference ? "requests" : "steps", j.start_s, j.end_s,
+                          j.finished ? "" : " (cut short)");
+      if (spec.mode == sched::Mode::inference) {
+        const auto lat = latency_figures(j);
+        line += fmt::format(", latency p50 {:.2f} p95 {:.2f} p99 {:.2f} ms", lat.p50_ms, lat.p95_ms, lat.p99_ms);
+      }
+      if (j.steps_redone > 0) line += fmt::format(", {} steps redone", j.steps_redone);
+      if (j.migrations > 0) line += fmt::format(", {} moves, {} steps on the LPU", j.migrations, j.steps_on_lpu);
+    }
+    std::cout << line << '\n';
+  }
+  for (const auto& p : result.preemptions) {
+    std::cout << fmt::format("  preemption at {:.3f} s: {} preempted {}, latency {:.2f} ms (drain {:.2f} ms)", p.at_s, p.by,
+                             p.victim, 1e3 * p.latency_s, 1e3 * p.drain_s);
+    if (p.state_bytes > 0) {
+      std::cout << fmt::format(", {:.1f} MiB of state moved in {:.1f} ms", p.state_bytes / (1024.0 * 1024.0), 1e3 * p.transfer_s);
+    }
+    std::cout << '\n';
+  }
+  double energy = 0.0;
+  for (const auto& d : result.devices) {
+    energy += d.energy_j;
+    std::cout << fmt::format("  {}: {:.1f} J, mean {:.1f} W, busy {:.3f} s\n", d.id, d.energy_j,
+                             result.makespan_s > 0 ? d.energy_j / result.makespan_s : 0.0, d.busy_s);
+  }
+  std::cout << fmt::format("makespan {:.3f} s, energy {:.1f} J [simulated]\n", result.makespan_s, energy);
+}
+
+void write_trace(const std::string& path, const sched::ShareResult& result) {
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorCode::io, fmt::format("--trace {}: cannot open for writing", path));
+  out << "job,step,device,start_s,end_s\n";
+  for (const auto& s : result.steps) out << fmt::format("{},{},{},{:.9f},{:.9f}\n", s.job, s.step, s.device, s.start_s, s.end_s);
+  if (!out) throw Error(ErrorCode::io, fmt::format("--trace {}: write failed", path));
+}
+
+}  // namespace
+
+Command add_share_command(CLI::App& app, const GlobalOptions& global) {
+  auto flags = std::make_shared<ShareFlags>();
+  auto* cmd = app.add_subcommand(
+      "share", "Several jobs on one GPU: SwitchFlow's preemptive scheduler or free sharing, time slicing, MPS (simulated)");
+  cmd->add_option("--gpu", flags->gpu, "The shared GPU: rtx2080ti, gtx1080ti or v100")->capture_default_str();
+  cmd->add_option("--lpu", flags->lpu, "Where switchflow moves a preempted job: another GPU, cpu, or none (it waits)")
+      ->capture_default_str();
+  cmd->add_option("--policy", flags->policy, "switchflow, threads (free sharing), timeslice (one step at a time) or mps")
+      ->capture_default_str();
+  cmd->add_option("--job", flags->jobs,
+                  "NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S][:start=S][:slo_ms=X], "
+                  "e.g. bg=train:keras_vgg16:batch=32 or fg=infer:keras_resnet50:batch=1:priority=high:requests=100:start=20")
+      ->required();
+  cmd->add_option("--seed", flags->seed, "Seed of the step-to-step variation of kernel times")->capture_default_str();
+  cmd->add_option("--max-time", flags->max_time_s, "Virtual seconds after which running jobs are cut short")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", flags->json, "Print JSON instead of text");
+  cmd->add_option("--trace", flags->trace, "Write every step (job, step, device, start, end) to this CSV file");
+  return {cmd, [flags, &global] {
+            const sim::ShareTwin twin(resolve_data_dir(global), parse_seed(flags->seed));
+            sched::ShareScenario scenario;
+            scenario.policy = sched::parse_policy(flags->policy);
+            scenario.gpu = twin.device(flags->gpu);
+            if (flags->lpu != "none") scenario.lpu = twin.device(flags->lpu);
+            if (scenario.lpu && scenario.policy != sched::Policy::switchflow) {
+              throw usage_error(fmt::format("--lpu is where switchflow moves a preempted job; policy {} does not move jobs",
+                                            flags->policy));
+            }
+            for (const auto& text : flags->jobs) scenario.jobs.push_back(sched::parse_job_spec(text));
+            sched::check_jobs(scenario.jobs);
+            for (const auto& job : scenario.jobs) {
+              twin.check(job, scenario.gpu);
+              if (scenario.lpu) twin.check(job, *scenario.lpu);
+            }
+            scenario.max_time_s = flags->max_time_s;
+            scenario.record_steps = flags->trace.has_value();
+            const auto result = sched::simulate_share(scenario, twin);
+            if (flags->trace) write_trace(*flags->trace, result);
+            if (flags->json) {
+              std::cout << to_json(scenario, result).dump(2) << '\n';
+            } else {
+              print_text(scenario, result);
+            }
+          }};
+}
+
+}  // namespace gpucap::cli

@@ -1,0 +1,384 @@
+#include "gpucap/sim/share_twin.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/json_file.hpp"
+#include "gpucap/sim/noise.hpp"
+
+namespace gpucap::sim {
+
+struct ShareTwin::Calibration {
+  struct Gpu {
+    std::map<std::string, double> train_img_s;   // BS 32
+    std::map<std::string, double> infer_bs1_s;
+    std::string relative_to;                     // figures missing here: that GPU's, / relative_speed
+    double relative_speed = 1.0;
+  };
+  std::map<std::string, Gpu> gpus;
+  std::string cpu_relative_to;
+  double cpu_slowdown = 1.0;
+  double backward_factor = 2.0;
+  double kernel_spread_sigma = 1.0;
+  double step_jitter = 0.0;
+  double launch_s = 0.0;
+  int train_window = 0;                        // kernels a training job keeps launched, by default
+  std::map<std::string, int> train_window_by_model;
+  int infer_window = 0;
+  int nmt_decode_steps = 1;
+  double session_overhead_s = 0.0;
+  double pcie_bytes_per_s = 1.0;
+  double cpu_job_slowdown = 0.0;
+  double transfer_fixed_s = 0.0;
+  double transfer_per_variable_s = 0.0;
+  double transfer_bytes_per_s = 1.0;
+  int input_size = 224;
+  double tf_overhead = 1.0;
+  double mps_process_overhead_bytes = 0.0;
+  double mps_capacity = 1.0;
+  double train_busy_fraction = 1.0;
+  double infer_busy_fraction = 1.0;
+  double cpu_busy_w = 0.0;
+};
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+constexpr const char* kNmt = "nmt_wmt16";
+constexpr int kCalibratedBatch = 32;  // the batch of every training figure
+
+std::map<std::string, double> number_map(const JsonFields& fields, std::string_view key, double scale) {
+  std::map<std::string, double> values;
+  const auto& object = fields.at(key);
+  if (!object.is_object()) throw fields.error(key, "must be an object of model id → number");
+  const JsonFields inner = fields.object(key);
+  for (const auto& [id, value] : object.items()) values[id] = inner.positive(id) * scale;
+  return values;
+}
+
+ShareTwin::Calibration read_calibration(const std::string& file) {
+  const auto json = load_json_file(file);
+  const JsonFields top(json, file);
+  ShareTwin::Calibration c;
+  const auto gpus = top.object("gpus");
+  for (const auto& [id, value] : top.at("gpus").items()) {
+    const auto g = gpus.object(id);
+    ShareTwin::Calibration::Gpu gpu;
+    gpu.train_img_s = number_map(g, "train_bs32_img_s", 1.0);
+    if (g.has("infer_bs1_ms")) gpu.infer_bs1_s = number_map(g, "infer_bs1_ms", 1e-3);
+    gpu.relative_to = g.string_or("relative_to", "");
+    gpu.relative_speed = g.positive_or("relative_speed", 1.0);
+    c.gpus[id] = std::move(gpu);
+  }
+  for (const auto& [id, gpu] : c.gpus) {
+    if (!gpu.relative_to.empty() && !c.gpus.contains(gpu.relative_to)) {
+      throw gpus.object(id).error("relative_to", fmt::format("'{}' is not a GPU of this file", gpu.relative_to));
+    }
+  }
+  const auto cpu = top.object("cpu");
+  c.cpu_relative_to = cpu.string("slowdown_vs");
+  if (!c.gpus.contains(c.cpu_relative_to)) throw cpu.error("slowdown_vs", "is not a GPU of this file");
+  c.cpu_slowdown = cpu.positive("slowdown");
+  const auto step = top.object("step");
+  c.backward_factor = step.non_negative("backward_factor");
+  c.kernel_spread_sigma = step.non_negative("kernel_spread_sigma");
+  c.step_jitter = step.non_negative("step_jitter_fraction");
+  const auto stream = top.object("stream");
+  c.launch_s = stream.non_negative("launch_s");
+  c.train_window = static_cast<int>(stream.integer("train_window_kernels"));
+  if (stream.has("train_window_kernels_by_model")) {
+    for (const auto& [id, n] : number_map(stream, "train_window_kernels_by_model", 1.0)) c.train_window_by_model[id] = static_cast<int>(n);
+  }
+  c.infer_window = static_cast<int>(stream.integer("infer_window_kernels"));
+  c.nmt_decode_steps = static_cast<int>(stream.positive_integer("nmt_decode_steps"));
+  if (c.train_window < 0 || c.infer_window < 0) throw stream.error("train_window_kernels", "windows must be >= 0");
+  const auto host = top.object("host");
+  c.session_overhead_s = host.non_negative("session_overhead_s");
+  c.pcie_bytes_per_s = host.positive("pcie_bytes_per_s");
+  c.cpu_job_slowdown = host.non_negative("cpu_job_slowdown");
+  const auto transfer = top.object("transfer");
+  c.transfer_fixed_s = transfer.non_negative("fixed_s");
+  c.transfer_per_variable_s = transfer.non_negative("per_variable_s");
+  c.transfer_bytes_per_s = transfer.positive("bytes_per_s");
+  const auto memory = top.object("memory");
+  c.tf_overhead = memory.positive("tf_overhead");
+  c.input_size = static_cast<int>(top.positive_integer("input_size"));
+  c.mps_process_overhead_bytes = memory.non_negative("mps_process_overhead_bytes");
+  c.mps_capacity = top.object("mps").positive("capacity");
+  const auto power = top.object("power");
+  c.train_busy_fraction = power.fraction("train_busy_fraction");
+  c.infer_busy_fraction = power.fraction("infer_busy_fraction");
+  c.cpu_busy_w = power.non_negative("cpu_busy_w");
+  return c;
+}
+
+// `input_size`: the input the twin feeds every model (SwitchFlow's benchmark scripts use 224 × 224;
+// a model whose default differs has its figures at 224 under "at_input_224").
+std::map<std::string, ShareModelFacts> read_models(const std::string& file, int input_size) {
+  const auto json = load_json_file(file);
+  const JsonFields top(json, file);
+  const auto models = top.object("models");
+  std::map<std::string, ShareModelFacts> out;
+  for (const auto& [id, value] : top.at("models").items()) {
+    const auto m = models.object(id);
+    ShareModelFacts f;
+    f.id = id;
+    f.name = m.string_or("name", id);
+    // The NMT decoder has no image input and no training figures: those fields are null.
+    const auto number_or_zero = [&](std::string_view key) { return m.at(key).is_null() ? 0.0 : m.non_negative(key); };
+    f.input_size = static_cast<int>(number_or_zero("input_size"));
+    f.params_total = m.positive("params_total");
+    f.params_trainable = m.non_negative("params_trainable");
+    f.variables_total = static_cast<int>(m.positive_integer("variables_total"));
+    f.variables_trainable = static_cast<int>(m.integer("variables_trainable"));
+    f.train_activation_bytes_per_image = number_or_zero("train_activation_mib_per_image") * kMiB;
+    f.infer_activation_bytes_per_image = m.non_negative("infer_peak_activation_mib_per_image") * kMiB;
+    f.kernels_per_train_step = static_cast<int>(number_or_zero("gpu_kernels_per_train_step"));
+    f.kernels_per_inference = static_cast<int>(m.positive("gpu_kernels_per_inference"));
+    if (f.input_size > 0 && f.input_size != input_size) {
+      if (input_size != 224 || !m.has("at_input_224")) {
+        throw m.error("input_size", fmt::format("has no figures at the {} × {} input the twin runs", input_size, input_size));
+      }
+      const auto at = m.object("at_input_224");
+      f.input_size = 224;
+      f.train_activation_bytes_per_image = at.non_negative("train_activation_mib_per_image") * kMiB;
+      f.infer_activation_bytes_per_image = at.non_negative("infer_peak_activation_mib_per_image") * kMiB;
+    }
+    out[id] = f;
+  }
+  return out;
+}
+
+// devices.json (data/sched/README.md): the GPUs with the memory TF could use on the paper's
+// servers and their power, and the host CPU.
+std::map<std::string, ShareDeviceFacts> read_devices(const std::string& file) {
+  const auto json = load_json_file(file);
+  const JsonFields top(json, file);
+  std::map<std::string, ShareDeviceFacts> out;
+  const auto gpus = top.object("gpus");
+  for (const auto& [id, value] : top.at("gpus").items()) {
+    const auto g = gpus.object(id);
+    const auto memory = g.object("memory");
+    const auto power = g.object("power");
+    ShareDeviceFacts f;
+    f.info.id = id;
+    f.info.kind = sched::DeviceKind::gpu;
+    f.name = g.string_or("name", id);
+    f.info.memory_bytes = memory.has("tf_memory_limit_bytes_switchflow_server")
+                              ? memory.positive("tf_memory_limit_bytes_switchflow_server")
+                              : memory.positive("tf_memory_limit_gib_estimate") * kGiB;
+    f.info.idle_power_w = power.has("idle_with_cuda_context_w") ? power.positive("idle_with_cuda_context_w")
+                                                                 : power.positive("idle_power_w");
+    f.info.max_power_w = power.positive("default_power_limit_w");
+    out[id] = f;
+  }
+  const auto cpu = top.object("cpu");
+  ShareDeviceFacts f;
+  f.info.id = "cpu";
+  f.info.kind = sched::DeviceKind::cpu;
+  f.name = cpu.string_or("assumed_model", "host CPU");
+  const double sockets = cpu.positive("sockets");
+  f.info.idle_power_w = sockets * cpu.positive("idle_power_w_per_socket");
+  f.info.max_power_w = sockets * cpu.positive("tdp_w_per_socket");
+  out["cpu"] = f;
+  return out;
+}
+
+std::uint64_t name_seed(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a: the same seed for a name on every platform
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+  return text;
+}
+
+}  // namespace
+
+ShareTwin::ShareTwin(const std::string& data_dir, std::uint64_t seed) : seed_(seed) {
+  const auto dir = std::filesystem::path(data_dir) / "sched";
+  calibration_ = std::make_shared<const Calibration>(read_calibration((dir / "calibration.json").string()));
+  models_ = read_models((dir / "models.json").string(), calibration_->input_size);
+  devices_ = read_devices((dir / "devices.json").string());
+  for (const auto& [id, gpu] : calibration_->gpus) {
+    if (!devices_.contains(id)) {
+      throw Error(ErrorCode::invalid_data, fmt::format("{}: GPU '{}' has timings but no entry in devices.json",
+                                                       (dir / "calibration.json").string(), id));
+    }
+  }
+}
+
+sched::DeviceInfo ShareTwin::device(const std::string& id) const {
+  const auto it = devices_.find(id);
+  if (it == devices_.end()) throw usage_error(fmt::format("unknown device '{}' (the share twin knows {})", id, joined(device_ids())));
+  return it->second.info;
+}
+
+std::vector<std::string> ShareTwin::device_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, d] : devices_) ids.push_back(id);
+  return ids;
+}
+
+std::vector<std::string> ShareTwin::model_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, m] : models_) ids.push_back(id);
+  return ids;
+}
+
+const ShareModelFacts& ShareTwin::model(const std::string& id) const {
+  const auto it = models_.find(id);
+  if (it == models_.end()) throw usage_error(fmt::format("unknown model '{}' for gpucap share (known: {})", id, joined(model_ids())));
+  return it->second;
+}
+
+namespace {
+
+// Seconds of a training step at BS 32 on GPU `gpu`, following relative_to where a figure is missing.
+std::optional<double> train_step_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu) {
+  for (std::string at = gpu; !at.empty();) {
+    const auto& g = c.gpus.at(at);
+    if (const auto it = g.train_img_s.find(model); it != g.train_img_s.end()) {
+      double t = kCalibratedBatch / it->second;
+      for (std::string back = gpu; back != at; back = c.gpus.at(back).relative_to) t /= c.gpus.at(back).relative_speed;
+      return t;
+    }
+    at = g.relative_to;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> infer_bs1_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu) {
+  for (std::string at = gpu; !at.empty();) {
+    const auto& g = c.gpus.at(at);
+    if (const auto it = g.infer_bs1_s.find(model); it != g.infer_bs1_s.end()) {
+      double t = it->second;
+      for (std::string back = gpu; back != at; back = c.gpus.at(back).relative_to) t /= c.gpus.at(back).relative_speed;
+      return t;
+    }
+    at = g.relative_to;
+  }
+  return std::nullopt;
+}
+
+// Host stage of a step: the synthetic batch's copy to the GPU and the session's own overhead.
+double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, int batch, bool on_cpu) {
+  const double input_bytes = 4.0 * 3.0 * m.input_size * m.input_size * batch;
+  return c.session_overhead_s + (on_cpu ? 0.0 : input_bytes / c.pcie_bytes_per_s);
+}
+
+}  // namespace
+
+void ShareTwin::check(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
+  (void)model(job.model);
+  const auto& c = *calibration_;
+  const std::string gpu = device.kind == sched::DeviceKind::cpu ? c.cpu_relative_to : device.id;
+  if (!c.gpus.contains(gpu)) throw usage_error(fmt::format("the share twin has no timings for device '{}'", device.id));
+  if (job.model == kNmt) {
+    if (job.mode == sched::Mode::training) throw usage_error("the share twin models nmt_wmt16 inference only (SwitchFlow Fig. 6(d))");
+    if (job.batch_size != 1) throw usage_error("the share twin has figures for nmt_wmt16 at batch 1 only (SwitchFlow Fig. 6(d))");
+  }
+  if (!infer_bs1_s(c, job.model, gpu)) {
+    throw usage_error(fmt::format("the share twin has no BS-1 timing of {} on {}", job.model, device.id));
+  }
+  if (job.model != kNmt && !train_step_s(c, job.model, gpu)) {
+    throw usage_error(fmt::format("the share twin has no training timing of {} on {}", job.model, device.id));
+  }
+}
+
+double ShareTwin::device_stage_s(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
+  check(job, device);
+  const auto& c = *calibration_;
+  const bool on_cpu = device.kind == sched::DeviceKind::cpu;
+  const std::string gpu = on_cpu ? c.cpu_relative_to : device.id;
+  const double scale = on_cpu ? c.cpu_slowdown : 1.0;
+  const auto& m = model(job.model);
+  // The figures are end to end: a step's host stage (input copy, session overhead) is taken out.
+  const double t1 = std::max(0.1 * *infer_bs1_s(c, job.model, gpu), *infer_bs1_s(c, job.model, gpu) - host_stage_s(c, m, 1, false));
+  if (job.model == kNmt) return t1 * scale;
+  // A forward pass: t1 + (b − 1)·t_img, with t_img such that (1 + backward) forwards at BS 32
+  // make the calibrated training step.
+  const double passes = 1.0 + c.backward_factor;
+  const double t32 = *train_step_s(c, job.model, gpu) - host_stage_s(c, m, kCalibratedBatch, false);
+  const double per_image = std::max(0.0, (t32 / passes - t1) / (kCalibratedBatch - 1));
+  const double forward = t1 + (job.batch_size - 1) * per_image;
+  return (job.mode == sched::Mode::training ? passes * forward : forward) * scale;
+}
+
+sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::DeviceInfo& device, std::int64_t step) const {
+  const auto& c = *calibration_;
+  const auto& m = model(job.model);
+  const bool training = job.mode == sched::Mode::training;
+  const bool on_cpu = device.kind == sched::DeviceKind::cpu;
+  sched::StepProfile p;
+  const double stage_s = device_stage_s(job, device);
+
+  // Kernels: a fixed, seeded spread of sizes per model and mode (large convolutions and many
+  // small element-wise ops), scaled to the stage's time; each step varies by the jitter.
+  const int count = std::max(1, training ? m.kernels_per_train_step : m.kernels_per_inference);
+  Noise shape(name_seed(job.model + (training ? "/train" : "/infer")));
+  std::vector<double> weights(static_cast<std::size_t>(count));
+  double total = 0.0;
+  for (auto& w : weights) {
+    w = std::exp(c.kernel_spread_sigma * shape.gaussian());
+    total += w;
+  }
+  Noise jitter(derive_seed(seed_ ^ name_seed(job.name + "/" + job.model), static_cast<std::uint64_t>(step)));
+  const double step_scale = std::max(0.5, 1.0 + c.step_jitter * jitter.gaussian());
+  p.kernels_s.reserve(weights.size());
+  for (const double w : weights) p.kernels_s.push_back(stage_s * step_scale * w / total);
+
+  if (!on_cpu) {
+    p.launch_s = c.launch_s;
+    const auto window = c.train_window_by_model.find(job.model);
+    p.launch_window = !training ? c.infer_window : window != c.train_window_by_model.end() ? window->second : c.train_window;
+    if (job.model == kNmt) p.sync_every = std::max(1, count / c.nmt_decode_steps);
+  }
+  p.host_s = host_stage_s(c, m, job.batch_size, on_cpu);
+
+  const double weights_bytes = 4.0 * m.params_total;
+  if (training) {
+    p.persistent_bytes = weights_bytes + 4.0 * m.params_trainable;  // + one momentum slot each
+    p.activation_bytes = m.train_activation_bytes_per_image * job.batch_size * c.tf_overhead;
+    p.state_bytes = p.persistent_bytes;
+    p.state_variables = m.variables_total + m.variables_trainable;  // momentum slots are variables too
+  } else {
+    p.persistent_bytes = weights_bytes;  // a frozen graph: its weights are constants, nothing to move
+    p.activation_bytes = m.infer_activation_bytes_per_image * job.batch_size * c.tf_overhead;
+  }
+  if (on_cpu) {
+    p.busy_power_w = device.idle_power_w + c.cpu_busy_w;
+  } else {
+    const double fraction = training ? c.train_busy_fraction : c.infer_busy_fraction;
+    p.busy_power_w = device.idle_power_w + fraction * (device.max_power_w - device.idle_power_w);
+  }
+  return p;
+}
+
+double ShareTwin::transfer_s(const sched::JobSpec& job, const sched::DeviceInfo& from, const sched::DeviceInfo& to) const {
+  if (job.mode != sched::Mode::training || from.id == to.id) return 0.0;
+  const auto p = step(job, from, 0);
+  const auto& c = *calibration_;
+  return c.transfer_fixed_s + p.state_variables * c.transfer_per_variable_s + p.state_bytes / c.transfer_bytes_per_s;
+}
+
+double ShareTwin::host_slowdown_with_cpu_job() const { return calibration_->cpu_job_slowdown; }
+
+double ShareTwin::process_overhead_bytes(const sched::DeviceInfo& device) const {
+  return device.kind == sched::DeviceKind::gpu ? calibration_->mps_process_overhead_bytes : 0.0;
+}
+
+double ShareTwin::mps_capacity() const { return calibration_->mps_capacity; }
+
+}  // namespace gpucap::sim

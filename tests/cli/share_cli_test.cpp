@@ -1,0 +1,87 @@
+// gpucap share end to end: its outputs on the twin, and one clear error line for bad input.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpucap/core/files.hpp"
+#include "gpucap/core/text.hpp"
+#include "support/cli_runner.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap {
+namespace {
+
+using test::expect_error;
+using test::gpucap;
+using test::with;
+
+const std::vector<std::string> kPair = {"share", "--gpu", "rtx2080ti", "--job", "bg=train:keras_resnet50:batch=32:until=fg",
+                                        "--job", "fg=infer:keras_vgg16:batch=1:priority=high:requests=50:start=1"};
+
+nlohmann::json run_json(const std::vector<std::string>& extra) {
+  const auto r = gpucap(with(with(kPair, extra), {"--json"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(ShareCli, JsonHasTheFiguresOfEveryJobAndPreemption) {
+  const auto flow = run_json({"--policy", "switchflow", "--lpu", "gtx1080ti"});
+  EXPECT_TRUE(flow.at("simulated").get<bool>());
+  ASSERT_EQ(flow.at("jobs").size(), 2U);
+  const auto& fg = flow.at("jobs").at(1);
+  EXPECT_EQ(fg.at("name"), "fg");
+  for (const char* key : {"p50", "p95", "p99"}) EXPECT_GT(fg.at("latency_ms").at(key).get<double>(), 0.0) << key;
+  EXPECT_GT(fg.at("throughput_img_s").get<double>(), 0.0);
+  EXPECT_FALSE(fg.at("oom").get<bool>());
+  ASSERT_EQ(flow.at("preemptions").size(), 1U);
+  const auto& p = flow.at("preemptions").at(0);
+  EXPECT_EQ(p.at("victim"), "bg");
+  EXPECT_GT(p.at("state_bytes").get<double>(), 190.0 * 1024 * 1024);  // ResNet50's weights and momentum
+  EXPECT_GT(p.at("transfer_ms").get<double>(), 0.0);
+  EXPECT_GT(flow.at("energy_j").get<double>(), 0.0);
+
+  // Free sharing makes the BS-1 inference wait behind the training job's kernels.
+  const auto threads = run_json({"--policy", "threads"});
+  EXPECT_GT(threads.at("jobs").at(1).at("latency_ms").at("p95").get<double>(),
+            2.0 * fg.at("latency_ms").at("p95").get<double>());
+  EXPECT_TRUE(threads.at("preemptions").empty());
+}
+
+TEST(ShareCli, TextSaysSimulatedAndTheTraceListsEveryStep) {
+  test::TempDir dir;
+  const auto trace = dir.file("steps.csv");
+  const auto r = gpucap(with(kPair, {"--lpu", "cpu", "--trace", trace}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[simulated"), std::string::npos);
+  EXPECT_NE(r.out.find("preemption at"), std::string::npos);
+  const auto lines = split(read_text_file(trace), '\n');
+  ASSERT_GT(lines.size(), 50U);
+  EXPECT_EQ(lines[0], "job,step,device,start_s,end_s");
+  EXPECT_NE(read_text_file(trace).find(",cpu,"), std::string::npos);  // bg's steps on the CPU
+}
+
+TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
+  expect_error({"share", "--job", "a=train:no_such_model"}, 2, "unknown model 'no_such_model'");
+  expect_error({"share", "--gpu", "a100", "--job", "a=train:keras_vgg16"}, 2, "unknown device 'a100'");
+  expect_error({"share", "--job", "a=fly:keras_vgg16"}, 2, "neither train nor infer");
+  expect_error({"share", "--job", "a=train:keras_vgg16", "--job", "a=infer:keras_vgg16"}, 2, "two jobs are named 'a'");
+  expect_error({"share", "--policy", "threads", "--lpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "does not move jobs");
+  expect_error({"share", "--lpu", "rtx2080ti", "--job", "a=train:keras_vgg16"}, 2, "the shared GPU itself");
+  expect_error({"share", "--job", "a=train:nmt_wmt16"}, 2, "inference only");
+  expect_error({"share", "--job", "a=train:keras_vgg16:until=b"}, 2, "names no other job");
+  expect_error({"share", "--policy", "gandiva", "--job", "a=train:keras_vgg16"}, 2, "--policy 'gandiva'");
+  expect_error({"share", "--gpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "is not a GPU");
+}
+
+TEST(ShareCli, OutOfMemoryIsReportedNotACrash) {
+  // Fig. 7(a): ResNet50 and DenseNet121 training do not fit together on the 1080 Ti under threads.
+  const auto r = gpucap({"share", "--gpu", "gtx1080ti", "--policy", "threads", "--json", "--job",
+                         "bg=train:keras_resnet50:steps=20", "--job", "p=train:keras_densenet121:steps=5:start=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(json.at("jobs").at(0).at("oom").get<bool>());
+  EXPECT_TRUE(json.at("jobs").at(1).at("oom").get<bool>());
+}
+
+}  // namespace
+}  // namespace gpucap

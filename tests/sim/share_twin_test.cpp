@@ -1,0 +1,70 @@
+#include "gpucap/sim/share_twin.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/core/error.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::sim {
+namespace {
+
+sched::JobSpec job(const std::string& text) { return sched::parse_job_spec(text); }
+
+TEST(ShareTwin, TrainingStepsMatchTheCalibratedThroughputEndToEnd) {
+  const ShareTwin twin(test::data_dir());
+  const auto gpu = twin.device("rtx2080ti");
+  const auto p = twin.step(job("a=train:keras_resnet50:batch=32"), gpu, 0);
+  // Fig. 7(b): 222.8 img/s solo, host stage included (within the 2 % step-to-step variation).
+  EXPECT_NEAR(32.0 / (p.host_s + p.device_s()), 222.8, 222.8 * 0.06);
+  EXPECT_EQ(p.kernels_s.size(), 1124U);
+  EXPECT_GT(p.launch_window, 0);
+  EXPECT_GT(p.state_bytes, 195.0 * 1024 * 1024);
+  EXPECT_EQ(p.state_variables, 320 + 214);
+}
+
+TEST(ShareTwin, TheCpuIsTwelveTimesSlowerThanThe1080Ti) {
+  const ShareTwin twin(test::data_dir());
+  const auto j = job("a=train:keras_resnet50:batch=32");
+  EXPECT_NEAR(twin.device_stage_s(j, twin.device("cpu")) / twin.device_stage_s(j, twin.device("gtx1080ti")), 12.0, 1e-9);
+}
+
+TEST(ShareTwin, InferenceGrowsWithTheBatchAndTrainingIsThreeForwardPasses) {
+  const ShareTwin twin(test::data_dir());
+  const auto gpu = twin.device("rtx2080ti");
+  const double one = twin.device_stage_s(job("a=infer:keras_vgg16:batch=1"), gpu);
+  const double many = twin.device_stage_s(job("a=infer:keras_vgg16:batch=32"), gpu);
+  const double train = twin.device_stage_s(job("a=train:keras_vgg16:batch=32"), gpu);
+  EXPECT_GT(many, 5.0 * one);
+  EXPECT_NEAR(train, 3.0 * many, 1e-9);
+}
+
+TEST(ShareTwin, TransferFollowsTheFittedLaw) {
+  const ShareTwin twin(test::data_dir());
+  const auto vgg = job("a=train:keras_vgg16:batch=32");
+  const double t = twin.transfer_s(vgg, twin.device("rtx2080ti"), twin.device("gtx1080ti"));
+  EXPECT_NEAR(t, 0.1037, 0.1037 * 0.2);  // Table 1: 103.7 ms
+  EXPECT_DOUBLE_EQ(twin.transfer_s(job("b=infer:keras_vgg16:batch=1"), twin.device("rtx2080ti"), twin.device("cpu")), 0.0);
+}
+
+TEST(ShareTwin, KernelTimesVaryFromStepToStepButNotBetweenRuns) {
+  const ShareTwin a(test::data_dir(), 7);
+  const ShareTwin b(test::data_dir(), 7);
+  const auto gpu = a.device("v100");
+  const auto j = job("a=train:keras_inception_v3:batch=32");
+  EXPECT_EQ(a.step(j, gpu, 3).kernels_s, b.step(j, gpu, 3).kernels_s);
+  EXPECT_NE(a.step(j, gpu, 3).kernels_s, a.step(j, gpu, 4).kernels_s);
+}
+
+TEST(ShareTwin, UnknownOrUnmodelledJobsAreUsageErrors) {
+  const ShareTwin twin(test::data_dir());
+  const auto gpu = twin.device("rtx2080ti");
+  EXPECT_THROW(twin.check(job("a=train:resnet18"), gpu), Error);
+  EXPECT_THROW(twin.check(job("a=train:nmt_wmt16"), gpu), Error);
+  EXPECT_THROW(twin.check(job("a=infer:nmt_wmt16:batch=4"), gpu), Error);
+  EXPECT_NO_THROW(twin.check(job("a=infer:nmt_wmt16:batch=1"), gpu));
+  EXPECT_THROW((void)twin.device("tpu"), Error);
+  EXPECT_THROW(ShareTwin("/nonexistent"), Error);
+}
+
+}  // namespace
+}  // namespace gpucap::sim
