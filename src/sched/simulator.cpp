@@ -567,7 +567,7 @@ class Simulation {
   void drained(int device, int j) {
     Run& r = run_at(j);
     Device& d = device_at(device);
-    if (r.preemption_to_move) preemptions_[*r.preemption_to_move].drain_s = now_ - preemptions_[*r.preemption_to_move].at_s;
+    record_drain(r);
     r.preempted = false;
     ++r.outcome.steps_redone;
     ++r.token;  // its pending launch, if any, is void
@@ -577,9 +577,16 @@ class Simulation {
     start_step(j);
   }
 
-  // The waiting jobs are served before this one asks again (timeslice's round robin).
+  // The preempted job's launched kernels have all run: the drain ends now.
+  void record_drain(const Run& r) {
+    if (r.preemption_to_move) preemptions_[*r.preemption_to_move].drain_s = now_ - preemptions_[*r.preemption_to_move].at_s;
+  }
+
+  // The waiting jobs are served before this one asks again (timeslice's round robin). A job
+  // preempted while its last kernels ran completes its step: nothing is redone.
   void finish_device_stage(int device, int j) {
     Device& d = device_at(device);
+    if (run_at(j).preempted) record_drain(run_at(j));
     run_at(j).preempted = false;
     if (d.owner == j) {
       d.owner = kNone;

@@ -109,6 +109,20 @@ TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
   EXPECT_GE(r.migrations[1].at_s, fg.end_s);
 }
 
+TEST(ShareSwitchflow, APreemptionDuringTheLastKernelsLetsTheStepFinish) {
+  // fg asks at 0.0925 s: bg's kernel 8 runs (0.092–0.097) and its last, 9, is launched: the drain
+  // ends the step at 0.102 s, which counts as done, not redone.
+  const auto r = simulate_share(scenario(Policy::switchflow,
+                                         {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=10:start=0.092"},
+                                         gpu("slow")),
+                                model);
+  ASSERT_EQ(r.preemptions.size(), 1U);
+  EXPECT_NEAR(r.preemptions[0].drain_s, 0.0095, eps);
+  EXPECT_NEAR(r.preemptions[0].latency_s, 0.0095, eps);
+  EXPECT_EQ(job(r, "bg").steps_redone, 0);
+  EXPECT_EQ(job(r, "bg").steps_done, 20);
+}
+
 TEST(ShareThreads, KernelsOfBothJobsAlternateInTheOneStream) {
   // fg's four kernels enter the stream at 0.0905 s behind bg's kernel 7 (running until 0.092)
   // and kernel 8 (launched): they run 0.097–0.101. bg's kernel 9, launched at 0.092, comes after.
@@ -265,6 +279,18 @@ TEST(ShareEnergy, IdleAndBusyPowerIntegrateOverTheRun) {
   EXPECT_NEAR(r.makespan_s, 20 * 0.051, eps);
   EXPECT_NEAR(r.devices[0].busy_s, 1.0, eps);
   EXPECT_NEAR(r.devices[0].energy_j, 200.0 * 1.0 + 50.0 * 0.02, 1e-6);
+}
+
+TEST(ShareJobs, UntilAndWarmup) {
+  const auto r = simulate_share(
+      scenario(Policy::threads, {"bg=train:train:until=fg", "fg=infer:infer:batch=1:requests=13:warmup=3:start=0.5"}), model);
+  const auto& fg = job(r, "fg");
+  EXPECT_EQ(fg.steps_done, 13);
+  EXPECT_EQ(fg.latencies_s.size(), 10U);  // the 3 warm-up requests are not measured
+  const auto& bg = job(r, "bg");
+  EXPECT_TRUE(bg.finished);
+  EXPECT_GE(bg.end_s, fg.end_s);           // it ran until fg ended, to its next step boundary
+  EXPECT_LT(bg.end_s, fg.end_s + 0.052);
 }
 
 TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
