@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/gnuplot.hpp"
 #include "gpucap/core/json_file.hpp"
 #include "gpucap/sched/simulator.hpp"
 
@@ -266,6 +268,50 @@ std::string to_markdown(const PaperReport& report) {
     }
   }
   return md;
+}
+
+void write_switchflow_svg(const PaperReport& report, const std::string& svg) {
+  std::vector<std::string> panels;
+  for (const auto& row : report.rows) {
+    if (std::find(panels.begin(), panels.end(), row.panel) == panels.end()) panels.push_back(row.panel);
+  }
+  const std::size_t columns = std::min<std::size_t>(3, panels.size());
+  const std::size_t rows = (panels.size() + columns - 1) / columns;
+  std::string script = fmt::format(
+      "set terminal svg size {},{} dynamic enhanced font 'sans,10'\nset output '{}'\n"
+      "set multiplot layout {},{} title '{} — share twin (simulated) against the paper' noenhanced\n"
+      "set logscale xy\nset grid\nset key top left\nset xlabel 'paper'\nset ylabel 'twin'\n",
+      380 * columns, 340 * rows, svg, rows, columns, title(report.experiment));
+  constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  for (const auto& panel : panels) {
+    std::vector<std::string> quantities;
+    double low = 1e300;
+    double high = 0.0;
+    double tolerance = 0.0;
+    for (const auto& row : report.rows) {
+      if (row.panel != panel || !row.paper || !row.twin || row.quantity == "out of memory") continue;
+      if (std::find(quantities.begin(), quantities.end(), row.quantity) == quantities.end()) quantities.push_back(row.quantity);
+      low = std::min({low, *row.paper, *row.twin});
+      high = std::max({high, *row.paper, *row.twin});
+      tolerance = std::max(tolerance, row.tolerance);
+    }
+    if (quantities.empty()) continue;
+    script += fmt::format("set title '{}' noenhanced\nset xrange [{}:{}]\nset yrange [{}:{}]\nplot x notitle lc rgb '#888888', "
+                          "x*{} notitle dt 2 lc rgb '#bbbbbb', x*{} notitle dt 2 lc rgb '#bbbbbb'",
+                          panel, low / 1.5, high * 1.5, low / 1.5, high * 1.5, 1.0 + tolerance, 1.0 - tolerance);
+    for (std::size_t q = 0; q < quantities.size(); ++q) {
+      script += fmt::format(", '-' with points pt 7 ps 0.6 lc rgb '{}' title '{}'", kColours[q % 4], quantities[q]);
+    }
+    script += "\n";
+    for (const auto& quantity : quantities) {
+      for (const auto& row : report.rows) {
+        if (row.panel == panel && row.quantity == quantity && row.paper && row.twin) script += fmt::format("{} {}\n", *row.paper, *row.twin);
+      }
+      script += "e\n";
+    }
+  }
+  script += "unset multiplot\n";
+  run_gnuplot(script, svg);
 }
 
 }  // namespace gpucap::bench

@@ -87,7 +87,9 @@ void run_switchflow_matrix(bench::SwitchflowExperiment experiment, const std::st
   const auto markdown = bench::to_markdown(report);
   if (!flags.out_dir.empty()) {
     std::filesystem::create_directories(flags.out_dir);
-    write_text_file((std::filesystem::path(flags.out_dir) / "report.md").string(), markdown);
+    bench::write_switchflow_svg(report, (std::filesystem::path(flags.out_dir) / "paper_vs_twin.svg").string());
+    write_text_file((std::filesystem::path(flags.out_dir) / "report.md").string(),
+                    markdown + "\n![paper against twin](paper_vs_twin.svg)\n");
   }
   std::cout << markdown;
 }

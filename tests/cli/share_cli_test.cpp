@@ -83,5 +83,15 @@ TEST(ShareCli, OutOfMemoryIsReportedNotACrash) {
   EXPECT_TRUE(json.at("jobs").at(1).at("oom").get<bool>());
 }
 
+TEST(ShareCli, TheSwitchflowMatricesWriteAReportAndAPlot) {
+  test::TempDir dir;
+  const auto r = gpucap({"bench", "--matrix", "switchflow-table1", "--out", dir.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("16 of 16 within tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(read_text_file(dir.file("report.md")).find("| T1 | vgg16 | transfer ms"), std::string::npos);
+  EXPECT_NE(read_text_file(dir.file("paper_vs_twin.svg")).find("<svg"), std::string::npos);
+  expect_error({"bench", "--matrix", "switchflow-table1", "--algorithms", "capfit"}, 2, "does not apply");
+}
+
 }  // namespace
 }  // namespace gpucap

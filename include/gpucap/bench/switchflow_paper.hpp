@@ -45,4 +45,9 @@ struct PaperReport {
 // A Markdown report: a table per panel, the misses listed, and the count within tolerance.
 [[nodiscard]] std::string to_markdown(const PaperReport& report);
 
+// An SVG (gnuplot): per panel, the twin's value against the paper's on log-log axes, with the
+// diagonal and the tolerance band; out-of-memory rows are left out. Error(unsupported) without
+// gnuplot.
+void write_switchflow_svg(const PaperReport& report, const std::string& svg);
+
 }  // namespace gpucap::bench
