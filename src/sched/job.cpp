@@ -65,10 +65,12 @@ void apply_option(JobSpec& job, std::string_view text, std::string_view option) 
     job.warmup = static_cast<int>(*n);
   } else if (key == "start") {
     job.start_s = non_negative(text, key, value, true);
+  } else if (key == "rate") {
+    job.rate_per_s = non_negative(text, key, value, false);
   } else if (key == "slo_ms") {
     job.slo_ms = non_negative(text, key, value, false);
   } else {
-    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, slo_ms)", key));
+    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, rate, slo_ms)", key));
   }
 }
 
@@ -90,6 +92,7 @@ JobSpec parse_job_spec(std::string_view text, int default_steps) {
   if (lengths > 1) throw job_error(text, "give one of steps=, requests=, duration= and until=, not several");
   if (job.requests && job.mode == Mode::training) throw job_error(text, "a training job runs steps=, not requests=");
   if (job.slo_ms && job.mode == Mode::training) throw job_error(text, "slo_ms= is for inference jobs");
+  if (job.rate_per_s && job.mode == Mode::training) throw job_error(text, "rate= is for inference jobs");
   if (lengths == 0) {
     if (job.mode == Mode::training) {
       job.steps = default_steps;
@@ -132,6 +135,7 @@ std::string to_spec_string(const JobSpec& job) {
   if (job.until) text += fmt::format(":until={}", *job.until);
   if (job.start_s > 0.0) text += fmt::format(":start={}", job.start_s);
   if (job.warmup > 0) text += fmt::format(":warmup={}", job.warmup);
+  if (job.rate_per_s) text += fmt::format(":rate={}", *job.rate_per_s);
   if (job.slo_ms) text += fmt::format(":slo_ms={}", *job.slo_ms);
   return text;
 }

@@ -65,7 +65,7 @@ enum class Discipline {
 
 enum class Phase { not_arrived, transferring, waiting_slot, host, waiting_device, device, done };
 
-enum class EventKind { arrive, host_done, launch, kernel_done, transfer_done, sharing_done };
+enum class EventKind { arrive, host_done, launch, kernel_done, transfer_done, sharing_done, request_due };
 
 struct Event {
   double at_s = 0.0;
@@ -184,6 +184,7 @@ class Simulation {
         if (run_at(e.job).token == e.token) host_done(e.job);
         break;
       case EventKind::transfer_done:
+      case EventKind::request_due:
         if (run_at(e.job).token == e.token) start_step(e.job);
         break;
       case EventKind::launch:
@@ -287,12 +288,22 @@ class Simulation {
       end_job(j, false);
       return;
     }
+    if (r.spec->rate_per_s && !r.input_ready) {  // open loop: request `step` arrives on its schedule
+      const double due = r.spec->start_s + static_cast<double>(r.step) / *r.spec->rate_per_s;
+      if (now_ < due) {
+        r.phase = Phase::waiting_slot;
+        schedule(due, EventKind::request_due, j, kNone, ++r.token);
+        return;
+      }
+    }
     if (const auto target = migration_target(j)) {
       migrate(j, *target);
       return;
     }
     r.profile = model_.step(*r.spec, device_at(r.device).info, r.step);
-    if (!r.input_ready) r.request_issue_s = now_;
+    if (!r.input_ready) {
+      r.request_issue_s = r.spec->rate_per_s ? r.spec->start_s + static_cast<double>(r.step) / *r.spec->rate_per_s : now_;
+    }
     if (scenario_.policy == Policy::timeslice) {
       ask_device(j);  // the slot covers the host stage too
       return;

@@ -293,6 +293,17 @@ TEST(ShareJobs, UntilAndWarmup) {
   EXPECT_LT(bg.end_s, fg.end_s + 0.052);
 }
 
+TEST(ShareJobs, OpenLoopRequestsArriveOnScheduleAndQueue) {
+  // 4.5 ms per request alone; at 100/s each is served at once; at 400/s they queue.
+  const auto slow = simulate_share(scenario(Policy::switchflow, {"fg=infer:infer:batch=1:requests=20:rate=100"}), model);
+  const auto& a = job(slow, "fg");
+  for (const double latency : a.latencies_s) EXPECT_NEAR(latency, 0.0045, eps);
+  EXPECT_NEAR(a.end_s, 19 * 0.01 + 0.0045, eps);
+  const auto fast = simulate_share(scenario(Policy::switchflow, {"fg=infer:infer:batch=1:requests=20:rate=400"}), model);
+  const auto& b = job(fast, "fg");
+  EXPECT_NEAR(b.latencies_s.back(), 20 * 0.0045 - 19 * 0.0025, eps);  // the queue grew by 2 ms a request
+}
+
 TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
   const auto s = scenario(Policy::switchflow,
                           {"a=train:train:steps=30", "b=train:train:steps=30", "fg=infer:infer:batch=1:priority=high:requests=70:start=0.2"},

@@ -3,7 +3,7 @@
 // training steps (forward + backward + optimizer update) or inference batches — with a priority,
 // a length and an arrival time. Parsed from the command line's
 //   NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S|:until=JOB]
-//       [:start=S][:warmup=N][:slo_ms=X]
+//       [:start=S][:warmup=N][:rate=R][:slo_ms=X]
 
 #include <optional>
 #include <string>
@@ -27,13 +27,16 @@ struct JobSpec {
   int batch_size = 32;
   int priority = priority_low;
   // How long the job runs: exactly one of these. An inference job's requests are sent back to
-  // back (closed loop, as SwitchFlow's scripts do): each is one batch, its latency measured.
+  // back (closed loop, as SwitchFlow's scripts do) or, with rate_per_s, one every 1/rate seconds
+  // (open loop: a request waits while the ones before it are served); each is one batch, its
+  // latency measured from when it was sent.
   std::optional<int> steps;
   std::optional<int> requests;
   std::optional<double> duration_s;
   std::optional<std::string> until;     // runs until that job has ended (a background job)
   double start_s = 0.0;                 // arrival, seconds after the run starts
   int warmup = 0;                       // first steps (requests) left out of the figures
+  std::optional<double> rate_per_s;     // inference: requests per second, open loop
   std::optional<double> slo_ms;         // latency objective of an inference job (under a power cap)
 };
 
