@@ -11,6 +11,7 @@
 
 #include "gpucap/bench/harness.hpp"
 #include "gpucap/bench/matrix.hpp"
+#include "gpucap/bench/cap_share_bench.hpp"
 #include "gpucap/bench/plots.hpp"
 #include "gpucap/bench/switchflow_paper.hpp"
 #include "gpucap/cli/commands.hpp"
@@ -94,6 +95,18 @@ void run_switchflow_matrix(bench::SwitchflowExperiment experiment, const std::st
   std::cout << markdown;
 }
 
+// gpucap's capshare against SwitchFlow and the best static setting, under a stepping cap (twin).
+void run_cap_share_matrix(const std::string& data_dir, const BenchFlags& flags) {
+  if (flags.algorithms != "all") throw usage_error("--algorithms does not apply to switchflow-cap: it compares fixed runs");
+  const sim::ShareTwin twin(data_dir, parse_seed(flags.seed));
+  const auto markdown = bench::to_markdown(bench::run_cap_share_experiment(twin));
+  if (!flags.out_dir.empty()) {
+    std::filesystem::create_directories(flags.out_dir);
+    write_text_file((std::filesystem::path(flags.out_dir) / "report.md").string(), markdown);
+  }
+  std::cout << markdown;
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
@@ -117,6 +130,10 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
 
   return Command{cmd, [flags, &global] {
                    const auto data_dir = resolve_data_dir(global);
+                   if (flags->matrix == "switchflow-cap") {
+                     run_cap_share_matrix(data_dir, *flags);
+                     return;
+                   }
                    if (const auto experiment = bench::parse_switchflow_matrix(flags->matrix)) {
                      run_switchflow_matrix(*experiment, data_dir, *flags);
                      return;

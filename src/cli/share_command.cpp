@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/sched/cap_share.hpp"
 #include "gpucap/sched/simulator.hpp"
 #include "gpucap/sim/share_twin.hpp"
 
@@ -29,6 +31,11 @@ struct ShareFlags {
   double max_time_s = 3600.0;
   bool json = false;
   std::optional<std::string> trace;
+  std::optional<double> power_cap_w;
+  std::optional<std::string> cap_schedule;
+  std::string algorithm = "none";
+  double window_s = 0.1;
+  bool resume = false;
 };
 
 struct JobFigures {
@@ -53,6 +60,7 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
                           {"throughput_img_s", j.throughput_items_s},
                           {"steps_done", j.steps_done},
                           {"steps_redone", j.steps_redone},
+                          {"steps_suspended", j.steps_suspended},
                           {"steps_on_lpu", j.steps_on_lpu},
                           {"migrations", j.migrations},
                           {"oom", j.out_of_memory},
@@ -63,6 +71,7 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
       job["latency_ms"] = {{"p50", lat.p50_ms}, {"p95", lat.p95_ms}, {"p99", lat.p99_ms}};
       job["requests"] = j.latencies_s.size();
     }
+    if (const auto slo = sched::slo_attainment(spec, j)) job["slo_attainment"] = *slo;
     jobs.push_back(job);
   }
   nlohmann::json preemptions = nlohmann::json::array();
@@ -94,7 +103,26 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
                        {"busy_s", d.busy_s},
                        {"mean_power_w", result.makespan_s > 0 ? d.energy_j / result.makespan_s : 0.0}});
   }
+  nlohmann::json cap = nullptr;
+  if (scenario.cap) {
+    const auto f = sched::cap_figures(scenario, result);
+    nlohmann::json over = nlohmann::json::array();
+    for (const auto& w : result.windows) {
+      if (w.cap_w > 0.0 && w.mean_power_w > w.cap_w) {
+        over.push_back({{"start_s", w.start_s}, {"end_s", w.end_s}, {"mean_power_w", w.mean_power_w}, {"cap_w", w.cap_w}});
+      }
+    }
+    cap = {{"schedule", scenario.cap->to_string()},
+           {"over_cap", over},
+           {"window_s", scenario.window_s},
+           {"windows", f.windows},
+           {"windows_over_cap", f.over},
+           {"windows_over_cap_outside_steps", f.over_outside_steps},
+           {"max_over_cap_w", f.max_over_w},
+           {"knob_changes", result.knob_changes.size()}};
+  }
   return {{"simulated", true},
+          {"cap", cap},
           {"gpu", scenario.gpu.id},
           {"lpu", scenario.lpu ? nlohmann::json(scenario.lpu->id) : nlohmann::json(nullptr)},
           {"policy", sched::to_string(scenario.policy)},
@@ -125,12 +153,19 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
         const auto lat = latency_figures(j);
         line += fmt::format(", latency p50 {:.2f} p95 {:.2f} p99 {:.2f} ms", lat.p50_ms, lat.p95_ms, lat.p99_ms);
       }
+      if (const auto slo = sched::slo_attainment(spec, j)) line += fmt::format(", SLO {:g} ms met by {:.2f} %", *spec.slo_ms, 100.0 * *slo);
       if (j.steps_redone > 0) line += fmt::format(", {} steps redone", j.steps_redone);
+      if (j.steps_suspended > 0) line += fmt::format(", resumed after {} preemptions", j.steps_suspended);
       if (j.migrations > 0) line += fmt::format(", {} moves, {} steps on the LPU", j.migrations, j.steps_on_lpu);
     }
     std::cout << line << '\n';
   }
-  for (const auto& p : result.preemptions) {
+  constexpr std::size_t kListed = 5;  // the first few in full, then a summary
+  std::vector<double> preemption_latencies;
+  for (std::size_t i = 0; i < result.preemptions.size(); ++i) {
+    const auto& p = result.preemptions[i];
+    preemption_latencies.push_back(p.latency_s);
+    if (i >= kListed) continue;
     std::cout << fmt::format("  preemption at {:.3f} s: {} preempted {}, latency {:.2f} ms (drain {:.2f} ms)", p.at_s, p.by,
                              p.victim, 1e3 * p.latency_s, 1e3 * p.drain_s);
     if (p.state_bytes > 0) {
@@ -138,11 +173,24 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
     }
     std::cout << '\n';
   }
+  if (result.preemptions.size() > kListed) {
+    std::cout << fmt::format("  ... {} preemptions in all, latency p50 {:.2f} p99 {:.2f} max {:.2f} ms\n", result.preemptions.size(),
+                             1e3 * sched::nearest_rank_percentile(preemption_latencies, 50),
+                             1e3 * sched::nearest_rank_percentile(preemption_latencies, 99),
+                             1e3 * sched::nearest_rank_percentile(preemption_latencies, 100));
+  }
   double energy = 0.0;
   for (const auto& d : result.devices) {
     energy += d.energy_j;
     std::cout << fmt::format("  {}: {:.1f} J, mean {:.1f} W, busy {:.3f} s\n", d.id, d.energy_j,
                              result.makespan_s > 0 ? d.energy_j / result.makespan_s : 0.0, d.busy_s);
+  }
+  if (scenario.cap) {
+    const auto f = sched::cap_figures(scenario, result);
+    std::cout << fmt::format("  cap {}: {} of {} windows of {:g} s over it ({} outside the window after a cap step), "
+                             "at most {:.1f} W over; {} knob changes\n",
+                             scenario.cap->to_string(), f.over, f.windows, scenario.window_s, f.over_outside_steps, f.max_over_w,
+                             result.knob_changes.size());
   }
   std::cout << fmt::format("makespan {:.3f} s, energy {:.1f} J [simulated]\n", result.makespan_s, energy);
 }
@@ -176,6 +224,17 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
   cmd->add_option("--trace", flags->trace, "Write every step (job, step, device, start, end) to this CSV file");
+  cmd->add_option("--power-cap", flags->power_cap_w, "Cap on the shared GPU's power, W (judged per --window)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--cap-schedule", flags->cap_schedule, "A cap that changes: SECONDS:WATTS,... e.g. 0:200,30:160");
+  cmd->add_option("--algorithm", flags->algorithm,
+                  "none (the policy alone) or capshare (gpucap: the SLO job keeps its latency, the training job gets the "
+                  "power left: GPU clock and its batch size)")
+      ->capture_default_str();
+  cmd->add_option("--window", flags->window_s, "Power window, s")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_flag("--resume", flags->resume,
+                "switchflow: a preempted job that stays on the GPU resumes its step instead of redoing it (gpucap's "
+                "runtime; capshare implies it)");
   return {cmd, [flags, &global] {
             const sim::ShareTwin twin(resolve_data_dir(global), parse_seed(flags->seed));
             sched::ShareScenario scenario;
@@ -194,6 +253,23 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             }
             scenario.max_time_s = flags->max_time_s;
             scenario.record_steps = flags->trace.has_value();
+            scenario.window_s = flags->window_s;
+            if (flags->cap_schedule) {
+              scenario.cap = CapSchedule::parse(*flags->cap_schedule, flags->power_cap_w ? &*flags->power_cap_w : nullptr);
+            } else if (flags->power_cap_w) {
+              scenario.cap = CapSchedule::constant(*flags->power_cap_w);
+            }
+            scenario.resume_preempted = flags->resume;
+            std::unique_ptr<sched::CapShareController> controller;
+            if (flags->algorithm == "capshare") {
+              if (scenario.policy != sched::Policy::switchflow) throw usage_error("--algorithm capshare runs with --policy switchflow");
+              scenario.resume_preempted = true;
+              if (!scenario.cap) throw usage_error("--algorithm capshare shares a power cap: give --power-cap or --cap-schedule");
+              controller = std::make_unique<sched::CapShareController>(sched::build_cap_share_table(scenario, twin));
+              scenario.controller = controller.get();
+            } else if (flags->algorithm != "none") {
+              throw usage_error(fmt::format("--algorithm '{}': expected none or capshare", flags->algorithm));
+            }
             const auto result = sched::simulate_share(scenario, twin);
             if (flags->trace) write_trace(*flags->trace, result);
             if (flags->json) {

@@ -37,10 +37,42 @@ Policy parse_policy(const std::string& name) {
   throw usage_error(fmt::format("--policy '{}': expected switchflow, threads, timeslice or mps", name));
 }
 
+std::vector<double> StepModel::clock_levels_mhz(const DeviceInfo& /*device*/) const { return {}; }
+
+ClockScaling StepModel::clock_scaling(const DeviceInfo& /*device*/, Mode /*mode*/, double /*clock_mhz*/) const { return {}; }
+
 double StepProfile::device_s() const {
   double total = 0.0;
   for (const double k : kernels_s) total += std::max(k, launch_s);
   return total;
+}
+
+CapFigures cap_figures(const ShareScenario& scenario, const ShareResult& result) {
+  CapFigures f;
+  if (!scenario.cap) return f;
+  for (const auto& w : result.windows) {
+    if (w.cap_w <= 0.0) continue;
+    ++f.windows;
+    if (w.mean_power_w <= w.cap_w) continue;
+    ++f.over;
+    f.max_over_w = std::max(f.max_over_w, w.mean_power_w - w.cap_w);
+    bool after_step = false;
+    for (const auto& step : scenario.cap->steps()) {
+      if (step.time_s <= 0.0) continue;
+      const bool straddles = w.start_s < step.time_s && w.end_s > step.time_s;
+      const bool next = w.start_s >= step.time_s - 1e-9 && w.start_s < step.time_s + scenario.window_s - 1e-9;
+      after_step = after_step || straddles || next;
+    }
+    if (!after_step) ++f.over_outside_steps;
+  }
+  return f;
+}
+
+std::optional<double> slo_attainment(const JobSpec& spec, const JobOutcome& job) {
+  if (!spec.slo_ms || job.latencies_s.empty()) return std::nullopt;
+  const auto on_time =
+      std::count_if(job.latencies_s.begin(), job.latencies_s.end(), [&](double s) { return s * 1e3 <= *spec.slo_ms; });
+  return static_cast<double>(on_time) / static_cast<double>(job.latencies_s.size());
 }
 
 double nearest_rank_percentile(std::vector<double> values, double p) {
@@ -65,7 +97,7 @@ enum class Discipline {
 
 enum class Phase { not_arrived, transferring, waiting_slot, host, waiting_device, device, done };
 
-enum class EventKind { arrive, host_done, launch, kernel_done, transfer_done, sharing_done, request_due };
+enum class EventKind { arrive, host_done, launch, kernel_done, transfer_done, sharing_done, request_due, window, cap_change };
 
 struct Event {
   double at_s = 0.0;
@@ -82,6 +114,7 @@ struct Event {
 
 struct Run {
   const JobSpec* spec = nullptr;
+  JobSpec current;                     // the spec with the batch size the knobs give it now
   Phase phase = Phase::not_arrived;
   int device = kGpu;
   std::uint64_t token = 0;
@@ -95,8 +128,10 @@ struct Run {
   double last_launch_s = 0.0;
   bool launch_pending = false;         // a launch event is scheduled
   bool preempted = false;              // told to stop launching; its launched kernels drain
+  bool suspended = false;              // preempted mid-step, to go on from its next kernel
   double request_issue_s = 0.0;        // when the current step (request) first started
   double measured_from_s = 0.0;        // the end of its warm-up steps (its arrival without any)
+  std::int64_t measured_items = 0;
   double remaining_s = 0.0;            // sharing devices: work left at full speed
   std::optional<std::size_t> preemption_to_time;   // its ask preempted someone: time its first kernel
   std::optional<std::size_t> preemption_to_move;   // it was preempted: record its next move
@@ -128,11 +163,22 @@ class Simulation {
     for (const auto& job : scenario.jobs) {
       Run run;
       run.spec = &job;
+      run.current = job;
       run.outcome.name = job.name;
       run.outcome.start_s = job.start_s;
       runs_.push_back(std::move(run));
     }
     for (int j = 0; j < static_cast<int>(runs_.size()); ++j) schedule(run_at(j).spec->start_s, EventKind::arrive, j, kNone, 0);
+    knobs_ = scenario.knobs;
+    if (scenario.cap || scenario.controller) {
+      if (!(scenario.window_s > 0.0)) throw usage_error("the power window must be > 0 s");
+      schedule(scenario.window_s, EventKind::window, kNone, kNone, 0);
+    }
+    if (scenario.cap) {
+      for (const auto& step : scenario.cap->steps()) {
+        if (step.time_s > 0.0) schedule(step.time_s, EventKind::cap_change, kNone, kNone, 0);
+      }
+    }
   }
 
   ShareResult run() {
@@ -199,6 +245,8 @@ class Simulation {
       case EventKind::sharing_done:
         if (device_at(e.device).token == e.token) sharing_done(e.device);
         break;
+      case EventKind::window: close_window(); break;
+      case EventKind::cap_change: consult_controller(); break;
     }
   }
 
@@ -245,7 +293,11 @@ class Simulation {
     r.phase = Phase::waiting_slot;  // not yet placed
     r.measured_from_s = now_;
     r.profile = model_.step(*r.spec, device_at(kGpu).info, 0);
-    if (!fits_on_arrival(j)) return;
+    if (!fits_on_arrival(j)) {
+      consult_controller();
+      return;
+    }
+    consult_controller();
     start_step(j);
   }
 
@@ -265,7 +317,11 @@ class Simulation {
         case Policy::switchflow:
         case Policy::timeslice:
           need += p.persistent_bytes;
-          largest_activation = std::max(largest_activation, p.activation_bytes);
+          if (scenario_.resume_preempted) {
+            need += p.activation_bytes;  // a suspended step keeps its activations on the GPU
+          } else {
+            largest_activation = std::max(largest_activation, p.activation_bytes);
+          }
           break;
       }
     }
@@ -300,7 +356,7 @@ class Simulation {
       migrate(j, *target);
       return;
     }
-    r.profile = model_.step(*r.spec, device_at(r.device).info, r.step);
+    load_profile(r);
     if (!r.input_ready) {
       r.request_issue_s = r.spec->rate_per_s ? r.spec->start_s + static_cast<double>(r.step) / *r.spec->rate_per_s : now_;
     }
@@ -354,6 +410,27 @@ class Simulation {
     schedule(now_ + m.transfer_s, EventKind::transfer_done, j, kNone, ++r.token);
   }
 
+  // The step's profile on the job's device, with the batch size and launch window the knobs give
+  // it (a redone step keeps the batch it started with).
+  void load_profile(Run& r) {
+    if (!r.input_ready) {
+      const auto batch = knobs_.batch_size.find(r.spec->name);
+      r.current.batch_size = batch != knobs_.batch_size.end() ? batch->second : r.spec->batch_size;
+    }
+    r.profile = model_.step(r.current, device_at(r.device).info, r.step);
+    const auto window = knobs_.launch_window.find(r.spec->name);
+    if (window != knobs_.launch_window.end()) r.profile.launch_window = window->second;
+  }
+
+  ClockScaling scaling_for(const Run& r, const Device& d) const {
+    if (knobs_.gpu_clock_mhz <= 0.0 || d.info.kind != DeviceKind::gpu || &d != &devices_.front()) return {};
+    return model_.clock_scaling(d.info, r.spec->mode, knobs_.gpu_clock_mhz);
+  }
+
+  double busy_power(const Run& r, const Device& d) const {
+    return d.info.idle_power_w + (r.profile.busy_power_w - d.info.idle_power_w) * scaling_for(r, d).dynamic_power;
+  }
+
   // Host work of every job runs slower while a job computes on the CPU device.
   double host_factor(int j) const {
     for (const auto& d : devices_) {
@@ -391,6 +468,8 @@ class Simulation {
     ++r.outcome.steps_done;
     if (r.device == kLpu) ++r.outcome.steps_on_lpu;
     const bool measured = r.outcome.steps_done > r.spec->warmup;
+    r.outcome.items_done += r.current.batch_size;
+    if (measured) r.measured_items += r.current.batch_size;
     if (r.spec->mode == Mode::inference && measured) r.outcome.latencies_s.push_back(now_ - r.request_issue_s);
     if (r.outcome.steps_done == r.spec->warmup) r.measured_from_s = now_;
     if (scenario_.record_steps) steps_.push_back({r.spec->name, r.step, device_at(r.device).info.id, r.request_issue_s, now_});
@@ -408,6 +487,7 @@ class Simulation {
     r.outcome.out_of_memory = out_of_memory;
     r.outcome.finished = !out_of_memory;
     r.outcome.end_s = now_;
+    consult_controller();
     // Jobs of lower priority waiting on the LPU come back at their next step; jobs waiting for a
     // device the ended job held are served by leave_device.
   }
@@ -455,7 +535,7 @@ class Simulation {
       case Discipline::sharing:
         r.phase = Phase::device;
         update_sharing(d);
-        r.remaining_s = r.profile.device_s();
+        r.remaining_s = r.profile.device_s() * scaling_for(r, d).time;
         d.active.push_back(j);
         reschedule_sharing(r.device);
         break;
@@ -499,7 +579,11 @@ class Simulation {
   void start_kernels(int j) {
     Run& r = run_at(j);
     r.phase = Phase::device;
-    r.launched = r.started = r.completed = 0;
+    if (r.suspended) {  // resume where the preemption stopped it: every launched kernel has run
+      r.suspended = false;
+    } else {
+      r.launched = r.started = r.completed = 0;
+    }
     r.preempted = false;
     r.launch_pending = false;
     r.last_launch_s = now_;
@@ -547,8 +631,8 @@ class Simulation {
       r.preemption_to_time.reset();
     }
     d.running = j;
-    set_power(d, r.profile.busy_power_w);
-    const double duration = r.profile.kernels_s[r.started++];
+    set_power(d, busy_power(r, d));
+    const double duration = r.profile.kernels_s[r.started++] * scaling_for(r, d).time;
     schedule(now_ + duration, EventKind::kernel_done, kNone, device, ++d.kernel_token);
   }
 
@@ -575,16 +659,30 @@ class Simulation {
 
   // A preempted job's launched kernels have all run: it gives the GPU up and will redo its step
   // (keeping the input its host stage prepared).
+  //
+  // With resume_preempted (gpucap's mode), a job that is not about to move keeps its place in
+  // the step instead: it waits for the GPU again and goes on from its next kernel.
   void drained(int device, int j) {
     Run& r = run_at(j);
     Device& d = device_at(device);
     record_drain(r);
     r.preempted = false;
-    ++r.outcome.steps_redone;
     ++r.token;  // its pending launch, if any, is void
     r.launch_pending = false;
     d.owner = kNone;
     serve_next(device);
+    if (scenario_.resume_preempted && !migration_target(j)) {
+      ++r.outcome.steps_suspended;
+      r.suspended = true;
+      r.phase = Phase::waiting_device;
+      if (d.owner == kNone) {
+        grant(device, j);
+      } else {
+        enqueue_by_priority(d, j);
+      }
+      return;
+    }
+    ++r.outcome.steps_redone;
     start_step(j);
   }
 
@@ -635,7 +733,7 @@ class Simulation {
     const double rate = sharing_rate(d);
     double soonest = std::numeric_limits<double>::infinity();
     for (const int k : d.active) {
-      watts += rate * (run_at(k).profile.busy_power_w - d.info.idle_power_w);
+      watts += rate * (busy_power(run_at(k), d) - d.info.idle_power_w);
       soonest = std::min(soonest, run_at(k).remaining_s / rate);
     }
     if (d.info.max_power_w > 0.0) watts = std::min(watts, d.info.max_power_w);
@@ -655,6 +753,48 @@ class Simulation {
     for (const int k : finished) step_done(k);
   }
 
+  // --- power windows and the controller ---
+
+  double cap_now() const { return scenario_.cap ? scenario_.cap->cap_at(now_) : 0.0; }
+
+  bool any_job_pending() const {
+    return std::any_of(runs_.begin(), runs_.end(), [](const Run& r) { return r.phase != Phase::done; });
+  }
+
+  void close_window() {
+    Device& gpu = device_at(kGpu);
+    account(gpu);
+    ShareWindow w;
+    w.start_s = window_start_s_;
+    w.end_s = now_;
+    w.mean_power_w = (gpu.energy.energy_j - window_start_energy_j_) / (now_ - window_start_s_);
+    w.cap_w = scenario_.cap ? scenario_.cap->cap_at(window_start_s_) : 0.0;
+    windows_.push_back(w);
+    window_start_s_ = now_;
+    window_start_energy_j_ = gpu.energy.energy_j;
+    consult_controller();
+    if (any_job_pending()) schedule(now_ + scenario_.window_s, EventKind::window, kNone, kNone, 0);
+  }
+
+  void consult_controller() {
+    if (scenario_.controller == nullptr) return;
+    ShareObservation o;
+    o.now_s = now_;
+    o.cap_w = cap_now();
+    if (!windows_.empty()) o.last_window = windows_.back();
+    for (const auto& r : runs_) o.jobs.push_back({r.spec->name, r.spec->mode, r.spec->priority, live(r), r.current.batch_size});
+    o.knobs = knobs_;
+    auto next = scenario_.controller->decide(o);
+    if (next == knobs_) return;
+    knobs_ = std::move(next);
+    knob_changes_.emplace_back(now_, knobs_);
+    // A launch window is the runtime's own policy: it applies at once, to the step in progress.
+    for (auto& r : runs_) {
+      const auto window = knobs_.launch_window.find(r.spec->name);
+      if (window != knobs_.launch_window.end() && r.phase == Phase::device) r.profile.launch_window = window->second;
+    }
+  }
+
   // --- results ---
 
   ShareResult finish() {
@@ -666,8 +806,7 @@ class Simulation {
         r.outcome.finished = false;
       }
       const double span = r.outcome.end_s - r.measured_from_s;
-      const std::int64_t measured = r.outcome.steps_done - std::min<std::int64_t>(r.outcome.steps_done, r.spec->warmup);
-      if (span > 0.0) r.outcome.throughput_items_s = static_cast<double>(measured * r.spec->batch_size) / span;
+      if (span > 0.0) r.outcome.throughput_items_s = static_cast<double>(r.measured_items) / span;
       result.makespan_s = std::max(result.makespan_s, r.outcome.end_s);
       result.jobs.push_back(r.outcome);
     }
@@ -678,6 +817,8 @@ class Simulation {
     result.preemptions = preemptions_;
     result.migrations = migrations_;
     result.steps = std::move(steps_);
+    result.windows = std::move(windows_);
+    result.knob_changes = std::move(knob_changes_);
     return result;
   }
 
@@ -688,6 +829,11 @@ class Simulation {
   std::vector<Preemption> preemptions_;
   std::vector<Migration> migrations_;
   std::vector<StepRecord> steps_;
+  std::vector<ShareWindow> windows_;
+  std::vector<std::pair<double, ShareKnobs>> knob_changes_;
+  ShareKnobs knobs_;
+  double window_start_s_ = 0.0;
+  double window_start_energy_j_ = 0.0;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t next_sequence_ = 0;
   double now_ = 0.0;

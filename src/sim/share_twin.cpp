@@ -40,6 +40,18 @@ struct ShareTwin::Calibration {
   double tf_overhead = 1.0;
   double mps_process_overhead_bytes = 0.0;
   double mps_capacity = 1.0;
+  struct Dvfs {
+    double min_mhz = 0.0;
+    double default_mhz = 0.0;
+    double step_mhz = 0.0;
+    double min_v = 0.0;
+    double max_v = 0.0;
+    double knee_mhz = 0.0;
+  };
+  std::map<std::string, Dvfs> dvfs;
+  double train_time_exponent = 1.0;
+  double infer_time_exponent = 1.0;
+  double batch_half = 0.0;
   double train_busy_fraction = 1.0;
   double infer_busy_fraction = 1.0;
   double cpu_busy_w = 0.0;
@@ -110,7 +122,24 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
   c.input_size = static_cast<int>(top.positive_integer("input_size"));
   c.mps_process_overhead_bytes = memory.non_negative("mps_process_overhead_bytes");
   c.mps_capacity = top.object("mps").positive("capacity");
+  const auto dvfs = top.object("dvfs");
+  for (const auto& [id, value] : top.at("dvfs").items()) {
+    if (!value.is_object()) continue;
+    const auto d = dvfs.object(id);
+    ShareTwin::Calibration::Dvfs v;
+    v.min_mhz = d.positive("min_mhz");
+    v.default_mhz = d.positive("default_mhz");
+    v.step_mhz = d.positive("step_mhz");
+    v.min_v = d.positive("min_v");
+    v.max_v = d.positive("max_v");
+    v.knee_mhz = d.positive("knee_mhz");
+    if (!(v.min_mhz < v.default_mhz) || !(v.min_v <= v.max_v)) throw dvfs.error(id, "needs min_mhz < default_mhz and min_v <= max_v");
+    c.dvfs[id] = v;
+  }
+  c.train_time_exponent = dvfs.positive("train_time_exponent");
+  c.infer_time_exponent = dvfs.positive("infer_time_exponent");
   const auto power = top.object("power");
+  c.batch_half = power.non_negative("batch_half");
   c.train_busy_fraction = power.fraction("train_busy_fraction");
   c.infer_busy_fraction = power.fraction("infer_busy_fraction");
   c.cpu_busy_w = power.non_negative("cpu_busy_w");
@@ -360,7 +389,9 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
   if (on_cpu) {
     p.busy_power_w = device.idle_power_w + c.cpu_busy_w;
   } else {
-    const double fraction = training ? c.train_busy_fraction : c.infer_busy_fraction;
+    const auto saturation = [&](double b) { return b / (b + c.batch_half); };
+    const double fraction = training ? c.train_busy_fraction * saturation(job.batch_size) / saturation(kCalibratedBatch)
+                                     : c.infer_busy_fraction;
     p.busy_power_w = device.idle_power_w + fraction * (device.max_power_w - device.idle_power_w);
   }
   return p;
@@ -380,5 +411,32 @@ double ShareTwin::process_overhead_bytes(const sched::DeviceInfo& device) const 
 }
 
 double ShareTwin::mps_capacity() const { return calibration_->mps_capacity; }
+
+std::vector<double> ShareTwin::clock_levels_mhz(const sched::DeviceInfo& device) const {
+  const auto it = calibration_->dvfs.find(device.id);
+  if (it == calibration_->dvfs.end()) return {};
+  std::vector<double> levels;
+  const auto& d = it->second;
+  for (double f = d.min_mhz; f < d.default_mhz - 1e-9; f += d.step_mhz) levels.push_back(f);
+  levels.push_back(d.default_mhz);
+  return levels;
+}
+
+sched::ClockScaling ShareTwin::clock_scaling(const sched::DeviceInfo& device, sched::Mode mode, double clock_mhz) const {
+  const auto it = calibration_->dvfs.find(device.id);
+  if (it == calibration_->dvfs.end() || clock_mhz <= 0.0) return {};
+  const auto& d = it->second;
+  const double f = std::clamp(clock_mhz, d.min_mhz, d.default_mhz);
+  const auto volts = [&](double mhz) {
+    if (mhz <= d.knee_mhz) return d.min_v;
+    return d.min_v + (d.max_v - d.min_v) * (mhz - d.knee_mhz) / (d.default_mhz - d.knee_mhz);
+  };
+  const double exponent = mode == sched::Mode::training ? calibration_->train_time_exponent : calibration_->infer_time_exponent;
+  sched::ClockScaling s;
+  s.time = std::pow(d.default_mhz / f, exponent);
+  // Energy per unit of work ∝ V²; power ∝ f·V² at full activity, less as the kernels stretch.
+  s.dynamic_power = (f / d.default_mhz) * std::pow(volts(f) / d.max_v, 2.0);
+  return s;
+}
 
 }  // namespace gpucap::sim

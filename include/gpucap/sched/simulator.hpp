@@ -24,10 +24,12 @@
 //    process has its own memory, and a job that does not fit when it starts fails alone.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gpucap/core/cap_schedule.hpp"
 #include "gpucap/sched/job.hpp"
 #include "gpucap/sched/step_model.hpp"
 
@@ -39,6 +41,50 @@ enum class Policy { switchflow, threads, timeslice, mps };
 [[nodiscard]] Policy parse_policy(const std::string& name);  // Error(usage)
 [[nodiscard]] std::vector<Policy> all_policies();
 
+// What a controller may turn while jobs run.
+struct ShareKnobs {
+  double gpu_clock_mhz = 0.0;                 // 0: the GPU's own clock
+  std::map<std::string, int> batch_size;      // per job, from its next step; absent: its spec's
+  std::map<std::string, int> launch_window;   // per job, from its next step: kernels it may keep
+                                              // launched on a GPU (the drain of a preemption)
+
+  bool operator==(const ShareKnobs&) const = default;
+};
+
+// One power window of the shared GPU.
+struct ShareWindow {
+  double start_s = 0.0;
+  double end_s = 0.0;
+  double mean_power_w = 0.0;
+  double cap_w = 0.0;                         // 0 without a cap
+};
+
+struct ShareJobView {
+  std::string name;
+  Mode mode = Mode::training;
+  int priority = priority_low;
+  bool live = false;                          // arrived and not ended
+  int batch_size = 0;                         // the one it runs with now
+};
+
+// What a controller sees: at every window's end, when a job arrives or ends, when the cap changes.
+struct ShareObservation {
+  double now_s = 0.0;
+  double cap_w = 0.0;
+  std::optional<ShareWindow> last_window;
+  std::vector<ShareJobView> jobs;
+  ShareKnobs knobs;                           // in force now
+};
+
+class ShareController {
+ public:
+  virtual ~ShareController() = default;
+  ShareController() = default;
+  ShareController(const ShareController&) = delete;
+  ShareController& operator=(const ShareController&) = delete;
+  [[nodiscard]] virtual ShareKnobs decide(const ShareObservation& observation) = 0;
+};
+
 struct ShareScenario {
   DeviceInfo gpu;                      // the shared GPU (SwitchFlow's HPU)
   std::optional<DeviceInfo> lpu;       // where a preempted job goes (switchflow only)
@@ -46,6 +92,14 @@ struct ShareScenario {
   Policy policy = Policy::switchflow;
   double max_time_s = 3600.0;          // virtual time limit: jobs still running then are cut short
   bool record_steps = false;
+  std::optional<CapSchedule> cap;      // on the shared GPU's power, judged per window
+  double window_s = 0.1;               // power windows (recorded when there is a cap or a controller)
+  ShareKnobs knobs;                    // from the start
+  ShareController* controller = nullptr;  // may change the knobs (not owned)
+  // switchflow: a preempted job that stays on the GPU resumes its step from the next kernel
+  // instead of redoing it (gpucap's own runtime can; TensorFlow's executor could not). Its
+  // working memory then stays on the GPU beside the others'.
+  bool resume_preempted = false;
 };
 
 struct JobOutcome {
@@ -53,7 +107,9 @@ struct JobOutcome {
   bool out_of_memory = false;
   bool finished = false;               // ran its length (false: cut by max_time_s, or OOM)
   std::int64_t steps_done = 0;         // steps (training) or requests (inference) completed
+  std::int64_t items_done = 0;         // images (or sentences) of those steps
   std::int64_t steps_redone = 0;       // steps interrupted by a preemption and run again
+  std::int64_t steps_suspended = 0;    // preemptions it resumed from (resume_preempted)
   std::int64_t steps_on_lpu = 0;
   double start_s = 0.0;                // arrival
   double end_s = 0.0;                  // last step's end (or the OOM, or the cut)
@@ -105,12 +161,27 @@ struct ShareResult {
   std::vector<Migration> migrations;
   std::vector<DeviceEnergy> devices;   // the GPU, then the LPU if any
   std::vector<StepRecord> steps;       // only when ShareScenario::record_steps
+  std::vector<ShareWindow> windows;    // with a cap or a controller
+  std::vector<std::pair<double, ShareKnobs>> knob_changes;  // when the controller changed them
   double makespan_s = 0.0;
 };
 
 // Runs the scenario to its end in virtual time. Error(usage) for a bad scenario (an LPU the
 // policy cannot use is ignored, an LPU that is the GPU itself is refused).
 [[nodiscard]] ShareResult simulate_share(const ShareScenario& scenario, const StepModel& model);
+
+// Under a cap: the windows over it. Those that start within one window after a cap step (or
+// straddle it) are counted apart: a controller needs one window to see the new cap.
+struct CapFigures {
+  int windows = 0;
+  int over = 0;
+  int over_outside_steps = 0;
+  double max_over_w = 0.0;
+};
+[[nodiscard]] CapFigures cap_figures(const ShareScenario& scenario, const ShareResult& result);
+
+// The share of a job's measured requests within its slo_ms; nullopt without one or no requests.
+[[nodiscard]] std::optional<double> slo_attainment(const JobSpec& spec, const JobOutcome& job);
 
 // Nearest-rank percentile (p in (0, 100]) of `values`, which need not be sorted; 0 for none.
 [[nodiscard]] double nearest_rank_percentile(std::vector<double> values, double p);

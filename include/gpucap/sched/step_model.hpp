@@ -45,6 +45,13 @@ struct StepProfile {
   [[nodiscard]] double device_s() const;
 };
 
+// What a GPU clock other than the GPU's own does to a job's kernels: their time, and the part of
+// their power above idle, as multiples of the values at the GPU's own clock.
+struct ClockScaling {
+  double time = 1.0;
+  double dynamic_power = 1.0;
+};
+
 class StepModel {
  public:
   virtual ~StepModel() = default;
@@ -65,6 +72,10 @@ class StepModel {
   // Under MPS, how many times one job's speed the GPU delivers to concurrent jobs in total
   // (kernels of different processes overlap): 1 = no gain over time slicing.
   [[nodiscard]] virtual double mps_capacity() const = 0;
+  // The SM clocks a controller may lock `device` at, ascending (empty: none; the default), and
+  // what a clock does to a job's kernels (the default: nothing).
+  [[nodiscard]] virtual std::vector<double> clock_levels_mhz(const DeviceInfo& device) const;
+  [[nodiscard]] virtual ClockScaling clock_scaling(const DeviceInfo& device, Mode mode, double clock_mhz) const;
 };
 
 }  // namespace gpucap::sched

@@ -58,6 +58,9 @@ class ShareTwin final : public sched::StepModel {
   [[nodiscard]] double host_slowdown_with_cpu_job() const override;
   [[nodiscard]] double process_overhead_bytes(const sched::DeviceInfo& device) const override;
   [[nodiscard]] double mps_capacity() const override;
+  [[nodiscard]] std::vector<double> clock_levels_mhz(const sched::DeviceInfo& device) const override;
+  [[nodiscard]] sched::ClockScaling clock_scaling(const sched::DeviceInfo& device, sched::Mode mode,
+                                                  double clock_mhz) const override;
 
   // The device stage of one step alone (no jitter), seconds: for reports and tests.
   [[nodiscard]] double device_stage_s(const sched::JobSpec& job, const sched::DeviceInfo& device) const;
