@@ -83,6 +83,27 @@ TEST(ShareCli, OutOfMemoryIsReportedNotACrash) {
   EXPECT_TRUE(json.at("jobs").at(1).at("oom").get<bool>());
 }
 
+TEST(ShareCli, CapshareKeepsTheSloUnderTheCapAndSaysSo) {
+  const std::vector<std::string> jobs = {"--job", "bg=train:keras_vgg16:until=fg", "--job",
+                                         "fg=infer:keras_resnet50:batch=1:priority=high:rate=50:requests=300:slo_ms=20:start=0.5"};
+  const auto r = gpucap(with(with({"share", "--algorithm", "capshare", "--cap-schedule", "0:160,3:130", "--json"}, jobs), {}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json.at("cap").at("schedule"), "0:160,3:130");
+  EXPECT_EQ(json.at("cap").at("windows_over_cap_outside_steps"), 0);
+  EXPECT_GT(json.at("cap").at("windows").get<int>(), 30);
+  EXPECT_GE(json.at("jobs").at(1).at("slo_attainment").get<double>(), 0.99);
+  EXPECT_GT(json.at("jobs").at(0).at("throughput_img_s").get<double>(), 0.0);
+
+  expect_error(with({"share", "--algorithm", "capshare"}, jobs), 2, "give --power-cap or --cap-schedule");
+  expect_error(with({"share", "--algorithm", "capshare", "--policy", "threads", "--power-cap", "150"}, jobs), 2,
+               "runs with --policy switchflow");
+  expect_error({"share", "--algorithm", "capshare", "--power-cap", "150", "--job", "a=train:keras_vgg16"}, 2,
+               "needs an inference job with slo_ms=");
+  expect_error(with({"share", "--algorithm", "magic", "--power-cap", "150"}, jobs), 2, "--algorithm 'magic'");
+  expect_error(with({"share", "--cap-schedule", "5:100"}, jobs), 2, "");
+}
+
 TEST(ShareCli, TheSwitchflowMatricesWriteAReportAndAPlot) {
   test::TempDir dir;
   const auto r = gpucap({"bench", "--matrix", "switchflow-table1", "--out", dir.path()});
