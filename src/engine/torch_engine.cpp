@@ -1,7 +1,6 @@
 #include "gpucap/engine/torch_engine.hpp"
 
 #include <fmt/format.h>
-#include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -9,6 +8,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/engine/jpeg_folder.hpp"
+#include "torch_support.hpp"
 
 namespace gpucap::engine {
 
@@ -65,25 +65,12 @@ TorchEngine::TorchEngine(const TorchEngineOptions& options, std::function<double
   if (options.input_size < 8 || options.input_size > kMaxInputSize) {
     throw usage_error(fmt::format("input size {} must be between 8 and {}", options.input_size, kMaxInputSize));
   }
-  try {
-    i.device = torch::Device(options.device);
-  } catch (const c10::Error&) {
-    throw usage_error(fmt::format("device '{}' is not cpu, cuda or cuda:N", options.device));
-  }
-  if (i.device.is_cuda() && !torch::cuda::is_available()) {
-    throw Error(ErrorCode::unsupported,
-                fmt::format("device {}: this LibTorch has no CUDA, or no CUDA GPU is visible", options.device));
-  }
+  i.device = parse_torch_device(options.device);
   if (options.fp16) {
     if (!i.device.is_cuda()) throw Error(ErrorCode::unsupported, "FP16 inference needs a CUDA device");
     i.dtype = torch::kFloat16;
   }
-  try {
-    i.module = torch::jit::load(options.model_file, i.device);
-  } catch (const c10::Error& e) {
-    throw Error(ErrorCode::invalid_data, fmt::format("{}: not a TorchScript model LibTorch can load: {}",
-                                                     options.model_file, e.what_without_backtrace()));
-  }
+  i.module = load_torchscript(options.model_file, i.device);
   i.module.eval();
   if (options.fp16) i.module.to(torch::kFloat16);
   if (!options.images_dir.empty()) {
@@ -129,7 +116,7 @@ BatchResult TorchEngine::run_batch(int batch_size) {
     const torch::InferenceMode guard;
     (void)i.module.forward({input});
   }
-  if (i.device.is_cuda()) torch::cuda::synchronize(i.device.index() < 0 ? -1 : i.device.index());
+  synchronize(i.device);
   result.end_s = now_s_();
   return result;
 }
