@@ -1,6 +1,6 @@
 // gpucap share: several jobs on one GPU under one policy (SwitchFlow's preemptive scheduler, or
-// the free sharing, time slicing and MPS it was compared with), on the share twin. Every figure
-// is simulated.
+// the free sharing, time slicing and MPS it was compared with), on the share twin (simulated) or,
+// with --platform torch, on a real device through LibTorch (measured).
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +15,7 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/runtime/share_real.hpp"
 #include "gpucap/sched/cap_share.hpp"
 #include "gpucap/sched/simulator.hpp"
 #include "gpucap/sim/share_twin.hpp"
@@ -31,6 +32,11 @@ struct ShareFlags {
   double max_time_s = 3600.0;
   bool json = false;
   std::optional<std::string> trace;
+  std::string platform = "twin";
+  std::optional<std::string> model_dir;
+  std::string device = "cpu";
+  int threads = 0;
+  int lpu_threads = 1;
   std::optional<double> power_cap_w;
   std::optional<std::string> cap_schedule;
   std::string algorithm = "none";
@@ -49,7 +55,7 @@ JobFigures latency_figures(const sched::JobOutcome& job) {
           1e3 * sched::nearest_rank_percentile(job.latencies_s, 99)};
 }
 
-nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareResult& result) {
+nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareResult& result, bool simulated) {
   nlohmann::json jobs = nlohmann::json::array();
   for (std::size_t i = 0; i < result.jobs.size(); ++i) {
     const auto& j = result.jobs[i];
@@ -121,7 +127,7 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
            {"max_over_cap_w", f.max_over_w},
            {"knob_changes", result.knob_changes.size()}};
   }
-  return {{"simulated", true},
+  return {{"simulated", simulated},
           {"cap", cap},
           {"gpu", scenario.gpu.id},
           {"lpu", scenario.lpu ? nlohmann::json(scenario.lpu->id) : nlohmann::json(nullptr)},
@@ -134,10 +140,9 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
           {"devices", devices}};
 }
 
-void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& result) {
-  std::cout << fmt::format("gpucap share: {} jobs on {} (low-priority device: {}), policy {} [simulated: the share twin]\n",
-                           scenario.jobs.size(), scenario.gpu.id, scenario.lpu ? scenario.lpu->id : "none",
-                           sched::to_string(scenario.policy));
+void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& result, const std::string& source) {
+  std::cout << fmt::format("gpucap share: {} jobs on {} (low-priority device: {}), policy {} [{}]\n", scenario.jobs.size(),
+                           scenario.gpu.id, scenario.lpu ? scenario.lpu->id : "none", sched::to_string(scenario.policy), source);
   for (std::size_t i = 0; i < result.jobs.size(); ++i) {
     const auto& j = result.jobs[i];
     const auto& spec = scenario.jobs[i];
@@ -192,7 +197,11 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
                              scenario.cap->to_string(), f.over, f.windows, scenario.window_s, f.over_outside_steps, f.max_over_w,
                              result.knob_changes.size());
   }
-  std::cout << fmt::format("makespan {:.3f} s, energy {:.1f} J [simulated]\n", result.makespan_s, energy);
+  if (result.devices.empty()) {
+    std::cout << fmt::format("makespan {:.3f} s [{}; energy not measured]\n", result.makespan_s, source);
+  } else {
+    std::cout << fmt::format("makespan {:.3f} s, energy {:.1f} J [{}]\n", result.makespan_s, energy, source);
+  }
 }
 
 void write_trace(const std::string& path, const sched::ShareResult& result) {
@@ -203,14 +212,61 @@ void write_trace(const std::string& path, const sched::ShareResult& result) {
   if (!out) throw Error(ErrorCode::io, fmt::format("--trace {}: write failed", path));
 }
 
+// --platform torch: the jobs on threads of this process, through LibTorch (runtime/share_real.hpp).
+void run_on_torch(const ShareFlags& flags) {
+  if (!flags.model_dir) throw usage_error("--platform torch needs --model-dir (models exported with --train --stages N)");
+  if (flags.power_cap_w || flags.cap_schedule || flags.algorithm != "none") {
+    throw usage_error("--platform torch does not take a power cap yet (capshare runs on the twin)");
+  }
+  runtime::RealShareOptions o;
+  o.policy = sched::parse_policy(flags.policy);
+  o.device = flags.device;
+  if (flags.lpu != "none") o.lpu = flags.lpu;
+  if (o.lpu && o.policy != sched::Policy::switchflow) {
+    throw usage_error(fmt::format("--lpu is where switchflow moves a preempted job; policy {} does not move jobs", flags.policy));
+  }
+  o.threads = flags.threads;
+  o.lpu_threads = flags.lpu_threads;
+  o.seed = parse_seed(flags.seed);
+  sched::ShareScenario scenario;  // for the report
+  scenario.policy = o.policy;
+  scenario.gpu.id = o.device;
+  if (o.lpu) scenario.lpu = sched::DeviceInfo{*o.lpu, sched::DeviceKind::cpu, 0, 0, 0};
+  std::vector<runtime::RealShareJob> jobs;
+  for (const auto& text : flags.jobs) {
+    scenario.jobs.push_back(sched::parse_job_spec(text));
+    jobs.push_back(runtime::find_real_share_model(scenario.jobs.back(), *flags.model_dir));
+  }
+  if (flags.trace) throw usage_error("--trace is for the twin");
+  const auto result = runtime::run_real_share(jobs, o);
+  const std::string source = fmt::format("measured: LibTorch on {}", o.device);
+  if (flags.json) {
+    std::cout << to_json(scenario, result, false).dump(2) << '\n';
+  } else {
+    print_text(scenario, result, source);
+  }
+}
+
 }  // namespace
 
 Command add_share_command(CLI::App& app, const GlobalOptions& global) {
   auto flags = std::make_shared<ShareFlags>();
   auto* cmd = app.add_subcommand(
-      "share", "Several jobs on one GPU: SwitchFlow's preemptive scheduler or free sharing, time slicing, MPS (simulated)");
+      "share", "Several jobs on one GPU: SwitchFlow's preemptive scheduler or free sharing, time slicing, MPS (on the twin or LibTorch)");
+  cmd->add_option("--platform", flags->platform, "twin (the share twin, simulated) or torch (LibTorch on --device, measured)")
+      ->capture_default_str();
+  cmd->add_option("--model-dir", flags->model_dir,
+                  "torch: folder of models exported with scripts/export_models.py --train --stages N (NAME.train.stages.json)");
+  cmd->add_option("--device", flags->device, "torch: the shared device, cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "torch: intra-op threads of each job (0: LibTorch's default)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--lpu-threads", flags->lpu_threads, "torch: intra-op threads of a job moved to a CPU LPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--gpu", flags->gpu, "The shared GPU: rtx2080ti, gtx1080ti or v100")->capture_default_str();
-  cmd->add_option("--lpu", flags->lpu, "Where switchflow moves a preempted job: another GPU, cpu, or none (it waits)")
+  cmd->add_option("--lpu", flags->lpu,
+                  "Where switchflow moves a preempted job: another GPU, cpu, or none (it waits); torch: a device string")
       ->capture_default_str();
   cmd->add_option("--policy", flags->policy, "switchflow, threads (free sharing), timeslice (one step at a time) or mps")
       ->capture_default_str();
@@ -236,6 +292,12 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
                 "switchflow: a preempted job that stays on the GPU resumes its step instead of redoing it (gpucap's "
                 "runtime; capshare implies it)");
   return {cmd, [flags, &global] {
+            if (flags->platform == "torch") {
+              run_on_torch(*flags);
+              return;
+            }
+            if (flags->platform != "twin") throw usage_error(fmt::format("--platform '{}': expected twin or torch", flags->platform));
+            if (flags->model_dir) throw usage_error("--model-dir is for --platform torch");
             const sim::ShareTwin twin(resolve_data_dir(global), parse_seed(flags->seed));
             sched::ShareScenario scenario;
             scenario.policy = sched::parse_policy(flags->policy);
@@ -273,9 +335,9 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             const auto result = sched::simulate_share(scenario, twin);
             if (flags->trace) write_trace(*flags->trace, result);
             if (flags->json) {
-              std::cout << to_json(scenario, result).dump(2) << '\n';
+              std::cout << to_json(scenario, result, true).dump(2) << '\n';
             } else {
-              print_text(scenario, result);
+              print_text(scenario, result, "simulated: the share twin");
             }
           }};
 }
