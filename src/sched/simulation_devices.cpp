@@ -1,0 +1,256 @@
+// The devices' side of the share simulation (simulation.hpp): how each discipline hands out its
+// time, preemption and drains.
+
+#include "simulation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::sched::detail {
+
+void Simulation::set_power(Device& d, double watts) {
+  account(d);
+  d.power_w = watts;
+}
+
+void Simulation::ask_device(int j) {
+  Run& r = run_at(j);
+  Device& d = device_at(r.device);
+  r.phase = scenario_.policy == Policy::timeslice && !r.input_ready ? Phase::waiting_slot : Phase::waiting_device;
+  switch (d.discipline) {
+    case Discipline::exclusive:
+      if (d.owner == kNone) {
+        grant(r.device, j);
+      } else {
+        enqueue_by_priority(d, j);
+        if (d.preemptive && run_at(d.owner).spec->priority < r.spec->priority) preempt(r.device, j);
+      }
+      break;
+    case Discipline::stream: start_kernels(j); break;
+    case Discipline::sharing:
+      r.phase = Phase::device;
+      update_sharing(d);
+      r.remaining_s = r.profile.device_s() * scaling_for(r, d).time;
+      d.active.push_back(j);
+      reschedule_sharing(r.device);
+      break;
+  }
+}
+
+// Highest priority first, then the earliest ask (the queue keeps ask order within a priority).
+void Simulation::enqueue_by_priority(Device& d, int j) {
+  const int priority = run_at(j).spec->priority;
+  auto it = std::find_if(d.waiting.begin(), d.waiting.end(), [&](int k) { return run_at(k).spec->priority < priority; });
+  d.waiting.insert(it, j);
+}
+
+void Simulation::preempt(int device, int asker) {
+  Device& d = device_at(device);
+  Run& owner = run_at(d.owner);
+  if (owner.preempted || owner.phase != Phase::device) return;  // timeslice owners are never preempted
+  owner.preempted = true;
+  Preemption p;
+  p.at_s = now_;
+  p.by = run_at(asker).spec->name;
+  p.victim = owner.spec->name;
+  preemptions_.push_back(p);
+  run_at(asker).preemption_to_time = preemptions_.size() - 1;
+  owner.preemption_to_move = preemptions_.size() - 1;
+  if (owner.completed == owner.launched) drained(device, d.owner);  // nothing of it in the stream
+}
+
+void Simulation::grant(int device, int j) {
+  Device& d = device_at(device);
+  d.owner = j;
+  Run& r = run_at(j);
+  if (scenario_.policy == Policy::timeslice && !r.input_ready) {
+    r.phase = Phase::host;
+    schedule(now_ + r.profile.host_s * host_factor(j), EventKind::host_done, j, kNone, ++r.token);
+    return;
+  }
+  start_kernels(j);
+}
+
+void Simulation::start_kernels(int j) {
+  Run& r = run_at(j);
+  r.phase = Phase::device;
+  if (r.suspended) {  // resume where the preemption stopped it: every launched kernel has run
+    r.suspended = false;
+  } else {
+    r.launched = r.started = r.completed = 0;
+  }
+  r.preempted = false;
+  r.launch_pending = false;
+  r.last_launch_s = now_;
+  if (r.profile.kernels_s.empty()) {  // nothing on the device: the step is its host stage
+    finish_device_stage(r.device, j);
+    return;
+  }
+  try_launch(j);
+}
+
+// Launches the job's next kernel now or schedules it, unless its window is full, it waits at a
+// sync point, it was preempted or it launched them all; kernel_done tries again.
+void Simulation::try_launch(int j) {
+  Run& r = run_at(j);
+  const std::size_t total = r.profile.kernels_s.size();
+  if (r.launch_pending || r.preempted || r.launched >= total) return;
+  const auto window = static_cast<std::size_t>(std::max(0, r.profile.launch_window));
+  if (window > 0 && r.launched - r.completed >= window) return;
+  const auto sync = static_cast<std::size_t>(std::max(0, r.profile.sync_every));
+  if (sync > 0 && r.launched > 0 && r.launched % sync == 0 && r.completed < r.launched) return;
+  r.launch_pending = true;
+  const double at = std::max(now_, r.last_launch_s + r.profile.launch_s * host_factor(j));
+  schedule(at, EventKind::launch, j, kNone, r.token);
+}
+
+void Simulation::launch_kernel(int j) {
+  Run& r = run_at(j);
+  if (r.preempted || r.phase != Phase::device) return;
+  Device& d = device_at(r.device);
+  ++r.launched;
+  r.last_launch_s = now_;
+  d.stream.push_back(j);
+  if (d.running == kNone) start_next_kernel(r.device);
+  try_launch(j);
+}
+
+void Simulation::start_next_kernel(int device) {
+  Device& d = device_at(device);
+  if (d.running != kNone || d.stream.empty()) return;
+  const int j = d.stream.front();
+  d.stream.pop_front();
+  Run& r = run_at(j);
+  if (r.preemption_to_time) {
+    preemptions_[*r.preemption_to_time].latency_s = now_ - preemptions_[*r.preemption_to_time].at_s;
+    r.preemption_to_time.reset();
+  }
+  d.running = j;
+  set_power(d, busy_power(r, d));
+  const double duration = r.profile.kernels_s[r.started++] * scaling_for(r, d).time;
+  schedule(now_ + duration, EventKind::kernel_done, kNone, device, ++d.kernel_token);
+}
+
+void Simulation::kernel_done(int device) {
+  Device& d = device_at(device);
+  const int j = d.running;
+  d.running = kNone;
+  set_power(d, d.info.idle_power_w);
+  Run& r = run_at(j);
+  if (r.phase == Phase::done) {
+    start_next_kernel(device);
+    return;
+  }
+  ++r.completed;
+  if (r.completed == r.profile.kernels_s.size()) {
+    finish_device_stage(device, j);
+  } else if (r.preempted && r.completed == r.launched) {
+    drained(device, j);
+  } else {
+    try_launch(j);
+  }
+  start_next_kernel(device);
+}
+
+// A preempted job's launched kernels have all run: it gives the GPU up and will redo its step
+// (keeping the input its host stage prepared).
+//
+// With resume_preempted (gpucap's mode), a job that is not about to move keeps its place in
+// the step instead: it waits for the GPU again and goes on from its next kernel.
+void Simulation::drained(int device, int j) {
+  Run& r = run_at(j);
+  Device& d = device_at(device);
+  record_drain(r);
+  r.preempted = false;
+  ++r.token;  // its pending launch, if any, is void
+  r.launch_pending = false;
+  d.owner = kNone;
+  serve_next(device);
+  if (scenario_.resume_preempted && !migration_target(j)) {
+    ++r.outcome.steps_suspended;
+    r.suspended = true;
+    r.phase = Phase::waiting_device;
+    if (d.owner == kNone) {
+      grant(device, j);
+    } else {
+      enqueue_by_priority(d, j);
+    }
+    return;
+  }
+  ++r.outcome.steps_redone;
+  start_step(j);
+}
+
+// The preempted job's launched kernels have all run: the drain ends now.
+void Simulation::record_drain(const Run& r) {
+  if (r.preemption_to_move) preemptions_[*r.preemption_to_move].drain_s = now_ - preemptions_[*r.preemption_to_move].at_s;
+}
+
+// The waiting jobs are served before this one asks again (timeslice's round robin). A job
+// preempted while its last kernels ran completes its step: nothing is redone.
+void Simulation::finish_device_stage(int device, int j) {
+  Device& d = device_at(device);
+  if (run_at(j).preempted) record_drain(run_at(j));
+  run_at(j).preempted = false;
+  if (d.owner == j) {
+    d.owner = kNone;
+    serve_next(device);
+  }
+  step_done(j);
+}
+
+void Simulation::serve_next(int device) {
+  Device& d = device_at(device);
+  if (d.owner != kNone || d.waiting.empty()) return;
+  const int j = d.waiting.front();
+  d.waiting.pop_front();
+  grant(device, j);
+}
+
+// Sharing devices: bring every active job's remaining work up to now.
+void Simulation::update_sharing(Device& d) {
+  const double elapsed = now_ - sharing_since_[static_cast<std::size_t>(&d - devices_.data())];
+  const double rate = sharing_rate(d);
+  for (const int k : d.active) run_at(k).remaining_s = std::max(0.0, run_at(k).remaining_s - elapsed * rate);
+  sharing_since_[static_cast<std::size_t>(&d - devices_.data())] = now_;
+}
+
+double Simulation::sharing_rate(const Device& d) const {
+  if (d.active.empty()) return 0.0;
+  return std::min(1.0, d.capacity / static_cast<double>(d.active.size()));
+}
+
+void Simulation::reschedule_sharing(int device) {
+  Device& d = device_at(device);
+  sharing_since_[static_cast<std::size_t>(device)] = now_;
+  ++d.token;
+  double watts = d.info.idle_power_w;
+  const double rate = sharing_rate(d);
+  double soonest = std::numeric_limits<double>::infinity();
+  for (const int k : d.active) {
+    watts += rate * (busy_power(run_at(k), d) - d.info.idle_power_w);
+    soonest = std::min(soonest, run_at(k).remaining_s / rate);
+  }
+  if (d.info.max_power_w > 0.0) watts = std::min(watts, d.info.max_power_w);
+  set_power(d, watts);
+  if (!d.active.empty()) schedule(now_ + soonest, EventKind::sharing_done, kNone, device, d.token);
+}
+
+void Simulation::sharing_done(int device) {
+  Device& d = device_at(device);
+  update_sharing(d);
+  std::vector<int> finished;
+  for (const int k : d.active) {
+    if (run_at(k).remaining_s <= 1e-9) finished.push_back(k);
+  }
+  for (const int k : finished) d.active.erase(std::remove(d.active.begin(), d.active.end(), k), d.active.end());
+  reschedule_sharing(device);
+  for (const int k : finished) step_done(k);
+}
+
+}  // namespace gpucap::sched::detail

@@ -1,0 +1,420 @@
+// The jobs' side of the share simulation (simulation.hpp).
+
+#include "simulation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::sched::detail {
+
+Simulation::Simulation(const ShareScenario& scenario, const StepModel& model) : scenario_(scenario), model_(model) {
+  devices_.push_back(make_device(scenario.gpu, /*is_lpu=*/false));
+  if (scenario.lpu && scenario.policy == Policy::switchflow) devices_.push_back(make_device(*scenario.lpu, true));
+  for (const auto& job : scenario.jobs) {
+    Run run;
+    run.spec = &job;
+    run.current = job;
+    run.outcome.name = job.name;
+    run.outcome.start_s = job.start_s;
+    runs_.push_back(std::move(run));
+  }
+  for (int j = 0; j < static_cast<int>(runs_.size()); ++j) schedule(run_at(j).spec->start_s, EventKind::arrive, j, kNone, 0);
+  knobs_ = scenario.knobs;
+  if (scenario.cap || scenario.controller) {
+    if (!(scenario.window_s > 0.0)) throw usage_error("the power window must be > 0 s");
+    schedule(scenario.window_s, EventKind::window, kNone, kNone, 0);
+  }
+  if (scenario.cap) {
+    for (const auto& step : scenario.cap->steps()) {
+      if (step.time_s > 0.0) schedule(step.time_s, EventKind::cap_change, kNone, kNone, 0);
+    }
+  }
+}
+
+ShareResult Simulation::run() {
+  while (!events_.empty()) {
+    const Event e = events_.top();
+    events_.pop();
+    if (e.at_s > scenario_.max_time_s) break;
+    advance_to(e.at_s);
+    handle(e);
+  }
+  return finish();
+}
+
+Device Simulation::make_device(const DeviceInfo& info, bool is_lpu) const {
+  Device d;
+  d.info = info;
+  d.energy.id = info.id;
+  d.power_w = info.idle_power_w;
+  if (info.kind == DeviceKind::cpu) {
+    d.discipline = Discipline::sharing;  // the restricted pool, shared by the jobs on it
+  } else if (scenario_.policy == Policy::threads) {
+    d.discipline = Discipline::stream;
+  } else if (scenario_.policy == Policy::mps) {
+    d.discipline = Discipline::sharing;
+    d.capacity = model_.mps_capacity();
+  } else {
+    d.discipline = Discipline::exclusive;
+    d.preemptive = scenario_.policy == Policy::switchflow && !is_lpu;
+  }
+  return d;
+}
+
+void Simulation::schedule(double at_s, EventKind kind, int job, int device, std::uint64_t token) {
+  events_.push(Event{at_s, next_sequence_++, kind, job, device, token});
+}
+
+void Simulation::handle(const Event& e) {
+  switch (e.kind) {
+    case EventKind::arrive: arrive(e.job); break;
+    case EventKind::host_done:
+      if (run_at(e.job).token == e.token) host_done(e.job);
+      break;
+    case EventKind::transfer_done:
+    case EventKind::request_due:
+      if (run_at(e.job).token == e.token) start_step(e.job);
+      break;
+    case EventKind::launch:
+      if (run_at(e.job).token == e.token) {
+        run_at(e.job).launch_pending = false;
+        launch_kernel(e.job);
+      }
+      break;
+    case EventKind::kernel_done:
+      if (device_at(e.device).kernel_token == e.token) kernel_done(e.device);
+      break;
+    case EventKind::sharing_done:
+      if (device_at(e.device).token == e.token) sharing_done(e.device);
+      break;
+    case EventKind::window: close_window(); break;
+    case EventKind::cap_change: consult_controller(); break;
+  }
+}
+
+void Simulation::advance_to(double t) {
+  now_ = t;
+  for (auto& d : devices_) account(d);
+}
+
+void Simulation::account(Device& d) {
+  const double dt = now_ - d.last_update_s;
+  if (dt > 0.0) {
+    d.energy.energy_j += d.power_w * dt;
+    if (d.power_w > d.info.idle_power_w) d.energy.busy_s += dt;
+  }
+  d.last_update_s = now_;
+}
+
+bool Simulation::ended(const std::string& name) const {
+  for (const auto& r : runs_) {
+    if (r.spec->name == name) return r.phase == Phase::done;
+  }
+  return false;
+}
+
+bool Simulation::higher_priority_live(int j) const {
+  for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+    if (k != j && live(run_at(k)) && run_at(k).spec->priority > run_at(j).spec->priority) return true;
+  }
+  return false;
+}
+
+std::int64_t Simulation::length_steps(const JobSpec& spec) const {
+  if (spec.steps) return *spec.steps;
+  if (spec.requests) return *spec.requests;
+  return std::numeric_limits<std::int64_t>::max();
+}
+
+void Simulation::arrive(int j) {
+  Run& r = run_at(j);
+  r.phase = Phase::waiting_slot;  // not yet placed
+  r.measured_from_s = now_;
+  r.profile = model_.step(*r.spec, device_at(kGpu).info, 0);
+  if (!fits_on_arrival(j)) {
+    consult_controller();
+    return;
+  }
+  consult_controller();
+  start_step(j);
+}
+
+// The memory check when a job arrives; false when it (or, under threads, the process) died.
+bool Simulation::fits_on_arrival(int j) {
+  const double capacity = device_at(kGpu).info.memory_bytes;
+  if (device_at(kGpu).info.kind == DeviceKind::cpu || capacity <= 0.0) return true;
+  double need = 0.0;
+  double largest_activation = 0.0;
+  for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+    const Run& r = run_at(k);
+    if (!live(r) || r.device != kGpu) continue;
+    const StepProfile p = k == j ? r.profile : model_.step(*r.spec, device_at(kGpu).info, 0);
+    switch (scenario_.policy) {
+      case Policy::threads: need += p.persistent_bytes + p.activation_bytes; break;
+      case Policy::mps: need += p.persistent_bytes + p.activation_bytes + model_.process_overhead_bytes(device_at(kGpu).info); break;
+      case Policy::switchflow:
+      case Policy::timeslice:
+        need += p.persistent_bytes;
+        if (scenario_.resume_preempted) {
+          need += p.activation_bytes;  // a suspended step keeps its activations on the GPU
+        } else {
+          largest_activation = std::max(largest_activation, p.activation_bytes);
+        }
+        break;
+    }
+  }
+  if (need + largest_activation <= capacity) return true;
+  if (scenario_.policy == Policy::threads) {
+    for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+      if (live(run_at(k))) end_job(k, /*out_of_memory=*/true);
+    }
+  } else {
+    end_job(j, /*out_of_memory=*/true);
+  }
+  return false;
+}
+
+// A step boundary: the job ends, moves, or starts its next step.
+void Simulation::start_step(int j) {
+  Run& r = run_at(j);
+  if (r.outcome.steps_done >= length_steps(*r.spec) ||
+      (r.spec->duration_s && now_ >= r.spec->start_s + *r.spec->duration_s) || (r.spec->until && ended(*r.spec->until))) {
+    end_job(j, false);
+    return;
+  }
+  if (r.spec->rate_per_s && !r.input_ready) {  // open loop: request `step` arrives on its schedule
+    const double due = r.spec->start_s + static_cast<double>(r.step) / *r.spec->rate_per_s;
+    if (now_ < due) {
+      r.phase = Phase::waiting_slot;
+      schedule(due, EventKind::request_due, j, kNone, ++r.token);
+      return;
+    }
+  }
+  if (const auto target = migration_target(j)) {
+    migrate(j, *target);
+    return;
+  }
+  load_profile(r);
+  if (!r.input_ready) {
+    r.request_issue_s = r.spec->rate_per_s ? r.spec->start_s + static_cast<double>(r.step) / *r.spec->rate_per_s : now_;
+  }
+  if (scenario_.policy == Policy::timeslice) {
+    ask_device(j);  // the slot covers the host stage too
+    return;
+  }
+  begin_host_stage(j);
+}
+
+std::optional<int> Simulation::migration_target(int j) const {
+  if (devices_.size() < 2) return std::nullopt;
+  const Run& r = run_at(j);
+  const bool away = higher_priority_live(j);
+  if (away && r.device == kGpu && lpu_has_room(j)) return kLpu;
+  if (!away && r.device == kLpu) return kGpu;
+  return std::nullopt;
+}
+
+bool Simulation::lpu_has_room(int j) const {
+  const Device& lpu = device_at(kLpu);
+  if (lpu.info.kind == DeviceKind::cpu || lpu.info.memory_bytes <= 0.0) return true;
+  double persistent = 0.0;
+  double largest_activation = 0.0;
+  for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+    if (!(k == j || (live(run_at(k)) && run_at(k).device == kLpu))) continue;
+    const StepProfile p = model_.step(*run_at(k).spec, lpu.info, 0);
+    persistent += p.persistent_bytes;
+    largest_activation = std::max(largest_activation, p.activation_bytes);
+  }
+  return persistent + largest_activation <= lpu.info.memory_bytes;
+}
+
+void Simulation::migrate(int j, int target) {
+  Run& r = run_at(j);
+  const auto& from = device_at(r.device).info;
+  const auto& to = device_at(target).info;
+  const StepProfile p = model_.step(*r.spec, from, r.step);
+  Migration m{now_, r.spec->name, from.id, to.id, p.state_bytes, p.state_variables, model_.transfer_s(*r.spec, from, to)};
+  if (target == kLpu && r.preemption_to_move) {
+    auto& pre = preemptions_[*r.preemption_to_move];
+    pre.state_bytes = m.state_bytes;
+    pre.state_variables = m.state_variables;
+    pre.transfer_s = m.transfer_s;
+  }
+  r.preemption_to_move.reset();
+  migrations_.push_back(m);
+  ++r.outcome.migrations;
+  r.device = target;
+  r.phase = Phase::transferring;
+  schedule(now_ + m.transfer_s, EventKind::transfer_done, j, kNone, ++r.token);
+}
+
+// The step's profile on the job's device, with the batch size and launch window the knobs give
+// it (a redone step keeps the batch it started with).
+void Simulation::load_profile(Run& r) {
+  if (!r.input_ready) {
+    const auto batch = knobs_.batch_size.find(r.spec->name);
+    r.current.batch_size = batch != knobs_.batch_size.end() ? batch->second : r.spec->batch_size;
+  }
+  r.profile = model_.step(r.current, device_at(r.device).info, r.step);
+  const auto window = knobs_.launch_window.find(r.spec->name);
+  if (window != knobs_.launch_window.end()) r.profile.launch_window = window->second;
+}
+
+ClockScaling Simulation::scaling_for(const Run& r, const Device& d) const {
+  if (knobs_.gpu_clock_mhz <= 0.0 || d.info.kind != DeviceKind::gpu || &d != &devices_.front()) return {};
+  return model_.clock_scaling(d.info, r.spec->mode, knobs_.gpu_clock_mhz);
+}
+
+double Simulation::busy_power(const Run& r, const Device& d) const {
+  return d.info.idle_power_w + (r.profile.busy_power_w - d.info.idle_power_w) * scaling_for(r, d).dynamic_power;
+}
+
+// Host work of every job runs slower while a job computes on the CPU device.
+double Simulation::host_factor(int j) const {
+  for (const auto& d : devices_) {
+    if (d.info.kind != DeviceKind::cpu) continue;
+    for (const int k : d.active) {
+      if (k != j) return 1.0 + model_.host_slowdown_with_cpu_job();
+    }
+  }
+  return 1.0;
+}
+
+void Simulation::begin_host_stage(int j) {
+  Run& r = run_at(j);
+  if (r.input_ready) {
+    host_done(j);
+    return;
+  }
+  r.phase = Phase::host;
+  schedule(now_ + r.profile.host_s * host_factor(j), EventKind::host_done, j, kNone, ++r.token);
+}
+
+void Simulation::host_done(int j) {
+  Run& r = run_at(j);
+  r.input_ready = true;
+  if (scenario_.policy == Policy::timeslice) {
+    start_kernels(j);  // it already holds the slot
+    return;
+  }
+  ask_device(j);
+}
+
+void Simulation::step_done(int j) {
+  Run& r = run_at(j);
+  r.input_ready = false;
+  ++r.outcome.steps_done;
+  if (r.device == kLpu) ++r.outcome.steps_on_lpu;
+  const bool measured = r.outcome.steps_done > r.spec->warmup;
+  r.outcome.items_done += r.current.batch_size;
+  if (measured) r.measured_items += r.current.batch_size;
+  if (r.spec->mode == Mode::inference && measured) r.outcome.latencies_s.push_back(now_ - r.request_issue_s);
+  if (r.outcome.steps_done == r.spec->warmup) r.measured_from_s = now_;
+  if (scenario_.record_steps) steps_.push_back({r.spec->name, r.step, device_at(r.device).info.id, r.request_issue_s, now_});
+  r.outcome.end_s = now_;
+  ++r.step;
+  start_step(j);
+}
+
+void Simulation::end_job(int j, bool out_of_memory) {
+  Run& r = run_at(j);
+  if (r.phase == Phase::done) return;
+  leave_device(j);
+  r.phase = Phase::done;
+  ++r.token;
+  r.outcome.out_of_memory = out_of_memory;
+  r.outcome.finished = !out_of_memory;
+  r.outcome.end_s = now_;
+  consult_controller();
+  // Jobs of lower priority waiting on the LPU come back at their next step; jobs waiting for a
+  // device the ended job held are served by leave_device.
+}
+
+// Takes a job that ends off whatever device queue, stream or slot it is in (its kernel in flight,
+// if it died of out-of-memory, runs out and is ignored).
+void Simulation::leave_device(int j) {
+  Run& r = run_at(j);
+  Device& d = device_at(r.device);
+  d.waiting.erase(std::remove(d.waiting.begin(), d.waiting.end(), j), d.waiting.end());
+  d.stream.erase(std::remove(d.stream.begin(), d.stream.end(), j), d.stream.end());  // a process that died
+  if (d.discipline == Discipline::sharing) {
+    if (std::find(d.active.begin(), d.active.end(), j) != d.active.end()) {
+      update_sharing(d);
+      d.active.erase(std::remove(d.active.begin(), d.active.end(), j), d.active.end());
+      reschedule_sharing(r.device);
+    }
+  } else if (d.owner == j) {
+    d.owner = kNone;
+    serve_next(r.device);
+  }
+}
+
+bool Simulation::any_job_pending() const {
+  return std::any_of(runs_.begin(), runs_.end(), [](const Run& r) { return r.phase != Phase::done; });
+}
+
+void Simulation::close_window() {
+  Device& gpu = device_at(kGpu);
+  account(gpu);
+  ShareWindow w;
+  w.start_s = window_start_s_;
+  w.end_s = now_;
+  w.mean_power_w = (gpu.energy.energy_j - window_start_energy_j_) / (now_ - window_start_s_);
+  w.cap_w = scenario_.cap ? scenario_.cap->cap_at(window_start_s_) : 0.0;
+  windows_.push_back(w);
+  window_start_s_ = now_;
+  window_start_energy_j_ = gpu.energy.energy_j;
+  consult_controller();
+  if (any_job_pending()) schedule(now_ + scenario_.window_s, EventKind::window, kNone, kNone, 0);
+}
+
+void Simulation::consult_controller() {
+  if (scenario_.controller == nullptr) return;
+  ShareObservation o;
+  o.now_s = now_;
+  o.cap_w = cap_now();
+  if (!windows_.empty()) o.last_window = windows_.back();
+  for (const auto& r : runs_) o.jobs.push_back({r.spec->name, r.spec->mode, r.spec->priority, live(r), r.current.batch_size});
+  o.knobs = knobs_;
+  auto next = scenario_.controller->decide(o);
+  if (next == knobs_) return;
+  knobs_ = std::move(next);
+  knob_changes_.emplace_back(now_, knobs_);
+  // A launch window is the runtime's own policy: it applies at once, to the step in progress.
+  for (auto& r : runs_) {
+    const auto window = knobs_.launch_window.find(r.spec->name);
+    if (window != knobs_.launch_window.end() && r.phase == Phase::device) r.profile.launch_window = window->second;
+  }
+}
+
+ShareResult Simulation::finish() {
+  const double end = std::min(now_, scenario_.max_time_s);
+  ShareResult result;
+  for (auto& r : runs_) {
+    if (live(r)) {
+      r.outcome.end_s = end;
+      r.outcome.finished = false;
+    }
+    const double span = r.outcome.end_s - r.measured_from_s;
+    if (span > 0.0) r.outcome.throughput_items_s = static_cast<double>(r.measured_items) / span;
+    result.makespan_s = std::max(result.makespan_s, r.outcome.end_s);
+    result.jobs.push_back(r.outcome);
+  }
+  for (auto& d : devices_) {
+    account(d);
+    result.devices.push_back(d.energy);
+  }
+  result.preemptions = preemptions_;
+  result.migrations = migrations_;
+  result.steps = std::move(steps_);
+  result.windows = std::move(windows_);
+  result.knob_changes = std::move(knob_changes_);
+  return result;
+}
+
+}  // namespace gpucap::sched::detail
