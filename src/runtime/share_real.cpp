@@ -116,6 +116,7 @@ class RealShare {
       preempt_.emplace_back(false);
       live_.emplace_back(false);
       ended_.emplace_back(false);
+      on_lpu_.push_back(0);
       result_.jobs.emplace_back();
       result_.jobs.back().name = job.spec.name;
       result_.jobs.back().start_s = job.spec.start_s;
@@ -180,7 +181,7 @@ class RealShare {
     const auto transfer = trainer.move_to(to);
     trainer.set_threads(to_lpu ? o_.lpu_threads : o_.threads);
     const std::lock_guard lock(gate_->mutex());
-    result_.migrations.push_back({at, names_[j], from + (on_lpu_[j] ? " (LPU)" : ""), to + (to_lpu ? " (LPU)" : ""),
+    result_.migrations.push_back({at, names_[j], from + (on_lpu_[j] != 0 ? " (LPU)" : ""), to + (to_lpu ? " (LPU)" : ""),
                                   static_cast<double>(transfer.bytes), static_cast<int>(transfer.variables), transfer.seconds});
     for (auto it = result_.preemptions.rbegin(); it != result_.preemptions.rend() && to_lpu; ++it) {
       if (it->victim == names_[j] && it->state_bytes == 0.0) {
@@ -191,7 +192,7 @@ class RealShare {
       }
     }
     ++result_.jobs[j].migrations;
-    on_lpu_[j] = to_lpu;
+    on_lpu_[j] = to_lpu ? 1 : 0;
   }
 
   // One step (training) or request (inference) through the policy; false: preempted, redo it.
@@ -203,7 +204,7 @@ class RealShare {
       const engine::YieldCheck yield = [preempt] { return preempt->load(std::memory_order_acquire); };
       return training ? trainer.step(yield) : trainer.infer_step(yield);
     };
-    if (o_.policy == sched::Policy::threads || on_lpu_[j]) return step(nullptr);
+    if (o_.policy == sched::Policy::threads || on_lpu_[j] != 0) return step(nullptr);
     gate_->acquire(static_cast<int>(j), result_.preemptions, names_);
     bool done = false;
     try {
@@ -230,8 +231,8 @@ class RealShare {
       // A step boundary (also before a redo): move to or from the LPU first.
       if (o_.policy == sched::Policy::switchflow && o_.lpu && spec.mode == sched::Mode::training) {
         const bool away = higher_priority_live(j);
-        if (away && !on_lpu_[j]) move(j, *o_.lpu, true);
-        if (!away && on_lpu_[j]) move(j, o_.device, false);
+        if (away && on_lpu_[j] == 0) move(j, *o_.lpu, true);
+        if (!away && on_lpu_[j] != 0) move(j, o_.device, false);
       }
       if (!redo) {
         issue = now_s();
@@ -243,7 +244,7 @@ class RealShare {
           issue = due;
         }
       }
-      const bool lpu = on_lpu_[j];
+      const bool lpu = on_lpu_[j] != 0;
       redo = !run_step(j);
       if (redo) {
         ++out.steps_redone;
@@ -275,7 +276,7 @@ class RealShare {
   std::deque<std::atomic<bool>> preempt_;
   std::deque<std::atomic<bool>> live_;
   std::deque<std::atomic<bool>> ended_;
-  std::deque<bool> on_lpu_ = std::deque<bool>(64, false);
+  std::vector<char> on_lpu_;  // per job, touched only by its own thread
   Clock::time_point t0_;
   Gate* gate_ = nullptr;
   sched::ShareResult result_;
@@ -313,7 +314,6 @@ sched::ShareResult run_real_share(const std::vector<RealShareJob>& jobs, const R
   if (options.policy != sched::Policy::threads && options.policy != sched::Policy::switchflow) {
     throw usage_error(fmt::format("--platform torch runs the threads and switchflow policies, not {}", sched::to_string(options.policy)));
   }
-  if (jobs.size() > 64) throw usage_error("--platform torch runs at most 64 jobs");
   std::vector<sched::JobSpec> specs;
   for (const auto& job : jobs) {
     if (job.spec.duration_s) throw usage_error(fmt::format("job {}: on a real device give steps= or requests=, not duration=", job.spec.name));
