@@ -271,11 +271,12 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--policy", flags->policy, "switchflow, threads (free sharing), timeslice (one step at a time) or mps")
       ->capture_default_str();
   cmd->add_option("--job", flags->jobs,
-                  "NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S][:start=S][:slo_ms=X], "
-                  "e.g. bg=train:keras_vgg16:batch=32 or fg=infer:keras_resnet50:batch=1:priority=high:requests=100:start=20")
+                  "NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S|:until=JOB][:start=S]"
+                  "[:warmup=N][:rate=R][:slo_ms=X], e.g. bg=train:keras_vgg16:batch=32:until=fg or "
+                  "fg=infer:keras_resnet50:batch=1:priority=high:requests=100:start=20")
       ->required();
-  cmd->add_option("--seed", flags->seed, "Seed of the step-to-step variation of kernel times")->capture_default_str();
-  cmd->add_option("--max-time", flags->max_time_s, "Virtual seconds after which running jobs are cut short")
+  cmd->add_option("--seed", flags->seed, "twin: seed of the step-to-step variation of kernel times; torch: seed of the synthetic data")->capture_default_str();
+  cmd->add_option("--max-time", flags->max_time_s, "twin: virtual seconds after which running jobs are cut short")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
