@@ -212,6 +212,19 @@ void write_trace(const std::string& path, const sched::ShareResult& result) {
   if (!out) throw Error(ErrorCode::io, fmt::format("--trace {}: write failed", path));
 }
 
+// A job that cannot run even alone on the GPU is bad input, not an out-of-memory result (that is
+// for jobs that do not fit together).
+void check_fits_alone(const sim::ShareTwin& twin, const sched::JobSpec& job, const sched::DeviceInfo& gpu) {
+  const auto p = twin.step(job, gpu, 0);
+  const double need = p.persistent_bytes + p.activation_bytes;
+  if (gpu.memory_bytes > 0.0 && need > gpu.memory_bytes) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    throw usage_error(fmt::format("job {} needs {:.1f} GiB on {}, which has {:.1f} GiB for it: it cannot run even alone "
+                                  "(a smaller batch=?)",
+                                  job.name, need / kGiB, gpu.id, gpu.memory_bytes / kGiB));
+  }
+}
+
 // --platform torch: the jobs on threads of this process, through LibTorch (runtime/share_real.hpp).
 void run_on_torch(const ShareFlags& flags) {
   if (!flags.model_dir) throw usage_error("--platform torch needs --model-dir (models exported with --train --stages N)");
@@ -312,6 +325,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             sched::check_jobs(scenario.jobs);
             for (const auto& job : scenario.jobs) {
               twin.check(job, scenario.gpu);
+              check_fits_alone(twin, job, scenario.gpu);
               if (scenario.lpu) twin.check(job, *scenario.lpu);
             }
             scenario.max_time_s = flags->max_time_s;

@@ -71,6 +71,7 @@ TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
   expect_error({"share", "--job", "a=train:keras_vgg16:until=b"}, 2, "names no other job");
   expect_error({"share", "--policy", "gandiva", "--job", "a=train:keras_vgg16"}, 2, "--policy 'gandiva'");
   expect_error({"share", "--gpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "is not a GPU");
+  expect_error({"share", "--job", "a=train:keras_nasnet_large:batch=64"}, 2, "cannot run even alone");
 }
 
 TEST(ShareCli, OutOfMemoryIsReportedNotACrash) {
