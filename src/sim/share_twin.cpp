@@ -274,12 +274,17 @@ const ShareModelFacts& ShareTwin::model(const std::string& id) const {
 
 namespace {
 
-// Seconds of a training step at BS 32 on GPU `gpu`, following relative_to where a figure is missing.
-std::optional<double> train_step_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu) {
+// Seconds of one step of `model` on GPU `gpu` from one of its tables (`seconds_of` turns a table
+// entry into seconds), following relative_to — and dividing by each GPU's relative_speed on the
+// way back — where the table lacks the model.
+template <typename Table, typename Seconds>
+std::optional<double> calibrated_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu,
+                                   Table table, Seconds seconds_of) {
   for (std::string at = gpu; !at.empty();) {
     const auto& g = c.gpus.at(at);
-    if (const auto it = g.train_img_s.find(model); it != g.train_img_s.end()) {
-      double t = kCalibratedBatch / it->second;
+    const auto& entries = g.*table;
+    if (const auto it = entries.find(model); it != entries.end()) {
+      double t = seconds_of(it->second);
       for (std::string back = gpu; back != at; back = c.gpus.at(back).relative_to) t /= c.gpus.at(back).relative_speed;
       return t;
     }
@@ -288,17 +293,15 @@ std::optional<double> train_step_s(const ShareTwin::Calibration& c, const std::s
   return std::nullopt;
 }
 
+// A training step at BS 32.
+std::optional<double> train_step_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu) {
+  return calibrated_s(c, model, gpu, &ShareTwin::Calibration::Gpu::train_img_s,
+                      [](double img_s) { return kCalibratedBatch / img_s; });
+}
+
+// A BS-1 inference.
 std::optional<double> infer_bs1_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu) {
-  for (std::string at = gpu; !at.empty();) {
-    const auto& g = c.gpus.at(at);
-    if (const auto it = g.infer_bs1_s.find(model); it != g.infer_bs1_s.end()) {
-      double t = it->second;
-      for (std::string back = gpu; back != at; back = c.gpus.at(back).relative_to) t /= c.gpus.at(back).relative_speed;
-      return t;
-    }
-    at = g.relative_to;
-  }
-  return std::nullopt;
+  return calibrated_s(c, model, gpu, &ShareTwin::Calibration::Gpu::infer_bs1_s, [](double s) { return s; });
 }
 
 // Host stage of a step: the synthetic batch's copy to the GPU and the session's own overhead.
