@@ -1,4 +1,4 @@
-// gpucap list gpus|models|datasets|algorithms|matrices
+// gpucap list gpus|models|datasets|algorithms|matrices|share
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +12,7 @@
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "gpucap/sim/share_twin.hpp"
 
 namespace gpucap::cli {
 
@@ -102,6 +103,45 @@ void list_matrices(const std::string& data_dir, bool json) {
       fmt::print("{:<16} gpu {:<8} {:>3} jobs  {}\n", matrix.id, matrix.gpu, matrix.jobs.size(), matrix.description);
     }
   }
+  // SwitchFlow's experiments on the share twin (bench/switchflow_paper.hpp, bench/cap_share_bench.hpp).
+  const std::vector<std::pair<std::string, std::string>> share = {
+      {"switchflow-fig6", "SwitchFlow Fig. 6: p95 of a BS-1 inference beside training, TF threads vs SwitchFlow"},
+      {"switchflow-fig7", "SwitchFlow Fig. 7: two training jobs under threads, MPS and SwitchFlow (CPU or GPU LPU)"},
+      {"switchflow-table1", "SwitchFlow Table 1: state transfer 2080 Ti to 1080 Ti"},
+      {"switchflow-cap", "gpucap's capshare against SwitchFlow and the best static setting under a stepping cap"}};
+  for (const auto& [id, description] : share) {
+    if (json) {
+      out.push_back({{"id", id}, {"gpu", "share twin"}, {"description", description}});
+    } else {
+      fmt::print("{:<18} share twin    {}\n", id, description);
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
+// The share twin's models and devices (gpucap share).
+void list_share(const std::string& data_dir, bool json) {
+  const sim::ShareTwin twin(data_dir);
+  nlohmann::json out = {{"models", nlohmann::json::array()}, {"devices", nlohmann::json::array()}};
+  if (!json) fmt::print("models (gpucap share --job NAME=MODE:MODEL...):\n");
+  for (const auto& id : twin.model_ids()) {
+    const auto& m = twin.model(id);
+    if (json) {
+      out["models"].push_back({{"id", id}, {"name", m.name}, {"params", m.params_total}, {"input_size", m.input_size}});
+    } else {
+      fmt::print("  {:<28} {:>6.1f} M parameters  {}\n", id, m.params_total / 1e6, m.name);
+    }
+  }
+  if (!json) fmt::print("devices (--gpu, --lpu):\n");
+  for (const auto& id : twin.device_ids()) {
+    const auto d = twin.device(id);
+    const bool gpu = d.kind == sched::DeviceKind::gpu;
+    if (json) {
+      out["devices"].push_back({{"id", id}, {"kind", gpu ? "gpu" : "cpu"}, {"memory_bytes", d.memory_bytes}, {"max_power_w", d.max_power_w}});
+    } else {
+      fmt::print("  {:<10} {}{}\n", id, gpu ? "GPU" : "CPU", gpu ? fmt::format(", {:.1f} GiB for TF, {:g} W", d.memory_bytes / (1024.0 * 1024 * 1024), d.max_power_w) : "");
+    }
+  }
   if (json) std::cout << out.dump(2) << "\n";
 }
 
@@ -110,14 +150,15 @@ void list_matrices(const std::string& data_dir, bool json) {
 Command add_list_command(CLI::App& app, const GlobalOptions& global) {
   auto flags = std::make_shared<ListFlags>();
   auto* cmd = app.add_subcommand("list", "List the GPUs, models, datasets, algorithms or task matrices gpucap knows");
-  cmd->add_option("what", flags->what, "gpus | models | datasets | algorithms | matrices")
+  cmd->add_option("what", flags->what, "gpus | models | datasets | algorithms | matrices | share (gpucap share's models and devices)")
       ->required()
-      ->check(CLI::IsMember({"gpus", "models", "datasets", "algorithms", "matrices"}));
+      ->check(CLI::IsMember({"gpus", "models", "datasets", "algorithms", "matrices", "share"}));
   cmd->add_flag("--json", flags->json, "Print JSON");
   return Command{cmd, [flags, &global] {
                    if (flags->what == "algorithms") return list_algorithms(flags->json);
                    const auto data_dir = resolve_data_dir(global);
                    if (flags->what == "matrices") return list_matrices(data_dir, flags->json);
+                   if (flags->what == "share") return list_share(data_dir, flags->json);
                    const auto catalog = sim::Catalog::load(data_dir);
                    if (flags->what == "gpus") return list_gpus(catalog, flags->json);
                    if (flags->what == "models") return list_models(catalog, flags->json);

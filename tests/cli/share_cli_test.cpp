@@ -74,6 +74,16 @@ TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
   expect_error({"share", "--job", "a=train:keras_nasnet_large:batch=64"}, 2, "cannot run even alone");
 }
 
+TEST(ShareCli, ListShowsTheShareTwinsModelsDevicesAndMatrices) {
+  const auto share = gpucap({"list", "share", "--json"});
+  ASSERT_EQ(share.exit_code, 0) << share.err;
+  const auto json = nlohmann::json::parse(share.out);
+  EXPECT_EQ(json.at("models").size(), 12U);  // the paper's eleven Keras models and the NMT decoder
+  EXPECT_EQ(json.at("devices").size(), 4U);  // gtx1080ti, rtx2080ti, v100, cpu
+  const auto matrices = gpucap({"list", "matrices"});
+  EXPECT_NE(matrices.out.find("switchflow-cap"), std::string::npos);
+}
+
 TEST(ShareCli, OutOfMemoryIsReportedNotACrash) {
   // Fig. 7(a): ResNet50 and DenseNet121 training do not fit together on the 1080 Ti under threads.
   const auto r = gpucap({"share", "--gpu", "gtx1080ti", "--policy", "threads", "--json", "--job",
