@@ -19,6 +19,7 @@ constexpr double kFig6Bar = 0.25;
 constexpr double kFig6Ratio = 0.30;
 constexpr double kFig7 = 0.20;
 constexpr double kTable1 = 0.20;
+constexpr double kFig10 = 0.25;  // the issue names no bound for Figs. 8–10; the Fig. 6 bars' is used
 constexpr double kWarmupS = 2.0;  // the background trains alone this long before the other job comes
 
 std::string short_name(const std::string& model) { return model.starts_with("keras_") ? model.substr(6) : model; }
@@ -190,11 +191,51 @@ void run_table1(const sim::ShareTwin& twin, const JsonFields& paper, std::vector
   }
 }
 
+// --- Fig. 10 ---
+
+// The x-axis model's 200 measured iterations beside its partner, under `policy`: seconds.
+double fig10_time(const sim::ShareTwin& twin, const JsonFields& setup, sched::Policy policy, const std::string& model,
+                  const std::string& partner) {
+  const int batch = static_cast<int>(setup.positive_integer("batch"));
+  const int iterations = static_cast<int>(setup.positive_integer("iterations"));
+  const int warmup = static_cast<int>(setup.integer("warmup"));
+  const auto r = run(twin, setup.string("gpu"), std::nullopt, policy,
+                     {fmt::format("x=infer:{}:batch={}:input=jpeg:requests={}:warmup={}", model, batch, iterations + warmup, warmup),
+                      fmt::format("p={}:batch={}:input=jpeg:until=x", partner, batch)});
+  const auto& x = outcome(r, "x");
+  return static_cast<double>(iterations * batch) / x.throughput_items_s;
+}
+
+void run_fig10(const sim::ShareTwin& twin, const JsonFields& paper, std::vector<PaperRow>& rows) {
+  const auto setup = paper.object("fig10");
+  const auto& panels = setup.at("panels");
+  for (std::size_t i = 0; i < panels.size(); ++i) {
+    const JsonFields p(panels[i], "paper.json", fmt::format("fig10.panels[{}].", i));
+    const auto panel = "10" + p.string("panel");
+    const auto partner = p.string("partner");
+    const auto& list = p.at("rows");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const JsonFields row(list[k], "paper.json", fmt::format("fig10.panels[{}].rows[{}].", i, k));
+      const auto model = row.string("model");
+      const double base = fig10_time(twin, setup, sched::Policy::timeslice, model, partner);
+      const double flow = fig10_time(twin, setup, sched::Policy::switchflow, model, partner);
+      const auto name = fmt::format("{} beside {}", short_name(model), short_name(partner.substr(partner.find(':') + 1)) +
+                                                                          (partner.starts_with("train") ? " training" : ""));
+      const double paper_pct = row.non_negative("improvement_pct");
+      // Input pipelines at once was fitted to panel (a).
+      const std::string role = panel == "10a" ? "fit" : "";
+      rows.push_back({panel, name, "improvement % as saving", paper_pct, 100.0 * (1.0 - flow / base), kFig10, role});
+      rows.push_back({panel, name, "improvement % as gain", paper_pct, 100.0 * (base / flow - 1.0), kFig10, role});
+    }
+  }
+}
+
 const char* title(SwitchflowExperiment e) {
   switch (e) {
     case SwitchflowExperiment::fig6: return "Fig. 6 — p95 latency of a high-priority BS-1 inference beside a training job";
     case SwitchflowExperiment::fig7: return "Fig. 7 — two training jobs on one GPU";
     case SwitchflowExperiment::table1: return "Table 1 — state transfer 2080 Ti → 1080 Ti";
+    case SwitchflowExperiment::fig10: return "Fig. 10 — interleaving the executors of independent models (JPEG input)";
   }
   return "";
 }
@@ -207,10 +248,13 @@ std::optional<SwitchflowExperiment> parse_switchflow_matrix(const std::string& n
   if (name == "switchflow-fig6") return SwitchflowExperiment::fig6;
   if (name == "switchflow-fig7") return SwitchflowExperiment::fig7;
   if (name == "switchflow-table1") return SwitchflowExperiment::table1;
+  if (name == "switchflow-fig10") return SwitchflowExperiment::fig10;
   return std::nullopt;
 }
 
-std::vector<std::string> switchflow_matrix_names() { return {"switchflow-fig6", "switchflow-fig7", "switchflow-table1"}; }
+std::vector<std::string> switchflow_matrix_names() {
+  return {"switchflow-fig6", "switchflow-fig7", "switchflow-table1", "switchflow-fig10"};
+}
 
 bool PaperRow::within() const {
   if (!paper || !twin) return !paper && !twin;
@@ -231,6 +275,7 @@ PaperReport run_switchflow_experiment(SwitchflowExperiment experiment, const sim
     case SwitchflowExperiment::fig6: run_fig6(twin, paper, report.rows); break;
     case SwitchflowExperiment::fig7: run_fig7(twin, paper, report.rows); break;
     case SwitchflowExperiment::table1: run_table1(twin, paper, report.rows); break;
+    case SwitchflowExperiment::fig10: run_fig10(twin, paper, report.rows); break;
   }
   return report;
 }

@@ -65,12 +65,15 @@ void apply_option(JobSpec& job, std::string_view text, std::string_view option) 
     job.warmup = static_cast<int>(*n);
   } else if (key == "start") {
     job.start_s = non_negative(text, key, value, true);
+  } else if (key == "input") {
+    if (value != "synthetic" && value != "jpeg") throw job_error(text, fmt::format("input={} is neither synthetic nor jpeg", value));
+    job.jpeg_input = value == "jpeg";
   } else if (key == "rate") {
     job.rate_per_s = non_negative(text, key, value, false);
   } else if (key == "slo_ms") {
     job.slo_ms = non_negative(text, key, value, false);
   } else {
-    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, rate, slo_ms)", key));
+    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, rate, slo_ms, input)", key));
   }
 }
 
@@ -136,6 +139,7 @@ std::string to_spec_string(const JobSpec& job) {
   if (job.start_s > 0.0) text += fmt::format(":start={}", job.start_s);
   if (job.warmup > 0) text += fmt::format(":warmup={}", job.warmup);
   if (job.rate_per_s) text += fmt::format(":rate={}", *job.rate_per_s);
+  if (job.jpeg_input) text += ":input=jpeg";
   if (job.slo_ms) text += fmt::format(":slo_ms={}", *job.slo_ms);
   return text;
 }

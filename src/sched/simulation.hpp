@@ -19,6 +19,7 @@ namespace gpucap::sched::detail {
 constexpr int kGpu = 0;
 constexpr int kLpu = 1;
 constexpr int kNone = -1;
+constexpr int kHost = -2;  // the host's cores, where input pipelines share their time
 
 // How a device hands out its time.
 enum class Discipline {
@@ -83,6 +84,7 @@ struct Device {
   std::vector<int> active;             // sharing: jobs with work on it
   std::uint64_t token = 0;             // sharing: changes whenever `active` does
   double last_update_s = 0.0;
+  double sharing_since_s = 0.0;        // sharing: remaining work is up to date at this time
   double power_w = 0.0;
   DeviceEnergy energy;
 };
@@ -98,8 +100,8 @@ class Simulation {
 
   Run& run_at(int j) { return runs_[static_cast<std::size_t>(j)]; }
   const Run& run_at(int j) const { return runs_[static_cast<std::size_t>(j)]; }
-  Device& device_at(int d) { return devices_[static_cast<std::size_t>(d)]; }
-  const Device& device_at(int d) const { return devices_[static_cast<std::size_t>(d)]; }
+  Device& device_at(int d) { return d == kHost ? host_ : devices_[static_cast<std::size_t>(d)]; }
+  const Device& device_at(int d) const { return d == kHost ? host_ : devices_[static_cast<std::size_t>(d)]; }
 
   // --- events ---
 
@@ -145,6 +147,7 @@ class Simulation {
 
   // Host work of every job runs slower while a job computes on the CPU device.
   double host_factor(int j) const;
+  void start_host_work(int j);
 
   void begin_host_stage(int j);
 
@@ -237,7 +240,7 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t next_sequence_ = 0;
   double now_ = 0.0;
-  std::array<double, 2> sharing_since_{0.0, 0.0};
+  Device host_;  // sharing, capacity: the input pipelines the host runs at full speed at once
 };
 
 }  // namespace gpucap::sched::detail

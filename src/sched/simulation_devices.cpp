@@ -69,8 +69,7 @@ void Simulation::grant(int device, int j) {
   d.owner = j;
   Run& r = run_at(j);
   if (scenario_.policy == Policy::timeslice && !r.input_ready) {
-    r.phase = Phase::host;
-    schedule(now_ + r.profile.host_s * host_factor(j), EventKind::host_done, j, kNone, ++r.token);
+    start_host_work(j);
     return;
   }
   start_kernels(j);
@@ -214,10 +213,10 @@ void Simulation::serve_next(int device) {
 
 // Sharing devices: bring every active job's remaining work up to now.
 void Simulation::update_sharing(Device& d) {
-  const double elapsed = now_ - sharing_since_[static_cast<std::size_t>(&d - devices_.data())];
+  const double elapsed = now_ - d.sharing_since_s;
   const double rate = sharing_rate(d);
   for (const int k : d.active) run_at(k).remaining_s = std::max(0.0, run_at(k).remaining_s - elapsed * rate);
-  sharing_since_[static_cast<std::size_t>(&d - devices_.data())] = now_;
+  d.sharing_since_s = now_;
 }
 
 double Simulation::sharing_rate(const Device& d) const {
@@ -227,7 +226,7 @@ double Simulation::sharing_rate(const Device& d) const {
 
 void Simulation::reschedule_sharing(int device) {
   Device& d = device_at(device);
-  sharing_since_[static_cast<std::size_t>(device)] = now_;
+  d.sharing_since_s = now_;
   ++d.token;
   double watts = d.info.idle_power_w;
   const double rate = sharing_rate(d);
@@ -250,7 +249,13 @@ void Simulation::sharing_done(int device) {
   }
   for (const int k : finished) d.active.erase(std::remove(d.active.begin(), d.active.end(), k), d.active.end());
   reschedule_sharing(device);
-  for (const int k : finished) step_done(k);
+  for (const int k : finished) {
+    if (device == kHost) {
+      host_done(k);
+    } else {
+      step_done(k);
+    }
+  }
 }
 
 }  // namespace gpucap::sched::detail

@@ -25,6 +25,9 @@ Simulation::Simulation(const ShareScenario& scenario, const StepModel& model) : 
   }
   for (int j = 0; j < static_cast<int>(runs_.size()); ++j) schedule(run_at(j).spec->start_s, EventKind::arrive, j, kNone, 0);
   knobs_ = scenario.knobs;
+  host_.info = DeviceInfo{"host", DeviceKind::cpu, 0.0, 0.0, 0.0};
+  host_.discipline = Discipline::sharing;
+  host_.capacity = model.input_pipelines_at_once();
   if (scenario.cap || scenario.controller) {
     if (!(scenario.window_s > 0.0)) throw usage_error("the power window must be > 0 s");
     schedule(scenario.window_s, EventKind::window, kNone, kNone, 0);
@@ -291,8 +294,24 @@ void Simulation::begin_host_stage(int j) {
     host_done(j);
     return;
   }
+  start_host_work(j);
+}
+
+// The host stage: a timed stage, or — for an input pipeline when the model says how many the
+// host runs at once — work on the host's shared cores (each of n at min(1, at_once / n) speed).
+void Simulation::start_host_work(int j) {
+  Run& r = run_at(j);
   r.phase = Phase::host;
-  schedule(now_ + r.profile.host_s * host_factor(j), EventKind::host_done, j, kNone, ++r.token);
+  const double seconds = r.profile.host_s * host_factor(j);
+  if (!r.profile.input_pipeline || host_.capacity <= 0.0) {
+    schedule(now_ + seconds, EventKind::host_done, j, kNone, ++r.token);
+    return;
+  }
+  ++r.token;
+  update_sharing(host_);
+  r.remaining_s = seconds;
+  host_.active.push_back(j);
+  reschedule_sharing(kHost);
 }
 
 void Simulation::host_done(int j) {
@@ -339,6 +358,11 @@ void Simulation::end_job(int j, bool out_of_memory) {
 // if it died of out-of-memory, runs out and is ignored).
 void Simulation::leave_device(int j) {
   Run& r = run_at(j);
+  if (std::find(host_.active.begin(), host_.active.end(), j) != host_.active.end()) {
+    update_sharing(host_);
+    host_.active.erase(std::remove(host_.active.begin(), host_.active.end(), j), host_.active.end());
+    reschedule_sharing(kHost);
+  }
   Device& d = device_at(r.device);
   d.waiting.erase(std::remove(d.waiting.begin(), d.waiting.end(), j), d.waiting.end());
   d.stream.erase(std::remove(d.stream.begin(), d.stream.end(), j), d.stream.end());  // a process that died

@@ -36,6 +36,8 @@ Policy parse_policy(const std::string& name) {
   throw usage_error(fmt::format("--policy '{}': expected switchflow, threads, timeslice or mps", name));
 }
 
+double StepModel::input_pipelines_at_once() const { return 0.0; }
+
 std::vector<double> StepModel::clock_levels_mhz(const DeviceInfo& /*device*/) const { return {}; }
 
 ClockScaling StepModel::clock_scaling(const DeviceInfo& /*device*/, Mode /*mode*/, double /*clock_mhz*/) const { return {}; }

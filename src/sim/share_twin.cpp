@@ -18,7 +18,12 @@ struct ShareTwin::Calibration {
     std::map<std::string, double> infer_bs1_s;
     std::string relative_to;                     // figures missing here: that GPU's, / relative_speed
     double relative_speed = 1.0;
+    // JPEG input (Fig. 3): host seconds per image of a step, and BS-128 inference GPU time.
+    std::map<std::string, double> jpeg_train_host_s_per_image;
+    std::map<std::string, double> jpeg_infer_host_s_per_image;
+    std::map<std::string, double> infer_bs128_s;
   };
+  double pipelines_at_once = 0.0;
   std::map<std::string, Gpu> gpus;
   std::string cpu_relative_to;
   double cpu_slowdown = 1.0;
@@ -63,6 +68,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * kMiB;
 constexpr const char* kNmt = "nmt_wmt16";
 constexpr int kCalibratedBatch = 32;  // the batch of every training figure
+constexpr int kInferBatch = 128;      // the batch of Fig. 3's inference figures
 
 std::map<std::string, double> number_map(const JsonFields& fields, std::string_view key, double scale) {
   std::map<std::string, double> values;
@@ -91,6 +97,17 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
     if (!gpu.relative_to.empty() && !c.gpus.contains(gpu.relative_to)) {
       throw gpus.object(id).error("relative_to", fmt::format("'{}' is not a GPU of this file", gpu.relative_to));
     }
+  }
+  const auto jpeg = top.object("jpeg");
+  c.pipelines_at_once = jpeg.non_negative("pipelines_at_once");
+  for (const auto& [id, value] : top.at("jpeg").items()) {
+    if (!value.is_object()) continue;
+    if (!c.gpus.contains(id)) throw jpeg.error(id, "is not a GPU of this file");
+    const auto g = jpeg.object(id);
+    auto& gpu = c.gpus[id];
+    gpu.jpeg_train_host_s_per_image = number_map(g, "train_bs32_host_ms", 1e-3 / kCalibratedBatch);
+    gpu.jpeg_infer_host_s_per_image = number_map(g, "infer_bs128_host_ms", 1e-3 / kInferBatch);
+    gpu.infer_bs128_s = number_map(g, "infer_bs128_gpu_ms", 1e-3);
   }
   const auto cpu = top.object("cpu");
   c.cpu_relative_to = cpu.string("slowdown_vs");
@@ -304,6 +321,23 @@ std::optional<double> infer_bs1_s(const ShareTwin::Calibration& c, const std::st
   return calibrated_s(c, model, gpu, &ShareTwin::Calibration::Gpu::infer_bs1_s, [](double s) { return s; });
 }
 
+// A BS-128 inference's GPU time (Fig. 3(d), (e)), where the paper gives one.
+std::optional<double> infer_bs128_s(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu) {
+  return calibrated_s(c, model, gpu, &ShareTwin::Calibration::Gpu::infer_bs128_s, [](double s) { return s; });
+}
+
+// Host seconds per image of a JPEG input pipeline: a property of the host, so a GPU without the
+// figure takes its relative_to's unscaled.
+std::optional<double> jpeg_host_s_per_image(const ShareTwin::Calibration& c, const std::string& model, const std::string& gpu,
+                                            bool training) {
+  for (std::string at = gpu; !at.empty(); at = c.gpus.at(at).relative_to) {
+    const auto& g = c.gpus.at(at);
+    const auto& table = training ? g.jpeg_train_host_s_per_image : g.jpeg_infer_host_s_per_image;
+    if (const auto it = table.find(model); it != table.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
 // Host stage of a step: the synthetic batch's copy to the GPU and the session's own overhead.
 double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, int batch, bool on_cpu) {
   const double input_bytes = 4.0 * 3.0 * m.input_size * m.input_size * batch;
@@ -311,6 +345,13 @@ double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, i
 }
 
 }  // namespace
+
+// The step's host stage: a JPEG pipeline (Fig. 3) or the synthetic batch's copy.
+double step_host_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, const sched::JobSpec& job, const std::string& gpu,
+                   bool on_cpu) {
+  if (!job.jpeg_input) return host_stage_s(c, m, job.batch_size, on_cpu);
+  return *jpeg_host_s_per_image(c, job.model, gpu, job.mode == sched::Mode::training) * job.batch_size;
+}
 
 void ShareTwin::check(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
   (void)model(job.model);
@@ -326,6 +367,10 @@ void ShareTwin::check(const sched::JobSpec& job, const sched::DeviceInfo& device
   }
   if (job.model != kNmt && !train_step_s(c, job.model, gpu)) {
     throw usage_error(fmt::format("the share twin has no training timing of {} on {}", job.model, device.id));
+  }
+  if (job.jpeg_input && !jpeg_host_s_per_image(c, job.model, gpu, job.mode == sched::Mode::training)) {
+    throw usage_error(fmt::format("the share twin has no JPEG input timing of {} (SwitchFlow Fig. 3 lacks it): use input=synthetic",
+                                  job.model));
   }
 }
 
@@ -343,7 +388,11 @@ double ShareTwin::device_stage_s(const sched::JobSpec& job, const sched::DeviceI
   // make the calibrated training step.
   const double passes = 1.0 + c.backward_factor;
   const double t32 = *train_step_s(c, job.model, gpu) - host_stage_s(c, m, kCalibratedBatch, false);
-  const double per_image = std::max(0.0, (t32 / passes - t1) / (kCalibratedBatch - 1));
+  double per_image = std::max(0.0, (t32 / passes - t1) / (kCalibratedBatch - 1));
+  // Inference where Fig. 3 gives a BS-128 GPU time: the line through BS 1 and BS 128 instead.
+  if (job.mode == sched::Mode::inference) {
+    if (const auto t128 = infer_bs128_s(c, job.model, gpu)) per_image = std::max(0.0, (*t128 - t1) / (kInferBatch - 1));
+  }
   const double forward = t1 + (job.batch_size - 1) * per_image;
   return (job.mode == sched::Mode::training ? passes * forward : forward) * scale;
 }
@@ -377,7 +426,8 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
     p.launch_window = !training ? c.infer_window : window != c.train_window_by_model.end() ? window->second : c.train_window;
     if (job.model == kNmt) p.sync_every = std::max(1, count / c.nmt_decode_steps);
   }
-  p.host_s = host_stage_s(c, m, job.batch_size, on_cpu);
+  p.host_s = step_host_s(c, m, job, on_cpu ? c.cpu_relative_to : device.id, on_cpu);
+  p.input_pipeline = job.jpeg_input;
 
   const double weights_bytes = 4.0 * m.params_total;
   if (training) {
@@ -414,6 +464,8 @@ double ShareTwin::process_overhead_bytes(const sched::DeviceInfo& device) const 
 }
 
 double ShareTwin::mps_capacity() const { return calibration_->mps_capacity; }
+
+double ShareTwin::input_pipelines_at_once() const { return calibration_->pipelines_at_once; }
 
 std::vector<double> ShareTwin::clock_levels_mhz(const sched::DeviceInfo& device) const {
   const auto it = calibration_->dvfs.find(device.id);

@@ -49,6 +49,14 @@ TEST(SwitchflowPaper, Fig6SwitchflowBarsWithinTwentyFivePercent) {
   EXPECT_GE(within, 45) << to_markdown(r);  // 49 of 63 when this was written
 }
 
+TEST(SwitchflowPaper, Fig10ReportsBothDefinitionsOfImprovement) {
+  const auto r = report(SwitchflowExperiment::fig10);
+  ASSERT_EQ(r.rows.size(), 54U);  // 3 panels × 9 models × 2 definitions
+  int within = 0;
+  for (const auto& row : r.rows) within += row.within() ? 1 : 0;
+  EXPECT_GE(within, 13) << to_markdown(r);  // 15 of 54 when this was written
+}
+
 TEST(SwitchflowPaper, MatrixNames) {
   EXPECT_EQ(parse_switchflow_matrix("switchflow-fig7"), SwitchflowExperiment::fig7);
   EXPECT_FALSE(parse_switchflow_matrix("batchdvfs-p40").has_value());

@@ -304,6 +304,33 @@ TEST(ShareJobs, OpenLoopRequestsArriveOnScheduleAndQueue) {
   EXPECT_NEAR(b.latencies_s.back(), 20 * 0.0045 - 19 * 0.0025, eps);  // the queue grew by 2 ms a request
 }
 
+TEST(ShareHost, InputPipelinesShareTheHostsCores) {
+  // Two jobs whose 10 ms host stage is an input pipeline, on a host that runs one at full speed.
+  class Pipelines final : public StepModel {
+   public:
+    StepProfile step(const JobSpec&, const DeviceInfo&, std::int64_t) const override {
+      StepProfile p;
+      p.host_s = 0.010;
+      p.input_pipeline = true;
+      p.kernels_s = {0.001};
+      return p;
+    }
+    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
+    double host_slowdown_with_cpu_job() const override { return 0; }
+    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
+    double mps_capacity() const override { return 1; }
+    double input_pipelines_at_once() const override { return 1.0; }
+  } pipelines;
+  // switchflow: both pipelines at half speed until 20 ms, then the two kernels one after the other.
+  const auto flow = simulate_share(scenario(Policy::switchflow, {"a=infer:x:requests=1", "b=infer:x:requests=1"}), pipelines);
+  EXPECT_NEAR(job(flow, "a").end_s, 0.021, eps);
+  EXPECT_NEAR(job(flow, "b").end_s, 0.022, eps);
+  // timeslice: one whole step (host and kernel) at a time.
+  const auto slices = simulate_share(scenario(Policy::timeslice, {"a=infer:x:requests=1", "b=infer:x:requests=1"}), pipelines);
+  EXPECT_NEAR(job(slices, "a").end_s, 0.011, eps);
+  EXPECT_NEAR(job(slices, "b").end_s, 0.022, eps);
+}
+
 TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
   const auto s = scenario(Policy::switchflow,
                           {"a=train:train:steps=30", "b=train:train:steps=30", "fg=infer:infer:batch=1:priority=high:requests=70:start=0.2"},

@@ -3,7 +3,7 @@
 // training steps (forward + backward + optimizer update) or inference batches — with a priority,
 // a length and an arrival time. Parsed from the command line's
 //   NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S|:until=JOB]
-//       [:start=S][:warmup=N][:rate=R][:slo_ms=X]
+//       [:start=S][:warmup=N][:rate=R][:slo_ms=X][:input=synthetic|jpeg]
 
 #include <optional>
 #include <string>
@@ -38,6 +38,9 @@ struct JobSpec {
   int warmup = 0;                       // first steps (requests) left out of the figures
   std::optional<double> rate_per_s;     // inference: requests per second, open loop
   std::optional<double> slo_ms;         // latency objective of an inference job (under a power cap)
+  // Where the batches come from: synthetic tensors (SwitchFlow's Figs. 6–7) or JPEG files decoded
+  // and resized by an input pipeline on the host (its Figs. 3 and 8–10).
+  bool jpeg_input = false;
 };
 
 // One --job value; Error(usage) naming the job and the part that is wrong. A job without a

@@ -24,6 +24,7 @@ struct DeviceInfo {
 struct StepProfile {
   // The CPU stage: input preparation on the host before the device stage can start.
   double host_s = 0.0;
+  bool input_pipeline = false;  // the host stage is a multi-threaded input pipeline (JPEG decoding)
   // The device stage in launch order. On a GPU, its kernels; on the CPU, chunks of the same work
   // (a preemption waits for the chunk in flight, as it waits for a kernel).
   std::vector<double> kernels_s;
@@ -72,6 +73,9 @@ class StepModel {
   // Under MPS, how many times one job's speed the GPU delivers to concurrent jobs in total
   // (kernels of different processes overlap): 1 = no gain over time slicing.
   [[nodiscard]] virtual double mps_capacity() const = 0;
+  // How many input pipelines the host runs at full speed at once (0: as many as there are): with
+  // n running, each takes max(1, n / this) times as long. SwitchFlow Fig. 10.
+  [[nodiscard]] virtual double input_pipelines_at_once() const;
   // The SM clocks a controller may lock `device` at, ascending (empty: none; the default), and
   // what a clock does to a job's kernels (the default: nothing).
   [[nodiscard]] virtual std::vector<double> clock_levels_mhz(const DeviceInfo& device) const;

@@ -58,6 +58,7 @@ class ShareTwin final : public sched::StepModel {
   [[nodiscard]] double host_slowdown_with_cpu_job() const override;
   [[nodiscard]] double process_overhead_bytes(const sched::DeviceInfo& device) const override;
   [[nodiscard]] double mps_capacity() const override;
+  [[nodiscard]] double input_pipelines_at_once() const override;
   [[nodiscard]] std::vector<double> clock_levels_mhz(const sched::DeviceInfo& device) const override;
   [[nodiscard]] sched::ClockScaling clock_scaling(const sched::DeviceInfo& device, sched::Mode mode,
                                                   double clock_mhz) const override;
