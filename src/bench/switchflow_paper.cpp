@@ -191,6 +191,61 @@ void run_table1(const sim::ShareTwin& twin, const JsonFields& paper, std::vector
   }
 }
 
+// --- Figs. 8 and 9: input reuse ---
+
+// The first model's 200 measured iterations, its group sharing one pipeline (switchflow) or each
+// model with its own under session time slicing (timeslice), in seconds; nullopt when a model runs
+// out of memory.
+std::optional<double> reuse_time(const sim::ShareTwin& twin, const JsonFields& setup, const JsonFields& panel, sched::Policy policy,
+                  const std::vector<std::string>& models) {
+  const int iterations = static_cast<int>(setup.positive_integer("iterations"));
+  const int warmup = static_cast<int>(setup.integer("warmup"));
+  const int batch = static_cast<int>(panel.positive_integer("batch"));
+  const auto mode = panel.string("mode");
+  const bool reuse = policy == sched::Policy::switchflow;
+  std::vector<std::string> jobs;
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    jobs.push_back(fmt::format("m{}={}:{}:batch={}:input=jpeg{}:{}={}:warmup={}", i, mode, models[i], batch, reuse ? ":reuse=g" : "",
+                               mode == "train" ? "steps" : "requests", iterations + warmup, warmup));
+  }
+  const auto r = run(twin, panel.string("gpu"), std::nullopt, policy, jobs);
+  for (const auto& job : r.jobs) {
+    if (job.out_of_memory) return std::nullopt;
+  }
+  return static_cast<double>(iterations * batch) / outcome(r, "m0").throughput_items_s;
+}
+
+void run_reuse(const sim::ShareTwin& twin, const JsonFields& paper, const char* figure, const std::string& prefix,
+               std::vector<PaperRow>& rows) {
+  const auto setup = paper.object(figure);
+  const auto& panels = setup.at("panels");
+  for (std::size_t i = 0; i < panels.size(); ++i) {
+    const JsonFields p(panels[i], "paper.json", fmt::format("{}.panels[{}].", figure, i));
+    const auto panel = prefix + p.string("panel");
+    const auto& list = p.at("rows");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const JsonFields row(list[k], "paper.json", fmt::format("{}.panels[{}].rows[{}].", figure, i, k));
+      std::vector<std::string> models;
+      std::string name;
+      for (const auto& m : row.at("models")) {
+        models.push_back(m.get<std::string>());
+        name += (name.empty() ? "" : " + ") + short_name(models.back());
+      }
+      const auto base = reuse_time(twin, setup, p, sched::Policy::timeslice, models);
+      const auto flow = reuse_time(twin, setup, p, sched::Policy::switchflow, models);
+      const double paper_pct = row.non_negative("improvement_pct");
+      std::optional<double> saving;
+      std::optional<double> gain;
+      if (base && flow) {
+        saving = 100.0 * (1.0 - *flow / *base);
+        gain = 100.0 * (*base / *flow - 1.0);
+      }
+      rows.push_back({panel, name, "improvement % as saving", paper_pct, saving, kFig10, ""});
+      rows.push_back({panel, name, "improvement % as gain", paper_pct, gain, kFig10, ""});
+    }
+  }
+}
+
 // --- Fig. 10 ---
 
 // The x-axis model's 200 measured iterations beside its partner, under `policy`: seconds.
@@ -236,6 +291,8 @@ const char* title(SwitchflowExperiment e) {
     case SwitchflowExperiment::fig7: return "Fig. 7 — two training jobs on one GPU";
     case SwitchflowExperiment::table1: return "Table 1 — state transfer 2080 Ti → 1080 Ti";
     case SwitchflowExperiment::fig10: return "Fig. 10 — interleaving the executors of independent models (JPEG input)";
+    case SwitchflowExperiment::fig8: return "Fig. 8 — input reuse between two identical models (JPEG input)";
+    case SwitchflowExperiment::fig9: return "Fig. 9 — input reuse among two or three different models, V100 inference";
   }
   return "";
 }
@@ -249,11 +306,13 @@ std::optional<SwitchflowExperiment> parse_switchflow_matrix(const std::string& n
   if (name == "switchflow-fig7") return SwitchflowExperiment::fig7;
   if (name == "switchflow-table1") return SwitchflowExperiment::table1;
   if (name == "switchflow-fig10") return SwitchflowExperiment::fig10;
+  if (name == "switchflow-fig8") return SwitchflowExperiment::fig8;
+  if (name == "switchflow-fig9") return SwitchflowExperiment::fig9;
   return std::nullopt;
 }
 
 std::vector<std::string> switchflow_matrix_names() {
-  return {"switchflow-fig6", "switchflow-fig7", "switchflow-table1", "switchflow-fig10"};
+  return {"switchflow-fig6", "switchflow-fig7", "switchflow-table1", "switchflow-fig8", "switchflow-fig9", "switchflow-fig10"};
 }
 
 bool PaperRow::within() const {
@@ -276,6 +335,8 @@ PaperReport run_switchflow_experiment(SwitchflowExperiment experiment, const sim
     case SwitchflowExperiment::fig7: run_fig7(twin, paper, report.rows); break;
     case SwitchflowExperiment::table1: run_table1(twin, paper, report.rows); break;
     case SwitchflowExperiment::fig10: run_fig10(twin, paper, report.rows); break;
+    case SwitchflowExperiment::fig8: run_reuse(twin, paper, "fig8", "8", report.rows); break;
+    case SwitchflowExperiment::fig9: run_reuse(twin, paper, "fig9", "9 ", report.rows); break;
   }
   return report;
 }

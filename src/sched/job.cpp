@@ -65,6 +65,9 @@ void apply_option(JobSpec& job, std::string_view text, std::string_view option) 
     job.warmup = static_cast<int>(*n);
   } else if (key == "start") {
     job.start_s = non_negative(text, key, value, true);
+  } else if (key == "reuse") {
+    if (value.empty()) throw job_error(text, "reuse= needs a group name");
+    job.reuse_input = std::string(value);
   } else if (key == "input") {
     if (value != "synthetic" && value != "jpeg") throw job_error(text, fmt::format("input={} is neither synthetic nor jpeg", value));
     job.jpeg_input = value == "jpeg";
@@ -73,7 +76,7 @@ void apply_option(JobSpec& job, std::string_view text, std::string_view option) 
   } else if (key == "slo_ms") {
     job.slo_ms = non_negative(text, key, value, false);
   } else {
-    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, rate, slo_ms, input)", key));
+    throw job_error(text, fmt::format("unknown key '{}' (batch, priority, steps, requests, duration, until, start, warmup, rate, slo_ms, input, reuse)", key));
   }
 }
 
@@ -140,6 +143,7 @@ std::string to_spec_string(const JobSpec& job) {
   if (job.warmup > 0) text += fmt::format(":warmup={}", job.warmup);
   if (job.rate_per_s) text += fmt::format(":rate={}", *job.rate_per_s);
   if (job.jpeg_input) text += ":input=jpeg";
+  if (job.reuse_input) text += fmt::format(":reuse={}", *job.reuse_input);
   if (job.slo_ms) text += fmt::format(":slo_ms={}", *job.slo_ms);
   return text;
 }

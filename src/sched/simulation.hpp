@@ -62,6 +62,8 @@ struct Run {
   bool launch_pending = false;         // a launch event is scheduled
   bool preempted = false;              // told to stop launching; its launched kernels drain
   bool suspended = false;              // preempted mid-step, to go on from its next kernel
+  bool awaiting_group_input = false;   // input reuse: waiting for the group's shared pipeline
+  bool group_leader = false;           // input reuse: runs the group's pipeline for this batch
   double request_issue_s = 0.0;        // when the current step (request) first started
   double measured_from_s = 0.0;        // the end of its warm-up steps (its arrival without any)
   std::int64_t measured_items = 0;
@@ -148,6 +150,8 @@ class Simulation {
   // Host work of every job runs slower while a job computes on the CPU device.
   double host_factor(int j) const;
   void start_host_work(int j);
+  void join_input_group(int j);
+  void maybe_start_group_pipeline(const std::string& group);
 
   void begin_host_stage(int j);
 

@@ -294,7 +294,34 @@ void Simulation::begin_host_stage(int j) {
     host_done(j);
     return;
   }
+  if (r.spec->reuse_input) {
+    join_input_group(j);
+    return;
+  }
   start_host_work(j);
+}
+
+// Input reuse: a member waits until every live member of its group has come to its next batch;
+// the last to come runs the one pipeline for them all (lock step).
+void Simulation::join_input_group(int j) {
+  Run& r = run_at(j);
+  r.phase = Phase::waiting_slot;
+  r.awaiting_group_input = true;
+  maybe_start_group_pipeline(*r.spec->reuse_input);
+}
+
+void Simulation::maybe_start_group_pipeline(const std::string& group) {
+  int last = kNone;
+  for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+    const Run& m = run_at(k);
+    if (!m.spec->reuse_input || *m.spec->reuse_input != group || m.phase == Phase::done) continue;
+    if (m.group_leader) return;                         // its pipeline is already running
+    if (!m.awaiting_group_input) return;                // a member is still busy with its batch
+    last = k;
+  }
+  if (last == kNone) return;
+  run_at(last).group_leader = true;
+  start_host_work(last);
 }
 
 // The host stage: a timed stage, or — for an input pipeline when the model says how many the
@@ -316,6 +343,16 @@ void Simulation::start_host_work(int j) {
 
 void Simulation::host_done(int j) {
   Run& r = run_at(j);
+  if (r.group_leader) {  // the group's shared pipeline is done: every member's batch is ready
+    r.group_leader = false;
+    r.awaiting_group_input = false;
+    for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+      Run& m = run_at(k);
+      if (k == j || !m.awaiting_group_input || *m.spec->reuse_input != *r.spec->reuse_input) continue;
+      m.awaiting_group_input = false;
+      host_done(k);
+    }
+  }
   r.input_ready = true;
   if (scenario_.policy == Policy::timeslice) {
     start_kernels(j);  // it already holds the slot
@@ -349,6 +386,8 @@ void Simulation::end_job(int j, bool out_of_memory) {
   r.outcome.out_of_memory = out_of_memory;
   r.outcome.finished = !out_of_memory;
   r.outcome.end_s = now_;
+  r.awaiting_group_input = false;
+  if (r.spec->reuse_input) maybe_start_group_pipeline(*r.spec->reuse_input);  // the others may all be waiting
   consult_controller();
   // Jobs of lower priority waiting on the LPU come back at their next step; jobs waiting for a
   // device the ended job held are served by leave_device.

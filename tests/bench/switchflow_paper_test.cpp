@@ -57,6 +57,18 @@ TEST(SwitchflowPaper, Fig10ReportsBothDefinitionsOfImprovement) {
   EXPECT_GE(within, 13) << to_markdown(r);  // 15 of 54 when this was written
 }
 
+TEST(SwitchflowPaper, Figs8And9CompareInputReuseWithTimeSlicing) {
+  const auto fig8 = report(SwitchflowExperiment::fig8);
+  const auto fig9 = report(SwitchflowExperiment::fig9);
+  ASSERT_EQ(fig8.rows.size(), 72U);  // 4 panels × 9 models × 2 definitions
+  ASSERT_EQ(fig9.rows.size(), 60U);  // 3 batch sizes × 10 model sets × 2 definitions
+  int within = 0;
+  for (const auto* r : {&fig8, &fig9}) {
+    for (const auto& row : r->rows) within += row.within() ? 1 : 0;
+  }
+  EXPECT_GE(within, 38);  // 43 of 132 when this was written
+}
+
 TEST(SwitchflowPaper, MatrixNames) {
   EXPECT_EQ(parse_switchflow_matrix("switchflow-fig7"), SwitchflowExperiment::fig7);
   EXPECT_FALSE(parse_switchflow_matrix("batchdvfs-p40").has_value());

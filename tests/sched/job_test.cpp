@@ -39,7 +39,7 @@ TEST(JobSpec, BadSpecsAreUsageErrorsNamingTheProblem) {
       "noequals",          "=train:m",           "x=train",         "x=fly:m",          "x=train:m:batch=0",
       "x=train:m:batch=a", "x=train:m:steps=-1", "x=train:m:start=-1", "x=train:m:priority=urgent",
       "x=train:m:color=red", "x=train:m:steps=1:duration=2", "x=train:m:requests=5", "x=train:m:slo_ms=5",
-      "x=infer:m:duration=0", "x=train:m:nokey", "x=train:m:rate=5", "x=infer:m:rate=0", "x=infer:m:input=png",
+      "x=infer:m:duration=0", "x=train:m:nokey", "x=train:m:rate=5", "x=infer:m:rate=0", "x=infer:m:input=png", "x=infer:m:reuse=",
   };
   for (const char* text : bad) {
     try {

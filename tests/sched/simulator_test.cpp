@@ -331,6 +331,35 @@ TEST(ShareHost, InputPipelinesShareTheHostsCores) {
   EXPECT_NEAR(job(slices, "b").end_s, 0.022, eps);
 }
 
+TEST(ShareHost, AReuseGroupRunsOnePipelinePerBatchInLockStep) {
+  class Pipelines final : public StepModel {
+   public:
+    StepProfile step(const JobSpec&, const DeviceInfo&, std::int64_t) const override {
+      StepProfile p;
+      p.host_s = 0.010;
+      p.input_pipeline = true;
+      p.kernels_s = {0.001};
+      return p;
+    }
+    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
+    double host_slowdown_with_cpu_job() const override { return 0; }
+    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
+    double mps_capacity() const override { return 1; }
+    double input_pipelines_at_once() const override { return 1.0; }
+  } pipelines;
+  // Each with its own pipeline: both at half speed, 20 ms, then a's kernel (20-21 ms) and b's (21-22 ms).
+  // Each next pipeline starts when its job's kernel ends, so a's runs alone for 1 ms, then both share:
+  // a's ends at 40 ms, b's at 41 ms, kernels 40-41 and 41-42 ms; the third batch the same, 20 ms later.
+  const auto own = simulate_share(scenario(Policy::switchflow, {"a=infer:x:requests=3", "b=infer:x:requests=3"}), pipelines);
+  EXPECT_NEAR(job(own, "a").end_s, 0.061, eps);
+  EXPECT_NEAR(job(own, "b").end_s, 0.062, eps);
+  // One shared pipeline per batch (10 ms), then a's kernel and b's; the next batch when both are done.
+  const auto shared = simulate_share(
+      scenario(Policy::switchflow, {"a=infer:x:requests=3:reuse=g", "b=infer:x:requests=3:reuse=g"}), pipelines);
+  EXPECT_NEAR(job(shared, "a").end_s, 3 * 0.012 - 0.001, eps);
+  EXPECT_NEAR(job(shared, "b").end_s, 3 * 0.012, eps);
+}
+
 TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
   const auto s = scenario(Policy::switchflow,
                           {"a=train:train:steps=30", "b=train:train:steps=30", "fg=infer:infer:batch=1:priority=high:requests=70:start=0.2"},

@@ -2,7 +2,8 @@
 // SwitchFlow's evaluation (Middleware'21) re-run on the share twin, every bar beside the paper's:
 // Fig. 6 (p95 latency of a high-priority inference beside a training job, TF threads against
 // SwitchFlow), Fig. 7 (two training jobs: threads, MPS, SwitchFlow with a CPU or GPU LPU) and
-// Table 1 (state transfer) and Fig. 10 (interleaving independent models with JPEG input pipelines).
+// Table 1 (state transfer), Figs. 8–9 (input reuse) and Fig. 10 (interleaving independent models with
+// JPEG input pipelines).
 // The paper's values are data (data/sched/paper.json).
 
 #include <optional>
@@ -13,7 +14,7 @@
 
 namespace gpucap::bench {
 
-enum class SwitchflowExperiment { fig6, fig7, table1, fig10 };
+enum class SwitchflowExperiment { fig6, fig7, table1, fig8, fig9, fig10 };
 
 // "switchflow-fig6" → fig6 ...; nullopt for another name.
 [[nodiscard]] std::optional<SwitchflowExperiment> parse_switchflow_matrix(const std::string& name);

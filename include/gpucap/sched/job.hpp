@@ -3,7 +3,7 @@
 // training steps (forward + backward + optimizer update) or inference batches — with a priority,
 // a length and an arrival time. Parsed from the command line's
 //   NAME=MODE:MODEL[:batch=B][:priority=high|low|N][:steps=N|:requests=N|:duration=S|:until=JOB]
-//       [:start=S][:warmup=N][:rate=R][:slo_ms=X][:input=synthetic|jpeg]
+//       [:start=S][:warmup=N][:rate=R][:slo_ms=X][:input=synthetic|jpeg][:reuse=GROUP]
 
 #include <optional>
 #include <string>
@@ -41,6 +41,9 @@ struct JobSpec {
   // Where the batches come from: synthetic tensors (SwitchFlow's Figs. 6–7) or JPEG files decoded
   // and resized by an input pipeline on the host (its Figs. 3 and 8–10).
   bool jpeg_input = false;
+  // Input reuse (SwitchFlow Figs. 8–9): jobs with the same group share one input pipeline, in
+  // lock step — one host stage per batch for all of them, then each one's device stage.
+  std::optional<std::string> reuse_input;
 };
 
 // One --job value; Error(usage) naming the job and the part that is wrong. A job without a
