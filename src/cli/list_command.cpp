@@ -108,6 +108,8 @@ void list_matrices(const std::string& data_dir, bool json) {
       {"switchflow-fig6", "SwitchFlow Fig. 6: p95 of a BS-1 inference beside training, TF threads vs SwitchFlow"},
       {"switchflow-fig7", "SwitchFlow Fig. 7: two training jobs under threads, MPS and SwitchFlow (CPU or GPU LPU)"},
       {"switchflow-table1", "SwitchFlow Table 1: state transfer 2080 Ti to 1080 Ti"},
+      {"switchflow-fig8", "SwitchFlow Fig. 8: two identical models sharing one JPEG input pipeline"},
+      {"switchflow-fig9", "SwitchFlow Fig. 9: two or three different models sharing one input pipeline (V100)"},
       {"switchflow-fig10", "SwitchFlow Fig. 10: interleaving independent models with JPEG input pipelines"},
       {"switchflow-cap", "gpucap's capshare against SwitchFlow and the best static setting under a stepping cap"}};
   for (const auto& [id, description] : share) {

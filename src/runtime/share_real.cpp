@@ -317,6 +317,10 @@ sched::ShareResult run_real_share(const std::vector<RealShareJob>& jobs, const R
   std::vector<sched::JobSpec> specs;
   for (const auto& job : jobs) {
     if (job.spec.duration_s) throw usage_error(fmt::format("job {}: on a real device give steps= or requests=, not duration=", job.spec.name));
+    // The real path feeds synthetic tensors; JPEG pipelines and their reuse are modelled on the twin only.
+    if (job.spec.jpeg_input || job.spec.reuse_input) {
+      throw usage_error(fmt::format("job {}: input=jpeg and reuse= run on the twin only (--platform twin)", job.spec.name));
+    }
     specs.push_back(job.spec);
   }
   sched::check_jobs(specs);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "gpucap/core/error.hpp"
@@ -126,6 +127,16 @@ void check_jobs(const std::vector<JobSpec>& jobs) {
     const auto length = job.steps ? job.steps : job.requests;
     if (length && job.warmup >= *length) {
       throw usage_error(fmt::format("job {}: warmup={} leaves none of its {} steps to measure", job.name, job.warmup, *length));
+    }
+  }
+  // A reuse group runs one input pipeline per batch for all its members: one batch size.
+  std::map<std::string, const JobSpec*> first_of_group;
+  for (const auto& job : jobs) {
+    if (!job.reuse_input) continue;
+    const auto [it, inserted] = first_of_group.emplace(*job.reuse_input, &job);
+    if (!inserted && it->second->batch_size != job.batch_size) {
+      throw usage_error(fmt::format("jobs {} and {} share reuse={} but not their batch size ({} and {})", it->second->name, job.name,
+                                    *job.reuse_input, it->second->batch_size, job.batch_size));
     }
   }
 }

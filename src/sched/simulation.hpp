@@ -30,7 +30,7 @@ enum class Discipline {
 
 enum class Phase { not_arrived, transferring, waiting_slot, host, waiting_device, device, done };
 
-enum class EventKind { arrive, host_done, launch, kernel_done, transfer_done, sharing_done, request_due, window, cap_change };
+enum class EventKind { arrive, host_done, launch, kernel_done, device_gap_done, transfer_done, sharing_done, request_due, window, cap_change };
 
 struct Event {
   double at_s = 0.0;
@@ -149,7 +149,8 @@ class Simulation {
 
   // Host work of every job runs slower while a job computes on the CPU device.
   double host_factor(int j) const;
-  void start_host_work(int j);
+  void start_host_work(int j, std::optional<double> seconds_override = std::nullopt);
+  void end_of_kernels(int device, int j);
   void join_input_group(int j);
   void maybe_start_group_pipeline(const std::string& group);
 

@@ -61,7 +61,9 @@ void Simulation::preempt(int device, int asker) {
   preemptions_.push_back(p);
   run_at(asker).preemption_to_time = preemptions_.size() - 1;
   owner.preemption_to_move = preemptions_.size() - 1;
-  if (owner.completed == owner.launched) drained(device, d.owner);  // nothing of it in the stream
+  // Nothing of it in the stream: it gives the GPU up now — unless its kernels have all run and
+  // only its device gap is left, which ends the step (finish_device_stage records the drain).
+  if (owner.completed == owner.launched && owner.completed < owner.profile.kernels_s.size()) drained(device, d.owner);
 }
 
 void Simulation::grant(int device, int j) {
@@ -87,7 +89,7 @@ void Simulation::start_kernels(int j) {
   r.launch_pending = false;
   r.last_launch_s = now_;
   if (r.profile.kernels_s.empty()) {  // nothing on the device: the step is its host stage
-    finish_device_stage(r.device, j);
+    end_of_kernels(r.device, j);
     return;
   }
   try_launch(j);
@@ -147,7 +149,7 @@ void Simulation::kernel_done(int device) {
   }
   ++r.completed;
   if (r.completed == r.profile.kernels_s.size()) {
-    finish_device_stage(device, j);
+    end_of_kernels(device, j);
   } else if (r.preempted && r.completed == r.launched) {
     drained(device, j);
   } else {
@@ -188,6 +190,16 @@ void Simulation::drained(int device, int j) {
 // The preempted job's launched kernels have all run: the drain ends now.
 void Simulation::record_drain(const Run& r) {
   if (r.preemption_to_move) preemptions_[*r.preemption_to_move].drain_s = now_ - preemptions_[*r.preemption_to_move].at_s;
+}
+
+// The step's kernels have all run; its device gap (if any) still holds the device.
+void Simulation::end_of_kernels(int device, int j) {
+  Run& r = run_at(j);
+  if (r.profile.device_gap_s <= 0.0) {
+    finish_device_stage(device, j);
+    return;
+  }
+  schedule(now_ + r.profile.device_gap_s * host_factor(j), EventKind::device_gap_done, j, device, r.token);
 }
 
 // The waiting jobs are served before this one asks again (timeslice's round robin). A job
@@ -253,7 +265,7 @@ void Simulation::sharing_done(int device) {
     if (device == kHost) {
       host_done(k);
     } else {
-      step_done(k);
+      end_of_kernels(device, k);
     }
   }
 }

@@ -92,6 +92,9 @@ void Simulation::handle(const Event& e) {
     case EventKind::kernel_done:
       if (device_at(e.device).kernel_token == e.token) kernel_done(e.device);
       break;
+    case EventKind::device_gap_done:
+      if (run_at(e.job).token == e.token) finish_device_stage(e.device, e.job);
+      break;
     case EventKind::sharing_done:
       if (device_at(e.device).token == e.token) sharing_done(e.device);
       break;
@@ -320,16 +323,23 @@ void Simulation::maybe_start_group_pipeline(const std::string& group) {
     last = k;
   }
   if (last == kNone) return;
+  // The pipeline makes one batch for all: it costs what the dearest member's own pipeline would
+  // (e.g. InceptionV3's 299 × 299 images beside ResNet50's 224 × 224).
+  double host_s = 0.0;
+  for (int k = 0; k < static_cast<int>(runs_.size()); ++k) {
+    const Run& m = run_at(k);
+    if (m.awaiting_group_input && *m.spec->reuse_input == group) host_s = std::max(host_s, m.profile.host_s * host_factor(k));
+  }
   run_at(last).group_leader = true;
-  start_host_work(last);
+  start_host_work(last, host_s);
 }
 
 // The host stage: a timed stage, or — for an input pipeline when the model says how many the
 // host runs at once — work on the host's shared cores (each of n at min(1, at_once / n) speed).
-void Simulation::start_host_work(int j) {
+void Simulation::start_host_work(int j, std::optional<double> seconds_override) {
   Run& r = run_at(j);
   r.phase = Phase::host;
-  const double seconds = r.profile.host_s * host_factor(j);
+  const double seconds = seconds_override ? *seconds_override : r.profile.host_s * host_factor(j);
   if (!r.profile.input_pipeline || host_.capacity <= 0.0) {
     schedule(now_ + seconds, EventKind::host_done, j, kNone, ++r.token);
     return;

@@ -24,6 +24,9 @@ struct ShareTwin::Calibration {
     std::map<std::string, double> infer_bs128_s;
   };
   double pipelines_at_once = 0.0;
+  // Of a training step's non-GPU time in Fig. 3, the part that is its input pipeline (what one
+  // shared pipeline saves, Fig. 8); the rest is the step's own host work and holds the device.
+  double train_input_share = 1.0;
   std::map<std::string, Gpu> gpus;
   std::string cpu_relative_to;
   double cpu_slowdown = 1.0;
@@ -100,6 +103,8 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
   }
   const auto jpeg = top.object("jpeg");
   c.pipelines_at_once = jpeg.non_negative("pipelines_at_once");
+  c.train_input_share = jpeg.non_negative("train_input_share");
+  if (c.train_input_share > 1.0) throw jpeg.error("train_input_share", "is a fraction: at most 1");
   for (const auto& [id, value] : top.at("jpeg").items()) {
     if (!value.is_object()) continue;
     if (!c.gpus.contains(id)) throw jpeg.error(id, "is not a GPU of this file");
@@ -428,6 +433,10 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
   }
   p.host_s = step_host_s(c, m, job, on_cpu ? c.cpu_relative_to : device.id, on_cpu);
   p.input_pipeline = job.jpeg_input;
+  if (training && job.jpeg_input) {
+    p.device_gap_s = (1.0 - c.train_input_share) * p.host_s;
+    p.host_s -= p.device_gap_s;
+  }
 
   const double weights_bytes = 4.0 * m.params_total;
   if (training) {

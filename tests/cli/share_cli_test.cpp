@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "gpucap/bench/switchflow_paper.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "support/cli_runner.hpp"
@@ -82,6 +83,7 @@ TEST(ShareCli, ListShowsTheShareTwinsModelsDevicesAndMatrices) {
   EXPECT_EQ(json.at("devices").size(), 4U);  // gtx1080ti, rtx2080ti, v100, cpu
   const auto matrices = gpucap({"list", "matrices"});
   EXPECT_NE(matrices.out.find("switchflow-cap"), std::string::npos);
+  for (const auto& name : bench::switchflow_matrix_names()) EXPECT_NE(matrices.out.find(name + " "), std::string::npos) << name;
 }
 
 TEST(ShareCli, OutOfMemoryIsReportedNotACrash) {

@@ -64,6 +64,8 @@ TEST(RealShare, BadInputIsAnError) {
   EXPECT_THROW((void)find_real_share_model(sched::parse_job_spec("x=train:no_such_model"), GPUCAP_TEST_TRAIN_MODELS_DIR), Error);
   o.policy = sched::Policy::switchflow;
   EXPECT_THROW((void)run_real_share(jobs({"a=train:tiny_cnn:duration=2"}), o), Error);
+  EXPECT_THROW((void)run_real_share(jobs({"a=infer:tiny_cnn:input=jpeg"}), o), Error);
+  EXPECT_THROW((void)run_real_share(jobs({"a=infer:tiny_cnn:reuse=g", "b=infer:tiny_cnn:reuse=g"}), o), Error);
 }
 
 }  // namespace

@@ -58,5 +58,11 @@ TEST(JobSpec, NamesMustBeUniqueAndPresent) {
   EXPECT_NO_THROW(check_jobs({parse_job_spec("a=train:m"), parse_job_spec("b=infer:m")}));
 }
 
+TEST(JobSpec, AReuseGroupHasOneBatchSize) {
+  EXPECT_NO_THROW(check_jobs({parse_job_spec("a=infer:m:batch=32:reuse=g"), parse_job_spec("b=infer:n:batch=32:reuse=g"),
+                              parse_job_spec("c=infer:n:batch=64:reuse=h")}));
+  EXPECT_THROW(check_jobs({parse_job_spec("a=infer:m:batch=32:reuse=g"), parse_job_spec("b=infer:n:batch=64:reuse=g")}), Error);
+}
+
 }  // namespace
 }  // namespace gpucap::sched

@@ -360,6 +360,74 @@ TEST(ShareHost, AReuseGroupRunsOnePipelinePerBatchInLockStep) {
   EXPECT_NEAR(job(shared, "b").end_s, 3 * 0.012, eps);
 }
 
+TEST(ShareHost, AReuseGroupsPipelineCostsWhatItsDearestMembersWould) {
+  class TwoSizes final : public StepModel {
+   public:
+    StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override {
+      StepProfile p;
+      p.host_s = job.model == "big" ? 0.020 : 0.010;  // e.g. 299 x 299 images against 224 x 224
+      p.kernels_s = {0.001};
+      return p;
+    }
+    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
+    double host_slowdown_with_cpu_job() const override { return 0; }
+    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
+    double mps_capacity() const override { return 1; }
+  } sizes;
+  // Whichever member comes last, each batch takes the 20 ms pipeline, then a's and b's kernels.
+  const auto r = simulate_share(
+      scenario(Policy::switchflow, {"a=infer:small:requests=2:reuse=g", "b=infer:big:requests=2:reuse=g"}), sizes);
+  EXPECT_NEAR(job(r, "a").end_s, 2 * 0.022 - 0.001, eps);
+  EXPECT_NEAR(job(r, "b").end_s, 2 * 0.022, eps);
+}
+
+// "gapped": one 10 ms kernel, then 5 ms of the step's own host work holding the device; "infer":
+// one 1 ms kernel. No host stages.
+class GapModel final : public StepModel {
+ public:
+  StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override {
+    StepProfile p;
+    if (job.model == "gapped") {
+      p.kernels_s = {0.010};
+      p.device_gap_s = 0.005;
+    } else {
+      p.kernels_s = {0.001};
+    }
+    return p;
+  }
+  double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
+  double host_slowdown_with_cpu_job() const override { return 0; }
+  double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
+  double mps_capacity() const override { return 1; }
+};
+
+TEST(ShareDeviceGap, AnExclusiveStepHoldsTheGpuThroughItsGapOneStreamDoesNot) {
+  const GapModel gaps;
+  // timeslice: a owns the GPU 0-15 ms (kernel, then its gap), b 15-30 ms.
+  const auto slices = simulate_share(scenario(Policy::timeslice, {"a=train:gapped:steps=1", "b=train:gapped:steps=1"}), gaps);
+  EXPECT_NEAR(job(slices, "a").end_s, 0.015, eps);
+  EXPECT_NEAR(job(slices, "b").end_s, 0.030, eps);
+  // threads: b's kernel runs in a's gap (10-20 ms); a ends at 15 ms, b at 25.
+  const auto threads = simulate_share(scenario(Policy::threads, {"a=train:gapped:steps=1", "b=train:gapped:steps=1"}), gaps);
+  EXPECT_NEAR(job(threads, "a").end_s, 0.015, eps);
+  EXPECT_NEAR(job(threads, "b").end_s, 0.025, eps);
+}
+
+TEST(ShareDeviceGap, APreemptionDuringTheGapLetsTheStepEndInsteadOfRedoingIt) {
+  const GapModel gaps;
+  // bg's kernel runs 0-10 ms, its gap 10-15; fg asks at 12 ms and gets the GPU when the gap
+  // ends (15-16 ms); bg's second step follows: 16-26 ms, gap to 31.
+  const auto r = simulate_share(
+      scenario(Policy::switchflow, {"bg=train:gapped:steps=2", "fg=infer:infer:batch=1:priority=high:requests=1:start=0.012"}), gaps);
+  EXPECT_EQ(job(r, "bg").steps_redone, 0);
+  ASSERT_EQ(job(r, "fg").latencies_s.size(), 1U);
+  EXPECT_NEAR(job(r, "fg").latencies_s[0], 0.004, eps);
+  ASSERT_EQ(r.preemptions.size(), 1U);
+  EXPECT_NEAR(r.preemptions[0].drain_s, 0.003, eps);
+  EXPECT_NEAR(r.preemptions[0].latency_s, 0.003, eps);
+  EXPECT_NEAR(job(r, "bg").end_s, 0.031, eps);
+}
+
 TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
   const auto s = scenario(Policy::switchflow,
                           {"a=train:train:steps=30", "b=train:train:steps=30", "fg=infer:infer:batch=1:priority=high:requests=70:start=0.2"},

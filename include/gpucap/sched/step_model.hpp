@@ -36,6 +36,11 @@ struct StepProfile {
   double launch_s = 0.0;
   int launch_window = 0;
   int sync_every = 0;
+  // Host work inside the device stage, after its kernels: the GPU idles but the step still holds
+  // it (per-op dispatch gaps, the optimizer's host side, fetching results). Unlike the host stage,
+  // no other job's input pipeline can stand in for it, and under an exclusive policy no other
+  // job's kernels fill it.
+  double device_gap_s = 0.0;
   double busy_power_w = 0.0;   // device power while this job's kernels run
   double persistent_bytes = 0.0;  // weights, plus optimizer slots when training: live all the job long
   double activation_bytes = 0.0;  // working memory of one step at its peak
