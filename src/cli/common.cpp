@@ -75,7 +75,37 @@ control::ControllerOptions ControllerFlags::options() const {
   return options;
 }
 
-runtime::MpsPoolOptions mps_pool_options(const MpsWorkerFlags& worker, const std::string& gpu_uuid) {
+std::atomic<bool> stop_requested{false};
+
+extern "C" void request_stop(int /*signal*/) { stop_requested.store(true); }
+
+StopOnSignals::StopOnSignals() {
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &old_int_);
+  sigaction(SIGTERM, &action, &old_term_);
+}
+
+StopOnSignals::~StopOnSignals() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags) {
+  const auto precision = flags.precision.value_or("fp32");
+  if (precision != "fp32" && precision != "fp16") throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", precision));
+  engine::TorchEngineOptions options;
+  options.model_file = flags.model_file;
+  options.device = flags.engine_device;
+  options.fp16 = precision == "fp16";
+  options.input_size = flags.input_size;
+  options.seed = parse_seed(flags.seed);
+  options.images_dir = flags.images_dir.value_or("");
+  return options;
+}
+
+runtime::MpsPoolOptions mps_pool_options(const EngineFlags& worker, const std::string& gpu_uuid) {
   runtime::MpsPoolOptions pool;
   if (const char* custom = std::getenv("GPUCAP_MPS_WORKER"); custom != nullptr && *custom != '\0') {
     pool.worker_command = {custom};

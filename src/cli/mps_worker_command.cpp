@@ -19,31 +19,12 @@ namespace gpucap::cli {
 namespace {
 
 struct WorkerProcessFlags {
-  std::string model_file;
-  std::string engine_device = "cuda";
-  std::string precision = "fp32";
-  int input_size = 224;
-  std::string seed = "1";
-  std::optional<std::string> images_dir;
+  EngineFlags engine;
   int protocol_fd = -1;  // -1: stdin and stdout
 };
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-engine::TorchEngineOptions engine_options(const WorkerProcessFlags& flags) {
-  if (flags.precision != "fp32" && flags.precision != "fp16") {
-    throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", flags.precision));
-  }
-  engine::TorchEngineOptions options;
-  options.model_file = flags.model_file;
-  options.device = flags.engine_device;
-  options.fp16 = flags.precision == "fp16";
-  options.input_size = flags.input_size;
-  options.seed = parse_seed(flags.seed);
-  options.images_dir = flags.images_dir.value_or("");
-  return options;
 }
 
 void serve(const WorkerProcessFlags& flags) {
@@ -55,7 +36,7 @@ void serve(const WorkerProcessFlags& flags) {
   const std::function<double()> now_s = steady_seconds;
   const auto load = [&flags, &now_s]() {
     // Options are checked inside, so that a bad flag is reported to the pool as well.
-    return engine::load_torch_engine(engine_options(flags), now_s);
+    return engine::load_torch_engine(torch_engine_options(flags.engine), now_s);
   };
   runtime::serve_mps_worker(load, in_fd, out_fd, now_s);
 }
@@ -69,13 +50,13 @@ Command add_mps_worker_command(CLI::App& app, const GlobalOptions& /*global*/) {
       "INTERNAL: one tenant's worker process of the MPS path, started by gpucap (docs/mps.md); speaks "
       "newline-delimited JSON on --protocol-fd (default stdin/stdout)");
   cmd->group("");  // hidden from `gpucap --help`: not a command for users
-  cmd->add_option("--model-file", flags->model_file, "TorchScript model (scripts/export_models.py)")->required();
-  cmd->add_option("--engine-device", flags->engine_device, "Where the engine runs: cuda, cuda:N or cpu")
+  cmd->add_option("--model-file", flags->engine.model_file, "TorchScript model (scripts/export_models.py)")->required();
+  cmd->add_option("--engine-device", flags->engine.engine_device, "Where the engine runs: cuda, cuda:N or cpu")
       ->capture_default_str();
-  cmd->add_option("--precision", flags->precision, "fp32 or fp16 (FP16 on CUDA only)")->capture_default_str();
-  cmd->add_option("--input-size", flags->input_size, "Height = width of the input images")->capture_default_str();
-  cmd->add_option("--seed", flags->seed, "Seed of the synthetic input")->capture_default_str();
-  cmd->add_option("--images-dir", flags->images_dir, "A folder of JPEG images as the input (default: synthetic)");
+  cmd->add_option("--precision", flags->engine.precision, "fp32 or fp16 (FP16 on CUDA only; default fp32)");
+  cmd->add_option("--input-size", flags->engine.input_size, "Height = width of the input images")->capture_default_str();
+  cmd->add_option("--seed", flags->engine.seed, "Seed of the synthetic input")->capture_default_str();
+  cmd->add_option("--images-dir", flags->engine.images_dir, "A folder of JPEG images as the input (default: synthetic)");
   cmd->add_option("--protocol-fd", flags->protocol_fd,
                   "Descriptor to speak the protocol on, both ways (set by gpucap through $GPUCAP_MPS_PROTOCOL_FD); "
                   "-1: read stdin, write stdout")

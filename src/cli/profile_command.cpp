@@ -109,7 +109,7 @@ void profile_on_gpu(const ProfileFlags& flags) {
   if (flags.allow_gpu_control) session = std::make_unique<device::ControlSession>(gpu, journal, info.uuid);
   const double memory_mhz = flags.memory_clock_mhz.value_or(gpu.read(device::Signal::memory_clock_mhz));
   const auto pool = mps_pool_options(
-      MpsWorkerFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, {}},
+      EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, {}},
       info.uuid);
   runtime::GpuProfileOptions options;
   options.round = runtime::MpsRunRequest{flags.warmup_s, flags.measure_s};

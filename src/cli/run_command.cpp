@@ -63,33 +63,6 @@ struct RunFlags {
   std::optional<double> power_settle_s;
 };
 
-// Set by SIGINT/SIGTERM: the run ends at the next batch boundary and restores the GPU.
-std::atomic<bool> stop_requested{false};
-
-extern "C" void request_stop(int /*signal*/) { stop_requested.store(true); }
-
-// For the life of the object, SIGINT and SIGTERM end the run cleanly instead of killing it.
-class StopOnSignals {
- public:
-  StopOnSignals() {
-    struct sigaction action {};
-    action.sa_handler = request_stop;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~StopOnSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopOnSignals(const StopOnSignals&) = delete;
-  StopOnSignals& operator=(const StopOnSignals&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
-
 // Rows go to disk as they are produced, so an interrupted run keeps what it measured.
 class TraceFile {
  public:
@@ -275,15 +248,8 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   report_stop(summary);
 }
 
-std::unique_ptr<engine::Engine> make_engine(const RunFlags& flags, std::function<double()> now_s) {
-  engine::TorchEngineOptions options;
-  options.model_file = *flags.model_file;
-  options.device = flags.engine_device;
-  options.fp16 = flags.precision.value_or("fp32") == "fp16";
-  options.input_size = flags.input_size;
-  options.seed = parse_seed(flags.seed);
-  options.images_dir = flags.images_dir.value_or("");
-  return engine::load_torch_engine(options, std::move(now_s));
+EngineFlags engine_flags(const RunFlags& flags) {
+  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir};
 }
 
 void run_on_nvml(const RunFlags& flags) {
@@ -340,17 +306,13 @@ void run_on_nvml(const RunFlags& flags) {
     const device::NvmlLibrary nvml(flags.nvml_library);
     return device::NvmlDevice(nvml, flags.device_index, false).info().uuid;
   };
-  const auto pool = mps ? std::optional(mps_pool_options(MpsWorkerFlags{*flags.model_file, flags.engine_device,
-                                                                         flags.input_size, flags.seed, flags.precision,
-                                                                         flags.images_dir},
-                                                          uuid_of_device()))
-                        : std::nullopt;
+  const auto pool = mps ? std::optional(mps_pool_options(engine_flags(flags), uuid_of_device())) : std::nullopt;
   if (!(flags.mps_round_s >= 0.05 && flags.mps_round_s <= 60.0)) {
     throw usage_error(fmt::format("--mps-round-s {:g} must be between 0.05 and 60", flags.mps_round_s));
   }
   runtime::NvmlPlatform platform(options, [&flags, &pool](std::function<double()> now_s) -> std::unique_ptr<engine::Engine> {
     if (pool) return std::make_unique<runtime::MpsPoolEngine>(*pool, std::move(now_s), flags.mps_round_s);
-    return make_engine(flags, std::move(now_s));
+    return engine::load_torch_engine(torch_engine_options(engine_flags(flags)), std::move(now_s));
   });
   const auto& info = platform.gpu().info();
   config.schedule.check_range(0.0, info.power_limit_max_w,

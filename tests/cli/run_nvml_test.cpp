@@ -15,6 +15,7 @@
 
 #include "gpucap/core/files.hpp"
 #include "support/cli_runner.hpp"
+#include "support/fake_nvml_gpu.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap {
@@ -24,36 +25,7 @@ using test::expect_error;
 using test::gpucap;
 using test::with;
 
-// A fake GPU drawing 120 W, and the environment that points gpucap at it.
-class FakeGpu {
- public:
-  explicit FakeGpu(bool energy_counter = true)
-      : state_(dir_.write("nvml.json", std::string(R"({"devices": [{"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-run",
-          "bus_id": "00000000:07:00.0", "power_mw": 120000, )") + (energy_counter ? R"("energy_mj": 5000000, )" : "") +
-          R"("power_limit_mw": 400000,
-          "power_limit_min_mw": 100000, "power_limit_max_mw": 400000, "power_limit_default_mw": 400000,
-          "memory_clocks_mhz": [1215], "graphics_clocks_mhz": [1410, 1200, 1005, 810, 615, 420],
-          "sm_clock_mhz": 1410, "memory_clock_mhz": 1215, "utilization_gpu": 90, "utilization_memory": 30,
-          "temperature_c": 45, "locked_sm_mhz": null}]})")),
-        journal_(dir_.file("journal.json")) {
-    setenv("GPUCAP_FAKE_NVML_STATE", state_.c_str(), 1);
-    setenv("GPUCAP_RESTORE_JOURNAL", journal_.c_str(), 1);
-  }
-  ~FakeGpu() {
-    unsetenv("GPUCAP_FAKE_NVML_STATE");
-    unsetenv("GPUCAP_RESTORE_JOURNAL");
-  }
-  FakeGpu(const FakeGpu&) = delete;
-  FakeGpu& operator=(const FakeGpu&) = delete;
-  [[nodiscard]] nlohmann::json gpu() const { return nlohmann::json::parse(read_text_file(state_))["devices"][0]; }
-  [[nodiscard]] nlohmann::json writes() const { return nlohmann::json::parse(read_text_file(state_))["writes"]; }
-  [[nodiscard]] const std::string& journal() const { return journal_; }
-
- private:
-  test::TempDir dir_;
-  std::string state_;
-  std::string journal_;
-};
+using FakeGpu = test::FakeNvmlGpu;
 
 std::vector<std::string> real_run(const std::string& algorithm) {
   return {"run", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file",

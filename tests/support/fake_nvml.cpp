@@ -9,7 +9,9 @@
 // "sm_clock_mhz", "memory_clock_mhz", "utilization_gpu", "utilization_memory", "temperature_c",
 // "power_limit_mw", "power_limit_min_mw", "power_limit_max_mw", "power_limit_default_mw",
 // "memory_clocks_mhz": [...], "graphics_clocks_mhz": [...], "locked_sm_mhz": null | [min, max],
-// "locked_memory_mhz": null | [min, max], "locked_clocks_supported": true (false: a pre-Volta GPU,
+// "locked_memory_mhz": null | [min, max], "power_mw_at_locked_sm": {"1200": 150000, ...} (while the
+// SM clock is locked at a listed clock, the power reading is that value and the SM clock reading
+// follows the lock; absent: readings ignore locks), "locked_clocks_supported": true (false: a pre-Volta GPU,
 // application clocks only), "power_instant_mw" (absent: no instantaneous reading), "deny_writes":
 // false, "fail": {"nvmlFunction": status}}],
 // "writes": ["nvmlDeviceSet... 0 1200 1200", ...]}
@@ -120,6 +122,16 @@ bool contains(const nlohmann::json& list, unsigned value) {
   return false;
 }
 
+// The scripted power at the locked SM clock, if the device lists one for it.
+const nlohmann::json* locked_sm_power(const nlohmann::json& device) {
+  if (!device.contains("power_mw_at_locked_sm") || !device.contains("locked_sm_mhz") || device["locked_sm_mhz"].is_null()) {
+    return nullptr;
+  }
+  const auto key = std::to_string(device["locked_sm_mhz"][0].get<unsigned>());
+  const auto& table = device["power_mw_at_locked_sm"];
+  return table.contains(key) ? &table[key] : nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -210,6 +222,10 @@ int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
   auto* device = device_of(handle);
   if (device == nullptr) return kInvalidArgument;
   if (const int s = scripted(*device, "nvmlDeviceGetPowerUsage"); s != kSuccess) return s;
+  if (const auto* locked = locked_sm_power(*device)) {
+    *mw = locked->get<unsigned>();
+    return kSuccess;
+  }
   const auto& power = (*device)["power_mw"];
   if (!power.is_array()) {
     *mw = power.get<unsigned>();
@@ -237,6 +253,10 @@ int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
 
 int nvmlDeviceGetClockInfo(void* handle, int type, unsigned* mhz) {
   const std::lock_guard lock(fake_mutex);
+  if (const auto* device = device_of(handle); type == 1 && device != nullptr && mhz != nullptr && locked_sm_power(*device)) {
+    *mhz = (*device)["locked_sm_mhz"][0].get<unsigned>();
+    return kSuccess;
+  }
   if (type == 1) return read_field(handle, "nvmlDeviceGetClockInfo", "sm_clock_mhz", mhz);
   if (type == 2) return read_field(handle, "nvmlDeviceGetClockInfo", "memory_clock_mhz", mhz);
   return kNotSupported;

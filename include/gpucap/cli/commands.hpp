@@ -3,6 +3,9 @@
 // over the library. Errors are thrown as gpucap::Error and mapped to exit codes in main().
 
 #include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <atomic>
 
 #include <cstdint>
 #include <functional>
@@ -10,6 +13,7 @@
 #include <string>
 
 #include "gpucap/control/registry.hpp"
+#include "gpucap/engine/torch_plugin.hpp"
 #include "gpucap/runtime/mps.hpp"
 
 namespace gpucap::cli {
@@ -63,11 +67,29 @@ Command add_bso_bench_command(CLI::App& bso, const GlobalOptions& global);
 // reported and the journal kept for the next try.
 void recover_gpu_settings(const std::string& nvml_library);
 
+// Set by SIGINT/SIGTERM while a StopOnSignals lives: a run ends at its next batch boundary (a
+// search at the end of its trial in flight, which is dropped) and restores the GPU.
+extern std::atomic<bool> stop_requested;
+
+// For the life of the object, SIGINT and SIGTERM set stop_requested instead of killing gpucap.
+class StopOnSignals {
+ public:
+  StopOnSignals();
+  ~StopOnSignals();
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
 // Error(usage) "OPTION does not apply to --platform PLATFORM" if the option was given.
 void reject_for_platform(bool given, const char* option, const char* platform);
 
-// What an MPS worker needs to load and feed the model (`gpucap mps-worker`'s flags).
-struct MpsWorkerFlags {
+// What the LibTorch engine of a real GPU needs to load and feed the model, in gpucap itself
+// (`run`, `tune`) or in an MPS worker (`gpucap mps-worker`'s flags).
+struct EngineFlags {
   std::string model_file;
   std::string engine_device = "cuda";
   int input_size = 224;
@@ -78,7 +100,9 @@ struct MpsWorkerFlags {
 // The worker pool of a real GPU: `gpucap mps-worker` with those flags (or $GPUCAP_MPS_WORKER,
 // another program that speaks the worker protocol), only the GPU `gpu_uuid` visible to the
 // workers, and a private MPS daemon of its own.
-[[nodiscard]] runtime::MpsPoolOptions mps_pool_options(const MpsWorkerFlags& worker, const std::string& gpu_uuid);
+[[nodiscard]] runtime::MpsPoolOptions mps_pool_options(const EngineFlags& worker, const std::string& gpu_uuid);
+// The engine's options; Error(usage) for a precision other than fp32 or fp16, or a bad seed.
+[[nodiscard]] engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags);
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.
 [[nodiscard]] std::string resolve_shared_dir();
 
