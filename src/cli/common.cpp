@@ -92,6 +92,22 @@ StopOnSignals::~StopOnSignals() {
   sigaction(SIGTERM, &old_term_, nullptr);
 }
 
+nlohmann::json trial_setup(const EngineFlags& engine, const device::NvmlDevice& gpu,
+                           const runtime::PlatformTrialOptions& trials, double sample_hz) {
+  return {{"gpu", gpu.info().name},
+          {"uuid", gpu.info().uuid},
+          {"model_file", std::filesystem::absolute(engine.model_file).lexically_normal().string()},
+          {"engine_device", engine.engine_device},
+          {"precision", engine.precision.value_or("fp32")},
+          {"input_size", engine.input_size},
+          {"images_dir", engine.images_dir ? nlohmann::json(*engine.images_dir) : nlohmann::json()},
+          {"seed", engine.seed},
+          {"warmup_s", trials.warmup_s},
+          {"measure_s", trials.measure_s},
+          {"sample_hz", sample_hz},
+          {"clocks_locked", trials.lock_clocks}};
+}
+
 engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags) {
   const auto precision = flags.precision.value_or("fp32");
   if (precision != "fp32" && precision != "fp16") throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", precision));

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +62,9 @@ struct RunFlags {
   std::string nvml_library = default_nvml_library();
   bool allow_gpu_control = false;
   std::optional<double> power_settle_s;
+  std::optional<std::string> search_out;
+  std::optional<double> trial_warmup_s;   // nvml: default runtime::kPreRunWarmupS
+  std::optional<double> trial_measure_s;  // nvml: default runtime::kPreRunMeasureS
 };
 
 // Rows go to disk as they are produced, so an interrupted run keeps what it measured.
@@ -191,11 +195,26 @@ std::optional<predict::FittedPredictor> fitted_predictor(const RunFlags& flags) 
   return predict::FittedPredictor::load(*flags.fitted_path);
 }
 
+// --bobd-budget, checked; nullopt when not given.
+std::optional<std::size_t> search_budget(const RunFlags& flags) {
+  if (!flags.bobd_budget) return std::nullopt;
+  if (!control::needs_offline_search(flags.algorithm)) {
+    throw usage_error(fmt::format("--bobd-budget does not apply to {}", flags.algorithm));
+  }
+  if (*flags.bobd_budget < 1 || *flags.bobd_budget > 100'000) {
+    throw usage_error(fmt::format("--bobd-budget {} must be between 1 and 100000", *flags.bobd_budget));
+  }
+  return static_cast<std::size_t>(*flags.bobd_budget);
+}
+
 void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
   reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
   reject_for_platform(flags.images_dir.has_value(), "--images-dir", "sim (use --dataset)");
+  reject_for_platform(flags.search_out.has_value(), "--search-out", "sim (the twin's profile and search take seconds)");
+  reject_for_platform(flags.trial_warmup_s.has_value() || flags.trial_measure_s.has_value(), "--trial-warmup-s/--trial-measure-s",
+                      "sim");
   if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   runtime::SimJobSpec spec;
@@ -216,15 +235,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   spec.sim.seed = parse_seed(flags.seed);
   spec.sim.sample_hz = flags.sample_hz;
   spec.sim.autotune_new_shapes = flags.autotune_new_shapes;
-  if (flags.bobd_budget) {
-    if (!control::needs_offline_search(spec.algorithm)) {
-      throw usage_error(fmt::format("--bobd-budget does not apply to {}", spec.algorithm));
-    }
-    if (*flags.bobd_budget < 1 || *flags.bobd_budget > 100'000) {
-      throw usage_error(fmt::format("--bobd-budget {} must be between 1 and 100000", *flags.bobd_budget));
-    }
-    spec.search_budget = static_cast<std::size_t>(*flags.bobd_budget);
-  }
+  if (const auto budget = search_budget(flags)) spec.search_budget = *budget;
   if (control::needs_mps_planning(spec.algorithm) && !control::plans_with_fitted_predictor(spec.algorithm)) {
     spec.pctodl_params_dir = resolve_pctodl_params_dir(flags.params_dir);
   } else if (flags.params_dir) {
@@ -252,13 +263,56 @@ EngineFlags engine_flags(const RunFlags& flags) {
   return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir};
 }
 
+// capfit's profile and bobd's search, on the real GPU before the run (unless a profile was given):
+// fixed-configuration trials, every one written to --search-out as it is measured.
+void measure_before_run(const RunFlags& flags, runtime::NvmlPlatform& platform, const CapSchedule& schedule,
+                        std::optional<std::size_t> budget, control::ControllerOptions& options) {
+  const bool profile = control::needs_profile(flags.algorithm) && !options.profile;
+  const bool search = control::needs_offline_search(flags.algorithm) && !options.tuned_table;
+  if (!profile && !search) return;
+  const runtime::PlatformTrialOptions trial_options{flags.trial_warmup_s.value_or(runtime::kPreRunWarmupS),
+                                                    flags.trial_measure_s.value_or(runtime::kPreRunMeasureS),
+                                                    flags.allow_gpu_control, &stop_requested};
+  std::optional<runtime::TrialFile> file;
+  if (flags.search_out) file.emplace(*flags.search_out, trial_setup(engine_flags(flags), platform.gpu(), trial_options, flags.sample_hz));
+  runtime::PlatformTrialRunner runner(platform, trial_options);
+  std::size_t trials = 0;
+  auto measure = runtime::cached_measure(runner, file ? &*file : nullptr,
+                                         [&trials](const tune::ConfigPoint& p, const tune::TrialResult& r, bool measured_now) {
+                                           fmt::print(stderr, "  trial {:>3}  {:<32} {:>9.2f} img/s {:>7.2f} W  [{}]\n", ++trials,
+                                                      describe(p), r.throughput_img_s, r.max_power_w,
+                                                      measured_now ? "measured" : "from --search-out");
+                                         });
+  const StopOnSignals stop_on_signals;
+  const auto limits = platform.controller_limits();
+  if (profile) {
+    const auto space = runtime::real_profile_space(limits, flags.allow_gpu_control, options.batch_sizes);
+    fmt::print(stderr, "capfit: profiling the model first, {} configurations{}\n", space.size(),
+               flags.allow_gpu_control ? "" : " (batch sizes at the GPU's own clocks: no --allow-gpu-control)");
+    std::vector<tune::Trial> measured;
+    for (std::size_t i = 0; i < space.size(); ++i) measured.push_back(tune::Trial{space.point(i), measure(space.point(i))});
+    options.profile = std::make_shared<const predict::ProfileModel>(runtime::profile_samples(measured));
+    return;
+  }
+  auto space = runtime::real_profile_space(limits, flags.allow_gpu_control, std::nullopt);
+  space.batch_sizes.resize(256);
+  std::iota(space.batch_sizes.begin(), space.batch_sizes.end(), 1);  // BOBD's range, as on the twin
+  const auto caps = schedule.distinct_caps();
+  fmt::print(stderr, "bobd: searching {} configurations for each of {} caps first{}\n", space.size(), caps.size(),
+             flags.allow_gpu_control ? "" : " (batch sizes at the GPU's own clocks: no --allow-gpu-control)");
+  auto table = runtime::cap_table(runtime::search_each_cap("bobd", space, caps, measure, budget.value_or(0), parse_seed(flags.seed)));
+  if (!flags.allow_gpu_control) {
+    for (auto& entry : table) entry.knobs = single_tenant_knobs(entry.knobs.batch_size());  // the clock was a label
+  }
+  options.tuned_table = std::make_shared<const control::CapTable>(std::move(table));
+}
+
 void run_on_nvml(const RunFlags& flags) {
   reject_for_platform(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
   reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
-  reject_for_platform(flags.bobd_budget.has_value(), "--bobd-budget", "nvml (bobd searches on the twin only)");
   reject_for_platform(flags.params_dir.has_value(), "--params", "nvml (pctodl and directcap run on the twin only)");
   const auto fitted = fitted_predictor(flags);
   const bool mps = control::needs_mps_planning(flags.algorithm);
@@ -273,9 +327,11 @@ void run_on_nvml(const RunFlags& flags) {
                                   flags.algorithm));
   }
   if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
-  if (control::needs_offline_search(flags.algorithm)) {
-    throw Error(ErrorCode::unsupported, "bobd searches on the twin only; on a real GPU use gpucap tune to find a "
-                                        "configuration, or another algorithm");
+  const auto budget = search_budget(flags);
+  if (flags.search_out && !control::needs_profile(flags.algorithm) && !control::needs_offline_search(flags.algorithm)) {
+    throw usage_error(fmt::format("--search-out does not apply to {} (only capfit's profile and bobd's search measure "
+                                  "before the run)",
+                                  flags.algorithm));
   }
   if (flags.precision && *flags.precision != "fp32" && *flags.precision != "fp16") {
     throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", *flags.precision));
@@ -319,6 +375,8 @@ void run_on_nvml(const RunFlags& flags) {
                               fmt::format("what the {} can draw (up to its highest power limit)", info.name));
   auto controller_options = flags.controller.options();
   if (fitted) controller_options.mps_planning = runtime::fitted_planning(info.sm_clocks_mhz, *fitted);
+  controller_options.gpu_chooses_clocks = !flags.allow_gpu_control;
+  measure_before_run(flags, platform, config.schedule, budget, controller_options);
   const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
   auto trace = open_trace(flags.trace_path, /*simulated=*/false);
   const StopOnSignals stop_on_signals;
@@ -403,6 +461,13 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
                 "nvml: let the controller lock clocks and set the power limit (needs root; every setting is "
                 "restored at exit, and after a crash by the next gpucap start)");
+  cmd->add_option("--search-out", flags->search_out,
+                  "nvml, capfit and bobd: keep the trials measured before the run (capfit's profile, bobd's search) "
+                  "in this JSON file as they are measured; a run started again with it does not measure them again");
+  cmd->add_option("--trial-warmup-s", flags->trial_warmup_s,
+                  "nvml, capfit and bobd: warm-up of each trial measured before the run, seconds (default 1)");
+  cmd->add_option("--trial-measure-s", flags->trial_measure_s,
+                  "nvml, capfit and bobd: measurement of each trial before the run, seconds (default 2)");
   cmd->add_option("--power-settle-s", flags->power_settle_s,
                   "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
   cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");

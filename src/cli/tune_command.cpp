@@ -223,20 +223,8 @@ tune::SearchSpace real_search_space(const TuneFlags& flags, const device::NvmlDe
   return space;
 }
 
-// What a trial file's measurements depend on; a file made under another setup is not reused.
-nlohmann::json real_setup(const TuneFlags& flags, const device::NvmlDevice& gpu) {
-  return {{"gpu", gpu.info().name},
-          {"uuid", gpu.info().uuid},
-          {"model_file", std::filesystem::absolute(*flags.model_file).lexically_normal().string()},
-          {"engine_device", flags.engine_device},
-          {"precision", flags.precision.value_or("fp32")},
-          {"input_size", flags.input_size},
-          {"images_dir", flags.images_dir ? nlohmann::json(*flags.images_dir) : nlohmann::json()},
-          {"seed", flags.seed},
-          {"warmup_s", flags.warmup_s},
-          {"measure_s", flags.measure_s},
-          {"sample_hz", flags.sample_hz},
-          {"clocks_locked", flags.allow_gpu_control}};
+EngineFlags engine_flags(const TuneFlags& flags) {
+  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir};
 }
 
 void check_real_flags(const TuneFlags& flags) {
@@ -250,8 +238,7 @@ void check_real_flags(const TuneFlags& flags) {
   if (!(flags.power_cap_w > 0.0)) throw usage_error(fmt::format("--power-cap {:g} must be > 0 W", flags.power_cap_w));
   check_budget(flags);
   runtime::check_sample_hz(flags.sample_hz);
-  (void)torch_engine_options(EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed,
-                                         flags.precision, flags.images_dir});  // checks precision and seed
+  (void)torch_engine_options(engine_flags(flags));  // checks precision and seed
 }
 
 void print_real_trial(const std::vector<tune::Trial>& trials, const std::optional<tune::Trial>& best, double cap_w,
@@ -272,7 +259,7 @@ void tune_on_nvml(const TuneFlags& flags) {
   options.allow_gpu_control = flags.allow_gpu_control;
   options.sample_hz = flags.sample_hz;
   if (flags.power_settle_s) options.power_settle_s = *flags.power_settle_s;
-  const EngineFlags engine{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir};
+  const auto engine = engine_flags(flags);
   runtime::NvmlPlatform platform(options, [&engine](std::function<double()> now_s) {
     return engine::load_torch_engine(torch_engine_options(engine), std::move(now_s));
   });
@@ -280,10 +267,11 @@ void tune_on_nvml(const TuneFlags& flags) {
   CapSchedule::constant(flags.power_cap_w)
       .check_range(0.0, info.power_limit_max_w, fmt::format("what the {} can draw (up to its highest power limit)", info.name));
   const auto space = real_search_space(flags, platform.gpu(), platform.controller_limits());
+  const runtime::PlatformTrialOptions trial_options{flags.warmup_s, flags.measure_s, flags.allow_gpu_control, &stop_requested};
   std::optional<runtime::TrialFile> file;
-  if (flags.out) file.emplace(*flags.out, real_setup(flags, platform.gpu()));
+  if (flags.out) file.emplace(*flags.out, trial_setup(engine, platform.gpu(), trial_options, flags.sample_hz));
   const StopOnSignals stop_on_signals;
-  runtime::PlatformTrialRunner runner(platform, {flags.warmup_s, flags.measure_s, flags.allow_gpu_control, &stop_requested});
+  runtime::PlatformTrialRunner runner(platform, trial_options);
   auto tuner = tune::make_tuner(flags.algorithm, space, flags.power_cap_w, parse_seed(flags.seed));
   const auto budget = budget_of(flags);
 
@@ -299,18 +287,10 @@ void tune_on_nvml(const TuneFlags& flags) {
   const char* source = "measured";
   const auto outcome = runtime::run_tuner(
       *tuner,
-      [&](const tune::ConfigPoint& point) {
-        if (file) {
-          if (const auto known = file->find(point)) {
-            source = "from --out";
-            return known->result;
-          }
-        }
-        const auto trial = runner.measure(point);
-        if (file) file->add(point, trial);
-        source = "measured";
-        return trial.result;
-      },
+      runtime::cached_measure(runner, file ? &*file : nullptr,
+                              [&source](const tune::ConfigPoint&, const tune::TrialResult&, bool measured_now) {
+                                source = measured_now ? "measured" : "from --out";
+                              }),
       flags.power_cap_w, budget,
       [&](const std::vector<tune::Trial>& trials, const std::optional<tune::Trial>& best) {
         print_real_trial(trials, best, flags.power_cap_w, source);

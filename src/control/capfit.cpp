@@ -37,13 +37,17 @@ CapfitController::CapfitController(CapfitParams params) : params_(std::move(para
   if (!params_.profile) {
     throw usage_error("capfit needs a profile of the model on this GPU (--profile FILE; on the twin gpucap measures one)");
   }
+  if (!params_.lock_clocks && params_.profile->columns().size() > 1) {
+    throw usage_error("capfit without clock control needs a profile at the GPU's own clocks (one SM clock; 'gpucap tune "
+                      "--platform nvml' without --allow-gpu-control), not one that varies the clocks");
+  }
   candidates_ = build_candidates(*params_.profile, params_.batch_sizes);
   if (candidates_.empty()) throw usage_error("capfit: no batch size of the set lies within the profile's batch sizes");
   measured_.assign(candidates_.size(), CapfitPointStats{});
 }
 
 Requirements CapfitController::requirements() const {
-  return {.sm_clock = true, .memory_clock = params_.profile->has_memory_clocks()};
+  return {.sm_clock = params_.lock_clocks, .memory_clock = params_.lock_clocks && params_.profile->has_memory_clocks()};
 }
 
 predict::ProfilePrediction CapfitController::predicted(std::size_t i) const {
@@ -96,6 +100,7 @@ std::size_t CapfitController::choose(double cap_w) const {
 }
 
 Knobs CapfitController::knobs(std::size_t i) const {
+  if (!params_.lock_clocks) return single_tenant_knobs(candidates_[i].batch_size);
   auto k = single_tenant_knobs(candidates_[i].batch_size, candidates_[i].sm_clock_mhz);
   k.mem_clock_mhz = candidates_[i].memory_clock_mhz;
   return k;
@@ -106,8 +111,8 @@ Knobs CapfitController::initial_knobs(double cap_w) const { return knobs(choose(
 std::optional<std::size_t> CapfitController::candidate_of(const Knobs& knobs) const {
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
     const auto& c = candidates_[i];
-    if (c.batch_size == knobs.batch_size() && knobs.sm_clock_mhz == c.sm_clock_mhz &&
-        knobs.mem_clock_mhz == c.memory_clock_mhz) {
+    const bool same_clocks = !params_.lock_clocks || (knobs.sm_clock_mhz == c.sm_clock_mhz && knobs.mem_clock_mhz == c.memory_clock_mhz);
+    if (c.batch_size == knobs.batch_size() && same_clocks) {
       return i;
     }
   }

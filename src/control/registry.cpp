@@ -310,6 +310,7 @@ std::unique_ptr<Controller> make_capfit(const ControllerOptions& o) {
   p.period = checked_period(o, p.period);
   if (o.batch_sizes) p.batch_sizes = checked_batch_sizes(o, {});
   p.profile = o.profile;
+  p.lock_clocks = !o.gpu_chooses_clocks;
   return std::make_unique<CapfitController>(std::move(p));
 }
 

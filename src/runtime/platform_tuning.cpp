@@ -12,6 +12,7 @@
 #include "gpucap/core/json_file.hpp"
 #include "gpucap/runtime/runner.hpp"
 #include "gpucap/runtime/tuning.hpp"
+#include "gpucap/sim/catalog.hpp"
 
 namespace gpucap::runtime {
 
@@ -113,7 +114,7 @@ TrialFile::TrialFile(std::string path, nlohmann::json setup) : path_(std::move(p
   if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a trial file must be a JSON object", path_));
   const JsonFields top(json, path_);
   if (!top.has("setup") || top.at("setup") != setup_) {
-    throw usage_error(fmt::format("{} holds the trials of another search (setup {}, this one {}): give another --out",
+    throw usage_error(fmt::format("{} holds the trials of another search (setup {}, this one {}): use another file",
                                   path_, top.has("setup") ? top.at("setup").dump() : std::string("missing"), setup_.dump()));
   }
   const auto& trials = top.at("trials");
@@ -138,6 +139,34 @@ void TrialFile::add(const tune::ConfigPoint& point, const PlatformTrial& trial) 
   nlohmann::json records = nlohmann::json::array();
   for (const auto& [p, t] : trials_) records.push_back(trial_record(p, t));
   write_text_file_durably(path_, nlohmann::json{{"setup", setup_}, {"trials", records}}.dump(2) + "\n");
+}
+
+MeasureFn cached_measure(PlatformTrialRunner& runner, TrialFile* file, TrialListener on_trial) {
+  return [&runner, file, on_trial = std::move(on_trial)](const tune::ConfigPoint& point) {
+    if (file != nullptr) {
+      if (const auto known = file->find(point)) {
+        if (on_trial) on_trial(point, known->result, false);
+        return known->result;
+      }
+    }
+    const auto trial = runner.measure(point);
+    if (file != nullptr) file->add(point, trial);
+    if (on_trial) on_trial(point, trial.result, true);
+    return trial.result;
+  };
+}
+
+tune::SearchSpace real_profile_space(const control::PlatformLimits& limits, bool lock_clocks,
+                                     const std::optional<std::vector<int>>& batch_sizes) {
+  constexpr std::size_t kProfileClockLevels = 5;
+  tune::SearchSpace space;
+  space.batch_sizes = batch_sizes.value_or(std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  auto clocks = limits.supported_sm_clocks_mhz.empty() ? limits.dvfs_levels_mhz : limits.supported_sm_clocks_mhz;
+  std::sort(clocks.begin(), clocks.end());
+  if (clocks.empty()) throw Error(ErrorCode::unsupported, "the GPU reports no SM clocks to profile at");
+  space.sm_clocks_mhz = lock_clocks ? sim::spread_levels(clocks, kProfileClockLevels) : std::vector<double>{clocks.back()};
+  space.validate();
+  return space;
 }
 
 }  // namespace gpucap::runtime

@@ -132,7 +132,76 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   auto tpu = real_run("batchsizer");
   tpu[2] = "tpu";
   expect_error(with(tpu, {"--images", "10"}), 2, "--platform 'tpu' must be sim or nvml");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--search-out", dir.file("s.json")}), 2,
+               "--search-out does not apply to batchsizer");
+  expect_error(with(real_run("capfit"), {"--images", "10", "--trial-measure-s", "0"}), 2,
+               "--measure-s 0 must be between 0.1 and 3600 s");
   EXPECT_TRUE(fake.writes().empty());
+}
+
+std::size_t count(const std::string& text, const std::string& fragment) {
+  std::size_t n = 0;
+  for (auto at = text.find(fragment); at != std::string::npos; at = text.find(fragment, at + 1)) ++n;
+  return n;
+}
+
+// Short trials before the run, so that a test's profile or search takes seconds.
+std::vector<std::string> with_short_trials(const std::string& algorithm, const std::vector<std::string>& more) {
+  return with(with(real_run(algorithm), {"--trial-warmup-s", "0.1", "--trial-measure-s", "0.3"}), more);
+}
+
+TEST(RunNvml, CapfitProfilesTheGpuFirstAndAProfileKeptIsNotMeasuredAgain) {
+  const FakeGpu fake;
+  test::TempDir dir;
+  const auto args = with_short_trials("capfit", {"--batch-sizes", "1,8", "--images", "400", "--json", "--search-out",
+                                                 dir.file("profile.json")});
+  const auto first = gpucap(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("capfit: profiling the model first, 2 configurations (batch sizes at the GPU's own clocks"),
+            std::string::npos)
+      << first.err;
+  EXPECT_EQ(count(first.err, "[measured]"), 2U);
+  const auto profile = nlohmann::json::parse(read_text_file(dir.file("profile.json")));
+  ASSERT_EQ(profile["trials"].size(), 2U);
+  EXPECT_EQ(nlohmann::json::parse(first.out)["images"], 400);
+  EXPECT_TRUE(fake.writes().empty()) << "without --allow-gpu-control capfit moves the batch size only";
+
+  const auto again = gpucap(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(count(again.err, "[from --search-out]"), 2U) << again.err;
+  EXPECT_EQ(count(again.err, "[measured]"), 0U);
+  // The same file is a profile `--profile` reads: no measurement at all then.
+  const auto given = gpucap(with(real_run("capfit"), {"--images", "100", "--profile", dir.file("profile.json")}));
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(given.err.find("profiling"), std::string::npos) << given.err;
+}
+
+TEST(RunNvml, BobdSearchesEveryCapOfTheScheduleOnTheGpuBeforeTheRun) {
+  const FakeGpu fake;
+  test::TempDir dir;
+  const auto r = gpucap(with(with_short_trials("bobd", {"--cap-schedule", "0:150,1:130", "--duration", "2", "--bobd-budget",
+                                                        "3", "--search-out", dir.file("search.json")}),
+                             {}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("bobd: searching 256 configurations for each of 2 caps first"), std::string::npos) << r.err;
+  EXPECT_EQ(count(r.err, "  trial "), 6U) << "3 per cap";
+  const auto trials = nlohmann::json::parse(read_text_file(dir.file("search.json")))["trials"].size();
+  EXPECT_EQ(trials, count(r.err, "[measured]")) << "a point both caps' searches chose is measured once";
+  EXPECT_GE(trials, 3U);
+  EXPECT_TRUE(fake.writes().empty());
+}
+
+TEST(RunNvml, CapfitWithClockControlProfilesFiveClocksAndRestoresThem) {
+  if (geteuid() != 0) GTEST_SKIP() << "NVML writes need root";
+  const FakeGpu fake;
+  const auto r = gpucap(with_short_trials("capfit", {"--batch-sizes", "1,8", "--images", "300", "--allow-gpu-control"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("capfit: profiling the model first, 10 configurations"), std::string::npos) << r.err;
+  std::size_t locks = 0;
+  for (const auto& w : fake.writes()) locks += w.get<std::string>().rfind("nvmlDeviceSetGpuLockedClocks", 0) == 0 ? 1U : 0U;
+  EXPECT_GE(locks, 10U) << "one lock per profiled configuration, then the run's";
+  EXPECT_TRUE(fake.gpu()["locked_sm_mhz"].is_null());
+  EXPECT_FALSE(std::filesystem::exists(fake.journal()));
 }
 
 }  // namespace

@@ -52,6 +52,30 @@ TEST(Capfit, NeedsAProfileAndCoversEveryBatchSizeInIt) {
   EXPECT_FALSE(controller.requirements().memory_clock) << "the profile has no memory clocks";
 }
 
+TEST(Capfit, WithoutClockControlItMovesTheBatchSizeOnlyAndLearnsFromItsWindows) {
+  std::vector<predict::ProfileSample> own_clocks;
+  for (const auto& s : toy_profile()) {
+    if (s.sm_clock_mhz == 1000.0) own_clocks.push_back(s);
+  }
+  auto p = params_for(own_clocks);
+  p.lock_clocks = false;
+  CapfitController controller(p);
+  EXPECT_FALSE(controller.requirements().sm_clock);
+  EXPECT_FALSE(controller.requirements().memory_clock);
+  const auto knobs = controller.initial_knobs(200.0);
+  EXPECT_EQ(knobs.batch_size(), 64);
+  EXPECT_FALSE(knobs.sm_clock_mhz.has_value()) << "the clock stays with the GPU";
+  // A window of batch 64 at 150 W (the profile said 136 W) is matched to its candidate and
+  // lowers the batch size under a 150 W cap.
+  const auto next = controller.decide(window(knobs, 150.0, 150.0, 880.0));
+  EXPECT_LT(next.batch_size(), 64);
+  EXPECT_FALSE(next.sm_clock_mhz.has_value());
+  // A profile that varies the clock cannot be followed without clock control.
+  auto both = params_for(toy_profile());
+  both.lock_clocks = false;
+  EXPECT_THROW(CapfitController{both}, Error);
+}
+
 TEST(Capfit, StartsAtTheBestPredictedConfigurationUnderTheCapWithAMargin) {
   const CapfitController controller(params_for(toy_profile()));
   const auto knobs = controller.initial_knobs(200.0);

@@ -14,7 +14,9 @@
 
 #include "gpucap/control/registry.hpp"
 #include "gpucap/engine/torch_plugin.hpp"
+#include "gpucap/device/nvml_device.hpp"
 #include "gpucap/runtime/mps.hpp"
+#include "gpucap/runtime/platform_tuning.hpp"
 
 namespace gpucap::cli {
 
@@ -101,6 +103,10 @@ struct EngineFlags {
 // another program that speaks the worker protocol), only the GPU `gpu_uuid` visible to the
 // workers, and a private MPS daemon of its own.
 [[nodiscard]] runtime::MpsPoolOptions mps_pool_options(const EngineFlags& worker, const std::string& gpu_uuid);
+// What the trials of a real GPU depend on (runtime::TrialFile's setup): the GPU, the engine and
+// its input, the trial lengths, the sampling rate and whether clocks were locked.
+[[nodiscard]] nlohmann::json trial_setup(const EngineFlags& engine, const device::NvmlDevice& gpu,
+                                         const runtime::PlatformTrialOptions& trials, double sample_hz);
 // The engine's options; Error(usage) for a precision other than fp32 or fp16, or a bad seed.
 [[nodiscard]] engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags);
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.

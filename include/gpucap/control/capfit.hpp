@@ -30,6 +30,9 @@ struct CapfitParams {
   double overshoot_margin = 0.01;        // headroom added after a window over the cap (fraction of the cap)
   double margin_decay = 0.002;           // headroom given back per window under the cap
   double learning_rate = 0.5;            // weight of the newest window in the correction ratios
+  // false: the clocks stay with the GPU and only the batch size moves; the profile must then have
+  // one (SM clock, memory clock) column, taken at the GPU's own clocks.
+  bool lock_clocks = true;
 };
 
 // One configuration the controller can choose, with the profile's prediction for it.

@@ -34,6 +34,9 @@ struct ControllerOptions {
   std::optional<std::vector<double>> mps_shares_pct;
   // pctodl: run PctoDL's shadow optimizer (tune/shadow.hpp).
   bool shadow = false;
+  // capfit: the clocks stay with the GPU (a real GPU without clock control): it moves the batch
+  // size only, from a profile taken at the GPU's own clocks.
+  bool gpu_chooses_clocks = false;
 };
 
 // What the platform offers the controllers.

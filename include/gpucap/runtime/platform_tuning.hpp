@@ -5,6 +5,7 @@
 // so that a search killed half-way resumes without measuring those configurations again.
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpucap/runtime/platform.hpp"
+#include "gpucap/runtime/tuning.hpp"
 #include "gpucap/tune/space.hpp"
 
 namespace gpucap::runtime {
@@ -71,5 +73,20 @@ class TrialFile {
   nlohmann::json setup_;
   std::vector<std::pair<tune::ConfigPoint, PlatformTrial>> trials_;
 };
+
+// A trial's measurement through `runner`, answered from `file` (when given) where it holds the
+// point, else measured and added to it; `on_trial` (optional) hears each answer and whether it
+// was measured now.
+using TrialListener = std::function<void(const tune::ConfigPoint&, const tune::TrialResult&, bool measured_now)>;
+[[nodiscard]] MeasureFn cached_measure(PlatformTrialRunner& runner, TrialFile* file, TrialListener on_trial = {});
+
+// What a real GPU measures before a capfit run: `batch_sizes` (default powers of two 1..256) ×
+// five of the platform's clock levels spread over its range, or — without clock control — one
+// SM clock, the GPU's highest, as the label of the clocks the GPU chooses.
+[[nodiscard]] tune::SearchSpace real_profile_space(const control::PlatformLimits& limits, bool lock_clocks,
+                                                   const std::optional<std::vector<int>>& batch_sizes);
+// The default warm-up and measurement of those trials and of bobd's search before a real run.
+inline constexpr double kPreRunWarmupS = 1.0;
+inline constexpr double kPreRunMeasureS = 2.0;
 
 }  // namespace gpucap::runtime
