@@ -18,6 +18,7 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
 #include "gpucap/device/nvml_device.hpp"
 #include "gpucap/predict/fitted.hpp"
 #include "gpucap/runtime/mps_engine.hpp"
@@ -307,21 +308,51 @@ void measure_before_run(const RunFlags& flags, runtime::NvmlPlatform& platform, 
   options.tuned_table = std::make_shared<const control::CapTable>(std::move(table));
 }
 
-void run_on_nvml(const RunFlags& flags) {
+// pctodl and directcap on a real GPU plan with PctoDL's published fits (seed-systems.md §2): the
+// twin GPU whose name the NVML name contains, and the model named by the TorchScript file's stem.
+std::shared_ptr<const control::MpsPlanning> published_pctodl_planning(const RunFlags& flags, const GlobalOptions& global,
+                                                                       const device::NvmlDeviceInfo& device) {
+  const auto& nvml_name = device.name;
+  const auto catalog = sim::Catalog::load(resolve_data_dir(global));
+  const sim::GpuSpec* gpu = nullptr;
+  for (const auto& g : catalog.gpus()) {
+    if (to_lower(nvml_name).find(to_lower(g.name)) != std::string::npos) gpu = &g;
+  }
+  if (gpu == nullptr) {
+    throw usage_error(fmt::format("{} plans with PctoDL's published fits, which cover the RTX 3080 Ti and the A100, not {}; "
+                                  "use mpsfit (fitted to a profile of this GPU, docs/mps.md)",
+                                  flags.algorithm, nvml_name));
+  }
+  const auto stem = std::filesystem::path(*flags.model_file).stem().string();
+  const sim::ModelSpec* model = nullptr;
+  for (const auto& m : catalog.models()) {
+    if (m.id == stem) model = &m;
+  }
+  if (model == nullptr) {
+    throw usage_error(fmt::format("{} finds PctoDL's fits by the model file's name: '{}' is no model gpucap knows (name the "
+                                  "file after one, e.g. resnet50.pt; see 'gpucap list models')",
+                                  flags.algorithm, stem));
+  }
+  // It plans over the clocks both the fits and this board know (a board may lock fewer).
+  auto spec = *gpu;
+  std::erase_if(spec.sm_clocks_mhz, [&device](double mhz) {
+    return std::none_of(device.sm_clocks_mhz.begin(), device.sm_clocks_mhz.end(), [mhz](double c) { return std::abs(c - mhz) < 0.5; });
+  });
+  if (spec.sm_clocks_mhz.empty()) throw Error(ErrorCode::unsupported, fmt::format("{} supports none of the {}'s SM clocks", nvml_name, gpu->name));
+  return runtime::pctodl_planning(catalog, spec, *model, resolve_pctodl_params_dir(flags.params_dir));
+}
+
+void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
   reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
-  reject_for_platform(flags.params_dir.has_value(), "--params", "nvml (pctodl and directcap run on the twin only)");
   const auto fitted = fitted_predictor(flags);
   const bool mps = control::needs_mps_planning(flags.algorithm);
-  if (mps && !control::plans_with_fitted_predictor(flags.algorithm)) {
-    throw usage_error(fmt::format("{} runs MPS tenants on the twin only for now; on a real GPU use mpsfit --fitted "
-                                  "MODEL.json (docs/mps.md)",
-                                  flags.algorithm));
-  }
-  if (mps && !flags.fitted_path) {
+  const bool published_fits = mps && !control::plans_with_fitted_predictor(flags.algorithm);  // pctodl, directcap
+  if (flags.params_dir && !published_fits) throw usage_error(fmt::format("--params does not apply to {}", flags.algorithm));
+  if (mps && !published_fits && !flags.fitted_path) {
     throw usage_error(fmt::format("{} on a real GPU plans with a predictor fitted to a profile of it: --fitted "
                                   "MODEL.json ('gpucap profile --platform nvml', then 'gpucap fit')",
                                   flags.algorithm));
@@ -358,11 +389,18 @@ void run_on_nvml(const RunFlags& flags) {
   options.sample_hz = flags.sample_hz;
   if (flags.power_settle_s) options.power_settle_s = *flags.power_settle_s;
   // With MPS tenants the model runs in worker processes (one per tenant), not in gpucap.
-  const auto uuid_of_device = [&flags] {
+  const auto device_info = [&flags] {
     const device::NvmlLibrary nvml(flags.nvml_library);
-    return device::NvmlDevice(nvml, flags.device_index, false).info().uuid;
+    return device::NvmlDevice(nvml, flags.device_index, false).info();
   };
-  const auto pool = mps ? std::optional(mps_pool_options(engine_flags(flags), uuid_of_device())) : std::nullopt;
+  std::shared_ptr<const control::MpsPlanning> published;
+  std::optional<runtime::MpsPoolOptions> pool;
+  if (mps) {
+    if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+    const auto info = device_info();
+    if (published_fits) published = published_pctodl_planning(flags, global, info);  // before any worker starts
+    pool = mps_pool_options(engine_flags(flags), info.uuid);
+  }
   if (!(flags.mps_round_s >= 0.05 && flags.mps_round_s <= 60.0)) {
     throw usage_error(fmt::format("--mps-round-s {:g} must be between 0.05 and 60", flags.mps_round_s));
   }
@@ -375,6 +413,7 @@ void run_on_nvml(const RunFlags& flags) {
                               fmt::format("what the {} can draw (up to its highest power limit)", info.name));
   auto controller_options = flags.controller.options();
   if (fitted) controller_options.mps_planning = runtime::fitted_planning(info.sm_clocks_mhz, *fitted);
+  if (published) controller_options.mps_planning = published;
   controller_options.gpu_chooses_clocks = !flags.allow_gpu_control;
   measure_before_run(flags, platform, config.schedule, budget, controller_options);
   const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
@@ -479,7 +518,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                    if (flags->platform == "sim") {
                      run_on_twin(*flags, global);
                    } else if (flags->platform == "nvml") {
-                     run_on_nvml(*flags);
+                     run_on_nvml(*flags, global);
                    } else {
                      throw usage_error(fmt::format("--platform '{}' must be sim or nvml", flags->platform));
                    }

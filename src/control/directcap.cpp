@@ -22,7 +22,7 @@ void DirectcapController::replan(double cap_w) {
 Knobs DirectcapController::knobs() const {
   Knobs k;
   k.tenants = plan_.tenants;
-  k.mem_clock_mhz = memory_clock_mhz_;
+  if (params_.planning->chooses_memory_clock()) k.mem_clock_mhz = memory_clock_mhz_;
   k.power_limit_w = std::clamp(cap_w_, params_.power_limit_min_w, params_.power_limit_max_w);
   return k;
 }

@@ -26,8 +26,10 @@ void PctodlController::run_shadow(const Observation& observation) {
   const auto& window = observation.knobs;
   const bool restart_window = restarted_;
   restarted_ = false;
-  if (window.tenants != current_.tenants || !window.sm_clock_mhz || !window.mem_clock_mhz) return;
-  const tune::ShadowPoint point{to_tenants(window.tenants), *window.sm_clock_mhz, *window.mem_clock_mhz};
+  if (window.tenants != current_.tenants || !window.sm_clock_mhz) return;
+  // A GPU with one memory clock runs at it unlocked.
+  const tune::ShadowPoint point{to_tenants(window.tenants), *window.sm_clock_mhz,
+                                window.mem_clock_mhz.value_or(current_.memory_clock_mhz)};
   // The window after a partition change holds the workers' restart: not what the partition does.
   if (!restart_window) shadow_->update(point, observation.throughput_img_s, observation.power.max_w);
   if (++iterations_ % params_.shadow_interval != 0 || pending_ || observation.power.mean_w > observation.cap_w) return;
@@ -42,7 +44,7 @@ Knobs PctodlController::initial_knobs(double cap_w) const {
   Knobs k;
   k.tenants = plan.tenants;
   k.sm_clock_mhz = plan.sm_clock_mhz;
-  k.mem_clock_mhz = plan.memory_clock_mhz;
+  if (params_.planning->chooses_memory_clock()) k.mem_clock_mhz = plan.memory_clock_mhz;
   return k;
 }
 
@@ -50,7 +52,7 @@ Knobs PctodlController::knobs() const {
   Knobs k;
   k.tenants = current_.tenants;
   k.sm_clock_mhz = current_.sm_clock_mhz;
-  k.mem_clock_mhz = current_.memory_clock_mhz;
+  if (params_.planning->chooses_memory_clock()) k.mem_clock_mhz = current_.memory_clock_mhz;
   return k;
 }
 

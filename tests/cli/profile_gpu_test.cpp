@@ -21,7 +21,8 @@ constexpr const char* kA100 = R"({"devices": [{"name": "NVIDIA A100-SXM4-40GB", 
     "bus_id": "00000000:07:00.0", "power_mw": 150000, "power_limit_mw": 400000, "power_limit_min_mw": 100000,
     "power_limit_max_mw": 400000, "power_limit_default_mw": 400000, "memory_clocks_mhz": [1215],
     "graphics_clocks_mhz": [1410, 1260, 1110, 960, 810, 660, 510, 360, 210], "sm_clock_mhz": 1410,
-    "memory_clock_mhz": 1215, "utilization_gpu": 80, "utilization_memory": 40, "locked_sm_mhz": null}]})";
+    "memory_clock_mhz": 1215, "utilization_gpu": 80, "utilization_memory": 40, "locked_sm_mhz": null,
+    "locked_memory_mhz": null}]})";
 
 // Points gpucap at the fakes for the life of the object.
 class FakeGpuWithMps {
@@ -180,8 +181,10 @@ TEST(CliRunMps, MpsfitRunsMpsWorkersOnARealGpuFromAFittedPredictor) {
   expect_error(run, 2, "--fitted MODEL.json");
   auto pctodl = run;
   pctodl[8] = "pctodl";
-  expect_error(pctodl, 2, "pctodl runs MPS tenants on the twin only for now");
   expect_error(with(pctodl, {"--fitted", dir.file("m.json")}), 2, "--fitted does not apply to pctodl");
+  auto unknown_model = pctodl;
+  unknown_model[6] = dir.file("mine.pt");
+  expect_error(unknown_model, 2, "'mine' is no model gpucap knows");
   expect_error(with(run, {"--fitted", dir.file("missing.json")}), 4, "missing.json");
   auto batchdvfs = run;
   batchdvfs[8] = "batchdvfs";
@@ -202,6 +205,27 @@ TEST(CliRunMps, MpsfitRunsMpsWorkersOnARealGpuFromAFittedPredictor) {
   EXPECT_TRUE(fakes.gpu()["locked_sm_mhz"].is_null());
   const auto events = fakes.mps_events();
   EXPECT_NE(events.find("stopped"), std::string::npos) << "the daemon stopped at the end: " << events;
+}
+
+// pctodl and directcap on a real GPU: PctoDL's published A100 fits for the model the file is named
+// after, MPS workers (fake), the SM clock locked through the journaled session.
+TEST(CliRunMps, PctodlAndDirectcapRunMpsWorkersOnARealGpuFromPctodlsPublishedFits) {
+  TempDir dir;
+  const FakeGpuWithMps fakes(dir);
+  for (const std::string algorithm : {"pctodl", "directcap"}) {
+    const std::vector<std::string> run = {"run", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH,
+                                          "--model-file", dir.file("resnet50.pt"), "--algorithm", algorithm,
+                                          "--power-cap", "200", "--duration", "1.5", "--mps-round-s", "0.2",
+                                          "--power-settle-s", "0", "--params", shared_file("pctodl")};
+    expect_error(run, 5, "needs write access to");
+    if (geteuid() != 0) GTEST_SKIP() << algorithm << " locks the SM clock: NVML writes need root";
+    const auto r = gpucap(with(run, {"--allow-gpu-control", "--json", "--trace", dir.file(algorithm + ".csv")}));
+    ASSERT_EQ(r.exit_code, 0) << algorithm << ": " << r.err;
+    EXPECT_GT(nlohmann::json::parse(r.out)["images"].get<long long>(), 0);
+    EXPECT_NE(read_text_file(dir.file(algorithm + ".csv")).find(",real"), std::string::npos);
+    EXPECT_TRUE(fakes.gpu()["locked_sm_mhz"].is_null()) << algorithm << ": restored";
+  }
+  EXPECT_NE(fakes.mps_events().find("stopped"), std::string::npos);
 }
 
 }  // namespace

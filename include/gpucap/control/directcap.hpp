@@ -30,7 +30,9 @@ class DirectcapController final : public Controller {
   explicit DirectcapController(DirectcapParams params);
   [[nodiscard]] std::string_view name() const override { return "directcap"; }
   [[nodiscard]] DecisionPeriod period() const override { return params_.period; }
-  [[nodiscard]] Requirements requirements() const override { return {.memory_clock = true, .power_limit = true}; }
+  [[nodiscard]] Requirements requirements() const override {
+    return {.memory_clock = params_.planning->chooses_memory_clock(), .power_limit = true};
+  }
   [[nodiscard]] Knobs initial_knobs(double cap_w) const override;
   [[nodiscard]] Knobs decide(const Observation& observation) override;
   [[nodiscard]] std::string describe_state() const override;

@@ -37,6 +37,8 @@ struct MpsPlanning {
   std::function<ThermoParams(double memory_clock_mhz)> thermo;
   std::vector<double> sm_clocks_mhz;     // supported, ascending
   std::vector<double> memory_clocks_mhz; // supported, ascending
+  // Whether there is a memory clock to choose (and so to lock): a GPU with one has no lock for it.
+  [[nodiscard]] bool chooses_memory_clock() const { return memory_clocks_mhz.size() > 1; }
   int mps_step_pct = 5;
   int max_batch = 256;                   // the planner's largest batch (PctoDL: 160 for vgg19)
 };

@@ -68,7 +68,7 @@ class MpsfitController final : public Controller {
   [[nodiscard]] double power_ratio() const { return power_ratio_; }
 
  private:
-  [[nodiscard]] bool chooses_memory_clock() const { return params_.planning->memory_clocks_mhz.size() > 1; }
+  [[nodiscard]] bool chooses_memory_clock() const { return params_.planning->chooses_memory_clock(); }
   void replan(double cap_w);
   [[nodiscard]] double choose_clock(double cap_w) const;
   [[nodiscard]] double predicted_w(double sm_clock_mhz) const;

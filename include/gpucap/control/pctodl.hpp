@@ -34,7 +34,9 @@ class PctodlController final : public Controller {
   explicit PctodlController(PctodlParams params);
   [[nodiscard]] std::string_view name() const override { return "pctodl"; }
   [[nodiscard]] DecisionPeriod period() const override { return params_.period; }
-  [[nodiscard]] Requirements requirements() const override { return {.sm_clock = true, .memory_clock = true}; }
+  [[nodiscard]] Requirements requirements() const override {
+    return {.sm_clock = true, .memory_clock = params_.planning->chooses_memory_clock()};
+  }
   [[nodiscard]] Knobs initial_knobs(double cap_w) const override;
   [[nodiscard]] Knobs decide(const Observation& observation) override;
   [[nodiscard]] std::string describe_state() const override;
