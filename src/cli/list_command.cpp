@@ -83,9 +83,11 @@ void list_algorithms(bool json) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& a : control::algorithms()) {
     if (json) {
-      out.push_back({{"name", a.name}, {"summary", a.summary}, {"knobs", a.knobs}, {"source", a.source}});
+      out.push_back({{"name", a.name}, {"summary", a.summary}, {"knobs", a.knobs}, {"source", a.source}, {"twin", true},
+                     {"real_gpu", a.real_gpu}});
     } else {
-      fmt::print("{:<11} [{}] {}\n{:<11} source: {}\n", a.name, a.knobs, a.summary, "", a.source);
+      fmt::print("{:<11} [{}] {}\n{:<11} source: {}\n{:<11} runs on: the twin; a real GPU: {}\n", a.name, a.knobs, a.summary, "",
+                 a.source, "", a.real_gpu);
     }
   }
   if (json) std::cout << out.dump(2) << "\n";

@@ -24,36 +24,48 @@ namespace gpucap::control {
 const std::vector<AlgorithmInfo>& algorithms() {
   static const std::vector<AlgorithmInfo> list = {
       {"batchsizer", "binary search of batch size on window max power, band [0.8·cap, cap], every 10 batches",
-       "batch", "Nabavinejad et al., ASP-DAC 2021, Algorithm 1"},
+       "batch", "Nabavinejad et al., ASP-DAC 2021, Algorithm 1",
+       "unprivileged (batch size only)"},
       {"batchdvfs", "binary search of batch size 1..255 every 3 s; SM clock one level up/down only at the extremes",
-       "batch, SM clock", "Nabavinejad et al., TPDS 2022 (BatchDVFS repository)"},
+       "batch, SM clock", "Nabavinejad et al., TPDS 2022 (BatchDVFS repository)",
+       "--allow-gpu-control (locks the SM clock)"},
       {"dvfs", "fixed batch (256); SM clock one level per 3-s window toward the band", "SM clock",
-       "BatchDVFS repository, DVFS baseline"},
+       "BatchDVFS repository, DVFS baseline",
+       "--allow-gpu-control (locks the SM clock)"},
       {"clipper", "AIMD on batch size driven by power: +4 below the band, x0.9 above the cap, every 3 s", "batch",
-       "BatchDVFS repository, Clipper-style baseline (Crankshaw et al., NSDI 2017)"},
+       "BatchDVFS repository, Clipper-style baseline (Crankshaw et al., NSDI 2017)",
+       "unprivileged (batch size only)"},
       {"powercap", "board power limit set to the cap, fixed batch (256), SM clock left to the GPU's boost",
-       "power limit", "PctoDL repository, directcap/powercap baseline (nvidia-smi -pl)"},
+       "power limit", "PctoDL repository, directcap/powercap baseline (nvidia-smi -pl)",
+       "--allow-gpu-control (sets the board power limit)"},
       {"morak", "batch and SM clock stepped on window max power, band [0.98·cap, 1.02·cap], latency SLO picks the knob",
-       "batch, SM clock (MPS shares fixed)", "PctoDL repository, Morak baseline"},
+       "batch, SM clock (MPS shares fixed)", "PctoDL repository, Morak baseline",
+       "--allow-gpu-control (locks the SM clock)"},
       {"pctodl", "MPS tenants, batch sizes and clocks from the greedy partitioner on a predictor; thermodynamic DVFS "
        "controller + FreqGuard every 5 s; asynchronous re-plan on a cap change",
-       "MPS shares, batch, SM clock, memory clock", "PctoDL repository (src/main.py), seed-systems.md §2.10"},
+       "MPS shares, batch, SM clock, memory clock", "PctoDL repository (src/main.py), seed-systems.md §2.10",
+       "--allow-gpu-control, MPS workers, PctoDL's published fits: an RTX 3080 Ti or A100 and a model file named after one of its models (resnet50.pt, ...)"},
       {"pctodl-batchdvfs", "PctoDL's BatchDVFS: binary search over its batch ladder with SM clock steps of 1 or 4 "
        "clocks every 5 s, band [0.98·cap, cap], from batch 256 at the median clock; FreqGuard",
-       "batch, SM clock", "PctoDL repository (src/main.py batchdvfs), seed-systems.md §2.10"},
+       "batch, SM clock", "PctoDL repository (src/main.py batchdvfs), seed-systems.md §2.10",
+       "--allow-gpu-control (locks the SM clock)"},
       {"directcap", "MPS tenants and batch sizes from the greedy partitioner; board power limit = cap, SM clock left "
        "to boost; memory clock down after 5 windows over 1.02·cap",
-       "MPS shares, batch, power limit, memory clock", "PctoDL repository, directcap baseline"},
+       "MPS shares, batch, power limit, memory clock", "PctoDL repository, directcap baseline",
+       "--allow-gpu-control (sets the power limit), MPS workers, PctoDL's published fits as pctodl"},
       {"capfit", "gpucap's own: a profile corrected online by its own windows; best predicted feasible point, "
        "margin from the measured spread; reacts to a cap change at once",
-       "batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
+       "batch, SM clock, memory clock", "gpucap (docs/algorithms.md)",
+       "profiles the GPU first (or --profile); unprivileged it moves the batch size only, with --allow-gpu-control the clocks too"},
       {"mpsfit", "gpucap's own, on MPS: a partition from local search on a predictor fitted to a profile; the SM "
        "clock from that predictor corrected online by its own windows, margin from the measured spread; re-plans at "
        "once on a cap change",
-       "MPS shares, batch, SM clock, memory clock", "gpucap (docs/algorithms.md)"},
+       "MPS shares, batch, SM clock, memory clock", "gpucap (docs/algorithms.md)",
+       "--allow-gpu-control, MPS workers, --fitted (gpucap profile --platform nvml, then gpucap fit)"},
       {"bobd", "offline Bayesian optimisation (GP, constrained EI, 50 fixed-configuration measurements) for each cap "
        "before the job; then the configuration found for the cap in force, switched at once on a cap change",
-       "batch, SM clock, memory clock", "Nabavinejad et al., BOBD (BatchDVFS repository, Spearmint)"},
+       "batch, SM clock, memory clock", "Nabavinejad et al., BOBD (BatchDVFS repository, Spearmint)",
+       "searches each cap on the GPU first; unprivileged over batch sizes only, with --allow-gpu-control over clocks too"},
   };
   return list;
 }

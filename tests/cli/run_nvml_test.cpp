@@ -206,3 +206,37 @@ TEST(RunNvml, CapfitWithClockControlProfilesFiveClocksAndRestoresThem) {
 
 }  // namespace
 }  // namespace gpucap
+
+namespace gpucap {
+namespace {
+
+// `gpucap list algorithms` says what each one needs on a real GPU; each in-process one runs on the
+// fake NVML with the CPU engine and leaves the GPU as it found it (the MPS ones:
+// profile_gpu_test.cpp; capfit and bobd: above).
+TEST(RunNvml, EveryAlgorithmListedRunsOnARealGpuAsTheListSays) {
+  const auto list = gpucap({"list", "algorithms", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto algorithms = nlohmann::json::parse(list.out);
+  ASSERT_GE(algorithms.size(), 12U);
+  for (const auto& a : algorithms) {
+    const auto name = a["name"].get<std::string>();
+    const auto real = a["real_gpu"].get<std::string>();
+    EXPECT_TRUE(a["twin"].get<bool>()) << name;
+    ASSERT_FALSE(real.empty()) << name;
+    if (real.find("MPS workers") != std::string::npos || name == "capfit" || name == "bobd") continue;
+    const FakeGpu fake;
+    const bool unprivileged = real.rfind("unprivileged", 0) == 0;
+    if (!unprivileged && geteuid() != 0) continue;  // NVML writes need root
+    auto args = with(real_run(name), {"--duration", "1.5", "--window", "0.5"});
+    if (!unprivileged) args.emplace_back("--allow-gpu-control");
+    const auto r = gpucap(args);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out.find("[real]"), std::string::npos) << name;
+    EXPECT_EQ(fake.writes().empty(), unprivileged) << name << ": " << fake.writes().dump();
+    EXPECT_TRUE(fake.gpu()["locked_sm_mhz"].is_null()) << name << ": restored";
+    EXPECT_EQ(fake.gpu()["power_limit_mw"], 400000) << name << ": restored";
+  }
+}
+
+}  // namespace
+}  // namespace gpucap

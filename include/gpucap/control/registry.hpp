@@ -67,6 +67,8 @@ struct AlgorithmInfo {
   std::string summary;
   std::string knobs;
   std::string source;
+  // Every algorithm runs on the twin; on a real GPU (gpucap run --platform nvml), what it needs.
+  std::string real_gpu;
 };
 
 [[nodiscard]] const std::vector<AlgorithmInfo>& algorithms();
