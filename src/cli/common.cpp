@@ -109,12 +109,11 @@ nlohmann::json trial_setup(const EngineFlags& engine, const device::NvmlDevice& 
 }
 
 engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags) {
-  const auto precision = flags.precision.value_or("fp32");
-  if (precision != "fp32" && precision != "fp16") throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", precision));
   engine::TorchEngineOptions options;
+  options.precision = engine::parse_torch_precision(flags.precision.value_or("fp32"));
+  options.cuda_graphs = flags.cuda_graphs;
   options.model_file = flags.model_file;
   options.device = flags.engine_device;
-  options.fp16 = precision == "fp16";
   options.input_size = flags.input_size;
   options.seed = parse_seed(flags.seed);
   options.images_dir = flags.images_dir.value_or("");
@@ -137,6 +136,7 @@ runtime::MpsPoolOptions mps_pool_options(const EngineFlags& worker, const std::s
         args.push_back(*value);
       }
     }
+    if (worker.cuda_graphs) args.emplace_back("--cuda-graphs");
     pool.worker_command = runtime::mps_worker_command(self.string(), args);
   }
   pool.worker_env = {{"CUDA_VISIBLE_DEVICES", gpu_uuid}};

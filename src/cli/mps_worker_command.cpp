@@ -53,7 +53,8 @@ Command add_mps_worker_command(CLI::App& app, const GlobalOptions& /*global*/) {
   cmd->add_option("--model-file", flags->engine.model_file, "TorchScript model (scripts/export_models.py)")->required();
   cmd->add_option("--engine-device", flags->engine.engine_device, "Where the engine runs: cuda, cuda:N or cpu")
       ->capture_default_str();
-  cmd->add_option("--precision", flags->engine.precision, "fp32 or fp16 (FP16 on CUDA only; default fp32)");
+  cmd->add_option("--precision", flags->engine.precision, "fp32, fp16 (CUDA only) or bf16 (default fp32)");
+  cmd->add_flag("--cuda-graphs", flags->engine.cuda_graphs, "Replay each batch size's forward pass as a CUDA graph");
   cmd->add_option("--input-size", flags->engine.input_size, "Height = width of the input images")->capture_default_str();
   cmd->add_option("--seed", flags->engine.seed, "Seed of the synthetic input")->capture_default_str();
   cmd->add_option("--images-dir", flags->engine.images_dir, "A folder of JPEG images as the input (default: synthetic)");

@@ -64,6 +64,7 @@ struct RunFlags {
   bool allow_gpu_control = false;
   std::optional<double> power_settle_s;
   std::optional<std::string> search_out;
+  bool cuda_graphs = false;
   std::optional<double> trial_warmup_s;   // nvml: default runtime::kPreRunWarmupS
   std::optional<double> trial_measure_s;  // nvml: default runtime::kPreRunMeasureS
 };
@@ -213,6 +214,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
   reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
   reject_for_platform(flags.images_dir.has_value(), "--images-dir", "sim (use --dataset)");
+  reject_for_platform(flags.cuda_graphs, "--cuda-graphs", "sim");
   reject_for_platform(flags.search_out.has_value(), "--search-out", "sim (the twin's profile and search take seconds)");
   reject_for_platform(flags.trial_warmup_s.has_value() || flags.trial_measure_s.has_value(), "--trial-warmup-s/--trial-measure-s",
                       "sim");
@@ -261,7 +263,8 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
 }
 
 EngineFlags engine_flags(const RunFlags& flags) {
-  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir};
+  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir,
+                     flags.cuda_graphs};
 }
 
 // capfit's profile and bobd's search, on the real GPU before the run (unless a profile was given):
@@ -364,9 +367,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
                                   "before the run)",
                                   flags.algorithm));
   }
-  if (flags.precision && *flags.precision != "fp32" && *flags.precision != "fp16") {
-    throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", *flags.precision));
-  }
+  (void)engine::parse_torch_precision(flags.precision.value_or("fp32"));  // before anything starts
   runtime::RunConfig config;
   config.schedule = cap_schedule(flags);
   if (flags.images && (*flags.images < 1 || *flags.images > runtime::kMaxRunImages)) {
@@ -500,6 +501,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
                 "nvml: let the controller lock clocks and set the power limit (needs root; every setting is "
                 "restored at exit, and after a crash by the next gpucap start)");
+  cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
+                "nvml: capture each batch size's forward pass once as a CUDA graph and replay it (CUDA LibTorch only)");
   cmd->add_option("--search-out", flags->search_out,
                   "nvml, capfit and bobd: keep the trials measured before the run (capfit's profile, bobd's search) "
                   "in this JSON file as they are measured; a run started again with it does not measure them again");

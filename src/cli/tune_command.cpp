@@ -47,6 +47,7 @@ struct TuneFlags {
   std::optional<double> power_settle_s;
   double warmup_s = 2.0;
   std::optional<std::string> out;
+  bool cuda_graphs = false;
 };
 
 tune::SearchSpace search_space(const TuneFlags& flags, const sim::GpuSpec& gpu) {
@@ -152,6 +153,7 @@ void tune_on_twin(const TuneFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
   reject_for_platform(flags.out.has_value(), "--out", "sim (a search on the twin takes seconds: rerun it)");
   reject_for_platform(flags.images_dir.has_value(), "--images-dir", "sim");
+  reject_for_platform(flags.cuda_graphs, "--cuda-graphs", "sim");
   if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   const auto gpu_id = flags.gpu.value_or("p40");
@@ -224,7 +226,8 @@ tune::SearchSpace real_search_space(const TuneFlags& flags, const device::NvmlDe
 }
 
 EngineFlags engine_flags(const TuneFlags& flags) {
-  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir};
+  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir,
+                     flags.cuda_graphs};
 }
 
 void check_real_flags(const TuneFlags& flags) {
@@ -346,9 +349,11 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--model-file", flags->model_file, "nvml: TorchScript model (scripts/export_models.py)");
   cmd->add_option("--engine-device", flags->engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")
       ->capture_default_str();
-  cmd->add_option("--precision", flags->precision, "nvml: fp32 or fp16 (default fp32)");
+  cmd->add_option("--precision", flags->precision, "nvml: fp32, fp16 (CUDA) or bf16 (default fp32)");
   cmd->add_option("--input-size", flags->input_size, "nvml: height = width of the input images")->capture_default_str();
   cmd->add_option("--images-dir", flags->images_dir, "nvml: a folder of JPEG images as the input (default: synthetic)");
+  cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
+                "nvml: capture each batch size's forward pass once as a CUDA graph and replay it (CUDA LibTorch only)");
   cmd->add_option("--nvml-lib", flags->nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else "
                                                      "libnvidia-ml.so.1)");
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,

@@ -8,6 +8,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/engine/jpeg_folder.hpp"
+#include "torch_cuda_graphs.hpp"
 #include "torch_support.hpp"
 
 namespace gpucap::engine {
@@ -16,6 +17,15 @@ namespace {
 
 constexpr int kMaxInputSize = 4096;
 constexpr int kMaxBatch = 1'000'000;
+
+torch::ScalarType scalar_type(TorchPrecision precision) {
+  switch (precision) {
+    case TorchPrecision::fp16: return torch::kFloat16;
+    case TorchPrecision::bf16: return torch::kBFloat16;
+    case TorchPrecision::fp32: break;
+  }
+  return torch::kFloat32;
+}
 
 }  // namespace
 
@@ -27,6 +37,7 @@ struct TorchEngine::Impl {
   torch::Tensor synthetic;  // the largest batch asked for so far; smaller ones are slices of it
   torch::Tensor images;     // the folder's images, N × 3 × S × S on the device (empty: synthetic)
   std::int64_t next_image = 0;
+  std::unique_ptr<CudaGraphs> graphs;  // with options.cuda_graphs
   std::mutex mutex;         // module.forward is not re-entrant on one module
 };
 
@@ -66,13 +77,14 @@ TorchEngine::TorchEngine(const TorchEngineOptions& options, std::function<double
     throw usage_error(fmt::format("input size {} must be between 8 and {}", options.input_size, kMaxInputSize));
   }
   i.device = parse_torch_device(options.device);
-  if (options.fp16) {
-    if (!i.device.is_cuda()) throw Error(ErrorCode::unsupported, "FP16 inference needs a CUDA device");
-    i.dtype = torch::kFloat16;
+  if (options.precision == TorchPrecision::fp16 && !i.device.is_cuda()) {
+    throw Error(ErrorCode::unsupported, "FP16 inference needs a CUDA device (BF16 runs on the CPU too)");
   }
+  if (options.cuda_graphs) i.graphs = make_cuda_graphs(i.device);  // Error(unsupported) without CUDA
+  i.dtype = scalar_type(options.precision);
   i.module = load_torchscript(options.model_file, i.device);
   i.module.eval();
-  if (options.fp16) i.module.to(torch::kFloat16);
+  if (i.dtype != torch::kFloat32) i.module.to(i.dtype);
   if (!options.images_dir.empty()) {
     if (options.max_images < 1) throw usage_error("at least one image must be kept");
     i.images = image_tensor(decode_jpeg_folder(options.images_dir, options.input_size, options.max_images),
@@ -84,8 +96,8 @@ TorchEngine::TorchEngine(const TorchEngineOptions& options, std::function<double
 TorchEngine::~TorchEngine() = default;
 
 std::string TorchEngine::name() const {
-  return fmt::format("LibTorch {} ({}, {})", impl_->options.model_file, impl_->options.device,
-                     impl_->options.fp16 ? "fp16" : "fp32");
+  return fmt::format("LibTorch {} ({}, {}{})", impl_->options.model_file, impl_->options.device,
+                     to_string(impl_->options.precision), impl_->options.cuda_graphs ? ", CUDA graphs" : "");
 }
 
 BatchResult TorchEngine::run_batch(int batch_size) {
@@ -112,7 +124,9 @@ BatchResult TorchEngine::run_batch(int batch_size) {
   BatchResult result;
   result.images = batch_size;
   result.start_s = now_s_();
-  {
+  if (i.graphs) {
+    i.graphs->run(i.module, input);
+  } else {
     const torch::InferenceMode guard;
     (void)i.module.forward({input});
   }

@@ -155,7 +155,7 @@ TEST(TuneNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
                 "oracle"},
                2, "--model-file FILE.pt is required");
   expect_error(real_tune("oracle", "0.4", "-1"), 2, "--warmup-s -1 must be between 0 and 600 s");
-  expect_error(with(real_tune("oracle"), {"--precision", "int8"}), 2, "--precision 'int8' must be fp32 or fp16");
+  expect_error(with(real_tune("oracle"), {"--precision", "int8"}), 2, "--precision 'int8' must be fp32, fp16 or bf16");
   expect_error({"tune", "--algorithm", "oracle", "--model", "resnet50", "--power-cap", "150", "--out", dir.file("x.json")}, 2,
                "--out does not apply to --platform sim");
   const auto other = dir.write("other.json", R"({"setup": {"gpu": "another"}, "trials": []})");

@@ -98,6 +98,7 @@ struct EngineFlags {
   std::string seed = "1";
   std::optional<std::string> precision;
   std::optional<std::string> images_dir;
+  bool cuda_graphs = false;
 };
 // The worker pool of a real GPU: `gpucap mps-worker` with those flags (or $GPUCAP_MPS_WORKER,
 // another program that speaks the worker protocol), only the GPU `gpu_uuid` visible to the

@@ -17,10 +17,21 @@
 
 namespace gpucap::engine {
 
+// The precision the model and its inputs run in: FP16 on CUDA only; BF16 on CUDA (Ampere and
+// later) and on the CPU.
+enum class TorchPrecision { fp32, fp16, bf16 };
+[[nodiscard]] const char* to_string(TorchPrecision precision);
+// "fp32", "fp16" or "bf16"; Error(usage) otherwise.
+[[nodiscard]] TorchPrecision parse_torch_precision(const std::string& text);
+
 struct TorchEngineOptions {
   std::string model_file;
   std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
-  bool fp16 = false;           // half precision (CUDA only)
+  TorchPrecision precision = TorchPrecision::fp32;
+  // CUDA only: each batch size's forward pass is captured once as a CUDA graph (after a warm-up
+  // pass) and replayed from then on — no per-kernel launch cost, for the fixed batch sizes a
+  // server runs. Needs a LibTorch built with CUDA.
+  bool cuda_graphs = false;
   int input_size = 224;        // height = width of the input images
   std::uint64_t seed = 1;      // of the synthetic input
   std::string images_dir;      // empty: synthetic input
@@ -32,7 +43,7 @@ class TorchEngine final : public Engine {
   // `now_s` is the platform's clock (a steady clock on real hardware). Throws Error(invalid_data)
   // when the model file does not load or an image cannot be decoded, Error(io) for an image folder
   // that cannot be read, Error(unsupported) for CUDA in a build or on a machine
-  // without it, or FP16 on the CPU, Error(usage) for an input size out of range.
+  // without it, FP16 or CUDA graphs on the CPU, Error(usage) for an input size out of range.
   TorchEngine(const TorchEngineOptions& options, std::function<double()> now_s);
   ~TorchEngine() override;
 
