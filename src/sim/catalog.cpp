@@ -294,6 +294,19 @@ Catalog Catalog::load(const std::string& data_dir) {
   return catalog;
 }
 
+Catalog Catalog::of(std::string data_dir, std::vector<GpuSpec> gpus, std::vector<ModelSpec> models,
+                    std::vector<DatasetSpec> datasets) {
+  Catalog catalog;
+  catalog.data_dir_ = std::move(data_dir);
+  catalog.gpus_ = std::move(gpus);
+  catalog.models_ = std::move(models);
+  catalog.datasets_ = std::move(datasets);
+  check_unique_names(catalog.gpus_, "GPU");
+  check_unique_names(catalog.models_, "model");
+  check_unique_names(catalog.datasets_, "dataset");
+  return catalog;
+}
+
 const GpuSpec& Catalog::gpu(std::string_view name) const { return find_spec(gpus_, name, "GPU"); }
 const ModelSpec& Catalog::model(std::string_view name) const { return find_spec(models_, name, "model"); }
 const DatasetSpec& Catalog::dataset(std::string_view name) const { return find_spec(datasets_, name, "dataset"); }

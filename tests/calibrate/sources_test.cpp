@@ -94,6 +94,26 @@ TEST(Calibration, FidelityOfAFolderOfLogsWithTheCurrentFiles) {
   const auto last = text.substr(text.rfind('\n', text.size() - 2) + 1);
   EXPECT_EQ(last.rfind("p40 power median_ape=", 0), 0u) << last;
   EXPECT_NE(fidelity_markdown(report, catalog(), "cmd").find("| p40 | window_max_power_w |"), std::string::npos);
+  // The distribution-level row: one error per (job, batch, clock) with enough windows — the DVFS
+  // runs hold batch 256 and walk the clock ladder, so a few groups, each of many windows.
+  const auto group = std::find_if(report.rows.begin(), report.rows.end(),
+                                  [](const FidelityRow& r) { return r.source == "p40 (group medians)"; });
+  ASSERT_NE(group, report.rows.end());
+  EXPECT_GE(group->stats.n, 2u);
+  EXPECT_LT(group->stats.n, report.p40_power.n / 5) << "groups, not windows";
+  EXPECT_EQ(group->target_median_pct, 5.0);
+  EXPECT_TRUE(report.p40_run_times.empty()) << "no runtimes.csv in the folder";
+
+  // With the harness's run times beside the logs: jobs 13 and 15, three approaches each.
+  std::filesystem::copy(test::shared_file("batchdvfs-p40/runtimes.csv"), dir.file("runtimes.csv"));
+  const auto timed = measure_fidelity(catalog(), options);
+  ASSERT_EQ(timed.p40_run_times.size(), 6u);
+  for (const auto& t : timed.p40_run_times) {
+    EXPECT_TRUE(t.job == 13 || t.job == 15) << t.job;
+    EXPECT_GT(t.twin_s, 0.5 * t.logged_s) << t.job << " " << t.approach << ": a whole dataset, not a few batches";
+    EXPECT_LT(t.twin_s, 2.0 * t.logged_s) << t.job << " " << t.approach;
+  }
+  EXPECT_NE(fidelity_markdown(timed, catalog(), "cmd").find("## P40 whole-job run times"), std::string::npos);
 }
 
 }  // namespace

@@ -79,8 +79,18 @@ struct P40RunFidelity {
   ErrorStats floor;  // the log against itself: consecutive steps at one batch and clock
 };
 
+// One whole BatchDVFS job: the wall time its harness logged and the twin's.
+struct P40RunTime {
+  int job = 0;
+  std::string model;
+  std::string approach;  // batchdvfs, clipper, dvfs256
+  double logged_s = 0.0;
+  double twin_s = 0.0;
+};
+
 struct FidelityReport {
   std::vector<FidelityRow> rows;
+  std::vector<P40RunTime> p40_run_times;
   std::vector<P40RunFidelity> p40_runs;
   std::map<std::string, std::vector<EmulatedRow>> p40_emulated;  // by run name, for plots
   std::vector<P40Run> p40_data;

@@ -15,6 +15,10 @@ class Catalog {
   // Loads and validates every file; throws Error(invalid_data) naming the file (and line for
   // JSON syntax errors) or Error(io) if the directory cannot be read.
   [[nodiscard]] static Catalog load(const std::string& data_dir);
+  // A catalogue of specs already in memory (a calibration's fitted twin); Error(invalid_data) for
+  // two specs with one name. `data_dir` is where the rest of the data (matrices, ...) lives.
+  [[nodiscard]] static Catalog of(std::string data_dir, std::vector<GpuSpec> gpus, std::vector<ModelSpec> models,
+                                  std::vector<DatasetSpec> datasets);
 
   // Lookup by id or alias, ignoring case and punctuation. Throws Error(usage) listing the
   // known names when there is no match.
