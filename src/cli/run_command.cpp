@@ -298,9 +298,11 @@ void measure_before_run(const RunFlags& flags, runtime::NvmlPlatform& platform, 
     options.profile = std::make_shared<const predict::ProfileModel>(runtime::profile_samples(measured));
     return;
   }
+  // BOBD's range, as on the twin: batch sizes 1-256 × the GPU's DVFS ladder (or its own clocks).
   auto space = runtime::real_profile_space(limits, flags.allow_gpu_control, std::nullopt);
   space.batch_sizes.resize(256);
-  std::iota(space.batch_sizes.begin(), space.batch_sizes.end(), 1);  // BOBD's range, as on the twin
+  std::iota(space.batch_sizes.begin(), space.batch_sizes.end(), 1);
+  if (flags.allow_gpu_control) space.sm_clocks_mhz = limits.dvfs_levels_mhz;
   const auto caps = schedule.distinct_caps();
   fmt::print(stderr, "bobd: searching {} configurations for each of {} caps first{}\n", space.size(), caps.size(),
              flags.allow_gpu_control ? "" : " (batch sizes at the GPU's own clocks: no --allow-gpu-control)");
