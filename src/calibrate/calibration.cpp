@@ -193,8 +193,9 @@ std::vector<LoggedRunTime> load_run_times(const std::string& logs_dir) {
       continue;
     }
     reader.require_column(row, 3, "total_seconds");
-    out.push_back({static_cast<int>(reader.integer(row, 0, "job")), std::string(row.fields[2]),
-                   reader.number(row, 3, "total_seconds")});
+    const double seconds = reader.number(row, 3, "total_seconds");
+    if (!(seconds > 0.0)) throw Error(ErrorCode::invalid_data, fmt::format("{}:{}: total_seconds must be > 0", path, row.line));
+    out.push_back({static_cast<int>(reader.integer(row, 0, "job")), std::string(row.fields[2]), seconds});
   }
   return out;
 }
@@ -309,7 +310,7 @@ void add_p40(FidelityReport& report, const sim::Catalog& catalog, const Fidelity
   for (const auto& [key, windows] : groups) {
     if (windows.second.size() >= kMinGroupWindows) group_errors.push_back(ape(median(windows.first), median(windows.second)));
   }
-  report.rows.push_back({"p40 (group medians)", "window_max_power_w",
+  if (!group_errors.empty()) report.rows.push_back({"p40 (group medians)", "window_max_power_w",
                          fmt::format("{}; per (job, batch size, clock) with at least {} windows, the twin's median window "
                                      "maximum against the log's",
                                      options.p40_cross_validate ? "leave-one-job-out" : "the current data files",
@@ -535,12 +536,13 @@ namespace {
 // Each whole job of runtimes.csv: the logged wall time beside the twin's (leave-one-job-out).
 std::string p40_run_time_table(const FidelityReport& report) {
   if (report.p40_run_times.empty()) return {};
-  std::string out =
+  std::string out = fmt::format(
       "\n## P40 whole-job run times\n\nEach job of `runtimes.csv` (the whole dataset: 15,000 ImageNet or 20,000 "
-      "Caltech-256 images) replayed by a twin fitted without that job, as the harness ran it: `gpucap run --gpu p40 "
+      "Caltech-256 images) replayed {}, as the harness ran it: `gpucap run --gpu p40 "
       "--model M --dataset D --power-cap W --algorithm batchdvfs|clipper|dvfs --input-pipeline serial "
       "--autotune-new-shapes` (dvfs256 is dvfs at its fixed batch 256).\n\n"
-      "| job | model | approach | logged s | twin s | error |\n|---:|---|---|---:|---:|---:|\n";
+      "| job | model | approach | logged s | twin s | error |\n|---:|---|---|---:|---:|---:|\n",
+      report.p40_cross_validated ? "by a twin fitted without that job" : "by the twin of the current data files");
   for (const auto& t : report.p40_run_times) {
     out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1f} % |\n", t.job, t.model, t.approach, t.logged_s, t.twin_s,
                        100.0 * (t.twin_s / t.logged_s - 1.0));

@@ -51,8 +51,8 @@ void ControllerFlags::add_to(CLI::App& app) {
   app.add_option("--batch", fixed_batch_, "Fixed batch size for dvfs and powercap (seeds: 256)");
   app.add_option("--slo-ms", latency_slo_ms_, "Batch latency SLO in ms for morak (default: none)");
   app.add_option("--profile", profile_path_,
-                 "capfit: profile of the model on this GPU, the JSON of 'gpucap tune --json' (default on the twin: "
-                 "measured before the run)");
+                 "capfit: profile of the model on this GPU, the JSON of 'gpucap tune --json' or --out (default: "
+                 "measured before the run, on the twin or the real GPU)");
   app.add_flag("--shadow", shadow_,
                "pctodl: run PctoDL's shadow optimizer (grey-box BO of shares and batches every 3 iterations; off as in "
                "upstream's benchmarks)");
@@ -101,6 +101,7 @@ nlohmann::json trial_setup(const EngineFlags& engine, const device::NvmlDevice& 
           {"precision", engine.precision.value_or("fp32")},
           {"input_size", engine.input_size},
           {"images_dir", engine.images_dir ? nlohmann::json(*engine.images_dir) : nlohmann::json()},
+          {"cuda_graphs", engine.cuda_graphs},
           {"seed", engine.seed},
           {"warmup_s", trials.warmup_s},
           {"measure_s", trials.measure_s},

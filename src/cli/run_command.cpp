@@ -289,6 +289,19 @@ void measure_before_run(const RunFlags& flags, runtime::NvmlPlatform& platform, 
                                          });
   const StopOnSignals stop_on_signals;
   const auto limits = platform.controller_limits();
+  // The controller's own checks of its options come first: a bad --window must not wait for the
+  // measurements. A stand-in profile or table takes the place of what is measured below.
+  auto check = options;
+  if (profile) {
+    const double mhz = limits.dvfs_levels_mhz.empty() ? 1.0 : limits.dvfs_levels_mhz.back();
+    check.profile = std::make_shared<const predict::ProfileModel>(
+        std::vector<predict::ProfileSample>{{1, mhz, std::nullopt, 1.0, 1.0}, {4096, mhz, std::nullopt, 2.0, 2.0}});
+  }
+  if (search) {
+    check.tuned_table = std::make_shared<const control::CapTable>(
+        control::CapTable{control::TunedEntry{schedule.min_cap_w(), single_tenant_knobs(1)}});
+  }
+  (void)control::make_controller(flags.algorithm, check, limits);
   if (profile) {
     const auto space = runtime::real_profile_space(limits, flags.allow_gpu_control, options.batch_sizes);
     fmt::print(stderr, "capfit: profiling the model first, {} configurations{}\n", space.size(),
@@ -324,7 +337,8 @@ std::shared_ptr<const control::MpsPlanning> published_pctodl_planning(const RunF
     if (to_lower(nvml_name).find(to_lower(g.name)) != std::string::npos) gpu = &g;
   }
   if (gpu == nullptr) {
-    throw usage_error(fmt::format("{} plans with PctoDL's published fits, which cover the RTX 3080 Ti and the A100, not {}; "
+    throw usage_error(fmt::format("{} plans with PctoDL's published fits, which cover the GeForce RTX 3080 Ti and the "
+                                  "A100-SXM4-40GB, not {}; "
                                   "use mpsfit (fitted to a profile of this GPU, docs/mps.md)",
                                   flags.algorithm, nvml_name));
   }
@@ -418,9 +432,9 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   if (fitted) controller_options.mps_planning = runtime::fitted_planning(info.sm_clocks_mhz, *fitted);
   if (published) controller_options.mps_planning = published;
   controller_options.gpu_chooses_clocks = !flags.allow_gpu_control;
+  auto trace = open_trace(flags.trace_path, /*simulated=*/false);  // before minutes of measurements, not after
   measure_before_run(flags, platform, config.schedule, budget, controller_options);
   const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
-  auto trace = open_trace(flags.trace_path, /*simulated=*/false);
   const StopOnSignals stop_on_signals;
   config.stop = &stop_requested;
   const auto summary = runtime::run_job(platform, *controller, config, trace.sink);
@@ -469,7 +483,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", flags->seed, "Seed of the twin's noise (same seed, same run); on nvml, of the input")
       ->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
-  cmd->add_option("--precision", flags->precision, "fp32 or fp16 (sim default: the model's; nvml default: fp32)");
+  cmd->add_option("--precision", flags->precision, "fp32 or fp16; nvml also bf16 (sim default: the model's; nvml default: fp32)");
   cmd->add_option("--input-pipeline", flags->input_pipeline,
                   "sim: host-side JPEG decode per image (cost from the dataset file): none, serial (decode, then "
                   "compute, as the BatchDVFS harness did) or overlapped")

@@ -362,9 +362,14 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--power-settle-s", flags->power_settle_s,
                   "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
 
-  return Command{cmd, [flags, &global] {
+  return Command{cmd, [flags, &global, cmd] {
                    stop_requested.store(false);
                    if (flags->platform == "sim") {
+                     // The real GPU's options with defaults: given on the twin, they are an error too.
+                     for (const char* option : {"--warmup-s", "--device", "--engine-device", "--input-size", "--nvml-lib",
+                                                "--precision"}) {
+                       reject_for_platform(cmd->count(option) > 0, option, "sim");
+                     }
                      tune_on_twin(*flags, global);
                    } else if (flags->platform == "nvml") {
                      tune_on_nvml(*flags);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 
 #include "gpucap/control/fixed.hpp"
 #include "gpucap/core/error.hpp"
@@ -19,10 +20,10 @@ namespace gpucap::runtime {
 PlatformTrialRunner::PlatformTrialRunner(Platform& platform, PlatformTrialOptions options)
     : platform_(platform), options_(options) {
   if (!(options.warmup_s >= 0.0 && options.warmup_s <= 600.0)) {
-    throw usage_error(fmt::format("--warmup-s {:g} must be between 0 and 600 s", options.warmup_s));
+    throw usage_error(fmt::format("a trial's warm-up of {:g} s must be between 0 and 600 s", options.warmup_s));
   }
   if (!(options.measure_s >= 0.1 && options.measure_s <= 3600.0)) {
-    throw usage_error(fmt::format("--measure-s {:g} must be between 0.1 and 3600 s", options.measure_s));
+    throw usage_error(fmt::format("a trial's measurement of {:g} s must be between 0.1 and 3600 s", options.measure_s));
   }
 }
 
@@ -142,15 +143,24 @@ void TrialFile::add(const tune::ConfigPoint& point, const PlatformTrial& trial) 
 }
 
 MeasureFn cached_measure(PlatformTrialRunner& runner, TrialFile* file, TrialListener on_trial) {
-  return [&runner, file, on_trial = std::move(on_trial)](const tune::ConfigPoint& point) {
+  // Without a file, this process's own trials still answer a second ask (bobd's searches of
+  // several caps start from the same points).
+  auto measured = std::make_shared<std::vector<std::pair<tune::ConfigPoint, tune::TrialResult>>>();
+  return [&runner, file, measured, on_trial = std::move(on_trial)](const tune::ConfigPoint& point) {
+    std::optional<tune::TrialResult> known;
     if (file != nullptr) {
-      if (const auto known = file->find(point)) {
-        if (on_trial) on_trial(point, known->result, false);
-        return known->result;
-      }
+      if (const auto kept = file->find(point)) known = kept->result;
+    }
+    for (const auto& [p, result] : *measured) {
+      if (!known && p == point) known = result;
+    }
+    if (known) {
+      if (on_trial) on_trial(point, *known, false);
+      return *known;
     }
     const auto trial = runner.measure(point);
     if (file != nullptr) file->add(point, trial);
+    measured->emplace_back(point, trial.result);
     if (on_trial) on_trial(point, trial.result, true);
     return trial.result;
   };

@@ -134,8 +134,12 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   expect_error(with(tpu, {"--images", "10"}), 2, "--platform 'tpu' must be sim or nvml");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--search-out", dir.file("s.json")}), 2,
                "--search-out does not apply to batchsizer");
+  // The controller's options are checked before the profile is measured (one line on stderr: no
+  // trial was printed).
+  expect_error(with(real_run("capfit"), {"--images", "10", "--window", "0"}), 2, "window of 0 s");
+  expect_error(with(real_run("bobd"), {"--images", "10", "--batch-sizes", "1,2"}), 2, "--batch-sizes");
   expect_error(with(real_run("capfit"), {"--images", "10", "--trial-measure-s", "0"}), 2,
-               "--measure-s 0 must be between 0.1 and 3600 s");
+               "a trial's measurement of 0 s must be between 0.1 and 3600 s");
   EXPECT_TRUE(fake.writes().empty());
 }
 

@@ -146,6 +146,45 @@ TEST(TuneNvml, ASearchKilledHalfwayResumesWithoutMeasuringAgain) {
   for (std::size_t i = 0; i < kept; ++i) EXPECT_EQ(after["trials"][i], before["trials"][i]) << "trial " << i << " kept as measured";
 }
 
+// SIGINT in the middle of a trial: that trial is dropped (the file keeps only whole ones), every
+// lock is undone, the exit code is 130; started again, the search measures only what is missing.
+TEST(TuneNvml, ASignalDropsTheTrialInFlightAndRestoresTheGpu) {
+  const bool root = geteuid() == 0;
+  const test::FakeNvmlGpu fake(true, kPowerByClock);
+  test::TempDir dir;
+  const auto file = dir.file("trials.json");
+  auto args = with(real_tune("oracle", "1.0"), {"--batch-sizes", "1,8", "--out", file});
+  if (root) args = with(args, {"--clock-levels", "810,1005", "--allow-gpu-control"});
+  const std::size_t grid = root ? 4U : 2U;
+  std::vector<std::string> argv = {GPUCAP_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::size_t kept = 0;
+  {
+    test::ChildProcess child(argv);
+    // Once the first trial is in the file, the second is running: interrupt it halfway.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline &&
+           !(std::filesystem::exists(file) && nlohmann::json::parse(read_text_file(file))["trials"].size() >= 1)) {
+      ASSERT_FALSE(child.wait(0.0).has_value()) << "the search ended before it was interrupted";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    child.signal(SIGINT);
+    const auto status = child.wait(30.0);
+    ASSERT_TRUE(status.has_value());
+    ASSERT_TRUE(WIFEXITED(*status));
+    EXPECT_EQ(WEXITSTATUS(*status), 130);
+    kept = nlohmann::json::parse(read_text_file(file))["trials"].size();
+  }
+  EXPECT_EQ(kept, 1U) << "the interrupted trial is not kept";
+  EXPECT_TRUE(fake.gpu()["locked_sm_mhz"].is_null()) << "restored";
+  EXPECT_FALSE(std::filesystem::exists(fake.journal())) << "nothing left to recover";
+  const auto again = gpucap(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(count(again.err, "[from --out]"), 1U);
+  EXPECT_EQ(count(again.err, "[measured]"), grid - 1);
+}
+
 TEST(TuneNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   const test::FakeNvmlGpu fake;
   test::TempDir dir;
@@ -154,10 +193,12 @@ TEST(TuneNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   expect_error({"tune", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--power-cap", "150", "--algorithm",
                 "oracle"},
                2, "--model-file FILE.pt is required");
-  expect_error(real_tune("oracle", "0.4", "-1"), 2, "--warmup-s -1 must be between 0 and 600 s");
+  expect_error(real_tune("oracle", "0.4", "-1"), 2, "a trial's warm-up of -1 s must be between 0 and 600 s");
   expect_error(with(real_tune("oracle"), {"--precision", "int8"}), 2, "--precision 'int8' must be fp32, fp16 or bf16");
   expect_error({"tune", "--algorithm", "oracle", "--model", "resnet50", "--power-cap", "150", "--out", dir.file("x.json")}, 2,
                "--out does not apply to --platform sim");
+  expect_error({"tune", "--algorithm", "oracle", "--model", "resnet50", "--power-cap", "150", "--warmup-s", "1"}, 2,
+               "--warmup-s does not apply to --platform sim");
   const auto other = dir.write("other.json", R"({"setup": {"gpu": "another"}, "trials": []})");
   expect_error(with(real_tune("oracle"), {"--batch-sizes", "1", "--out", other}), 2, "holds the trials of another search");
   const auto broken = dir.write("broken.json", "{\"setup\": ");

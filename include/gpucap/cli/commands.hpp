@@ -108,7 +108,7 @@ struct EngineFlags {
 // its input, the trial lengths, the sampling rate and whether clocks were locked.
 [[nodiscard]] nlohmann::json trial_setup(const EngineFlags& engine, const device::NvmlDevice& gpu,
                                          const runtime::PlatformTrialOptions& trials, double sample_hz);
-// The engine's options; Error(usage) for a precision other than fp32 or fp16, or a bad seed.
+// The engine's options; Error(usage) for a precision other than fp32, fp16 or bf16, or a bad seed.
 [[nodiscard]] engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags);
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.
 [[nodiscard]] std::string resolve_shared_dir();
