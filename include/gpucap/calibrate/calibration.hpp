@@ -62,6 +62,8 @@ struct ErrorStats {
   double mape = 0.0;
 };
 [[nodiscard]] ErrorStats error_stats(std::vector<double> absolute_relative_errors);
+// |predicted − measured| / |measured|: the absolute relative error every row is made of.
+[[nodiscard]] double ape(double predicted, double measured);
 
 struct FidelityRow {
   std::string source;    // "p40", "pctodl-rtx3080ti", ...
