@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "gpucap/core/error.hpp"
@@ -69,6 +70,36 @@ const JobOutcome& job(const ShareResult& r, const std::string& name) {
 
 const HandModel model;
 constexpr double eps = 1e-9;
+
+// A step model for one test: `profile` answers every step of a job; no transfers, no host
+// slowdown, no process overhead, no MPS gain; `pipelines_at_once` as StepModel's.
+class ScriptedModel final : public StepModel {
+ public:
+  explicit ScriptedModel(std::function<StepProfile(const JobSpec&)> profile, double pipelines_at_once = 0.0)
+      : profile_(std::move(profile)), pipelines_at_once_(pipelines_at_once) {}
+  StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override { return profile_(job); }
+  double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
+  double host_slowdown_with_cpu_job() const override { return 0; }
+  double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
+  double mps_capacity() const override { return 1; }
+  double input_pipelines_at_once() const override { return pipelines_at_once_; }
+
+ private:
+  std::function<StepProfile(const JobSpec&)> profile_;
+  double pipelines_at_once_;
+};
+
+// Every job: a 10 ms input pipeline, then one 1 ms kernel, on a host that runs one pipeline at
+// full speed.
+const ScriptedModel pipelines(
+    [](const JobSpec&) {
+      StepProfile p;
+      p.host_s = 0.010;
+      p.input_pipeline = true;
+      p.kernels_s = {0.001};
+      return p;
+    },
+    1.0);
 
 TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
   // bg's second step runs its kernels from 0.052 s, 5 ms each; fg asks for the GPU at 0.0905 s
@@ -154,19 +185,12 @@ TEST(ShareThreads, EachSyncPointWaitsBehindWhatTheOthersLaunched) {
 }
 
 TEST(ShareSwitchflow, ALaunchBoundJobRunsNoFasterThanItsLaunches) {
-  class Slow final : public StepModel {
-   public:
-    StepProfile step(const JobSpec&, const DeviceInfo&, std::int64_t) const override {
-      StepProfile p;
-      p.kernels_s.assign(100, 0.00001);
-      p.launch_s = 0.0001;  // 10 µs kernels, 100 µs launches
-      return p;
-    }
-    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-    double host_slowdown_with_cpu_job() const override { return 0; }
-    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
-    double mps_capacity() const override { return 1; }
-  } slow;
+  const ScriptedModel slow([](const JobSpec&) {
+    StepProfile p;
+    p.kernels_s.assign(100, 0.00001);
+    p.launch_s = 0.0001;  // 10 µs kernels, 100 µs launches
+    return p;
+  });
   const auto r = simulate_share(scenario(Policy::switchflow, {"a=train:x:steps=10"}), slow);
   EXPECT_NEAR(job(r, "a").end_s, 10 * (100 * 0.0001 + 0.00001), 1e-9);
 }
@@ -306,21 +330,6 @@ TEST(ShareJobs, OpenLoopRequestsArriveOnScheduleAndQueue) {
 
 TEST(ShareHost, InputPipelinesShareTheHostsCores) {
   // Two jobs whose 10 ms host stage is an input pipeline, on a host that runs one at full speed.
-  class Pipelines final : public StepModel {
-   public:
-    StepProfile step(const JobSpec&, const DeviceInfo&, std::int64_t) const override {
-      StepProfile p;
-      p.host_s = 0.010;
-      p.input_pipeline = true;
-      p.kernels_s = {0.001};
-      return p;
-    }
-    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-    double host_slowdown_with_cpu_job() const override { return 0; }
-    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
-    double mps_capacity() const override { return 1; }
-    double input_pipelines_at_once() const override { return 1.0; }
-  } pipelines;
   // switchflow: both pipelines at half speed until 20 ms, then the two kernels one after the other.
   const auto flow = simulate_share(scenario(Policy::switchflow, {"a=infer:x:requests=1", "b=infer:x:requests=1"}), pipelines);
   EXPECT_NEAR(job(flow, "a").end_s, 0.021, eps);
@@ -332,21 +341,6 @@ TEST(ShareHost, InputPipelinesShareTheHostsCores) {
 }
 
 TEST(ShareHost, AReuseGroupRunsOnePipelinePerBatchInLockStep) {
-  class Pipelines final : public StepModel {
-   public:
-    StepProfile step(const JobSpec&, const DeviceInfo&, std::int64_t) const override {
-      StepProfile p;
-      p.host_s = 0.010;
-      p.input_pipeline = true;
-      p.kernels_s = {0.001};
-      return p;
-    }
-    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-    double host_slowdown_with_cpu_job() const override { return 0; }
-    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
-    double mps_capacity() const override { return 1; }
-    double input_pipelines_at_once() const override { return 1.0; }
-  } pipelines;
   // Each with its own pipeline: both at half speed, 20 ms, then a's kernel (20-21 ms) and b's (21-22 ms).
   // Each next pipeline starts when its job's kernel ends, so a's runs alone for 1 ms, then both share:
   // a's ends at 40 ms, b's at 41 ms, kernels 40-41 and 41-42 ms; the third batch the same, 20 ms later.
@@ -361,19 +355,12 @@ TEST(ShareHost, AReuseGroupRunsOnePipelinePerBatchInLockStep) {
 }
 
 TEST(ShareHost, AReuseGroupsPipelineCostsWhatItsDearestMembersWould) {
-  class TwoSizes final : public StepModel {
-   public:
-    StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override {
-      StepProfile p;
-      p.host_s = job.model == "big" ? 0.020 : 0.010;  // e.g. 299 x 299 images against 224 x 224
-      p.kernels_s = {0.001};
-      return p;
-    }
-    double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-    double host_slowdown_with_cpu_job() const override { return 0; }
-    double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
-    double mps_capacity() const override { return 1; }
-  } sizes;
+  const ScriptedModel sizes([](const JobSpec& job) {
+    StepProfile p;
+    p.host_s = job.model == "big" ? 0.020 : 0.010;  // e.g. 299 x 299 images against 224 x 224
+    p.kernels_s = {0.001};
+    return p;
+  });
   // Whichever member comes last, each batch takes the 20 ms pipeline, then a's and b's kernels.
   const auto r = simulate_share(
       scenario(Policy::switchflow, {"a=infer:small:requests=2:reuse=g", "b=infer:big:requests=2:reuse=g"}), sizes);
@@ -383,26 +370,18 @@ TEST(ShareHost, AReuseGroupsPipelineCostsWhatItsDearestMembersWould) {
 
 // "gapped": one 10 ms kernel, then 5 ms of the step's own host work holding the device; "infer":
 // one 1 ms kernel. No host stages.
-class GapModel final : public StepModel {
- public:
-  StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override {
-    StepProfile p;
-    if (job.model == "gapped") {
-      p.kernels_s = {0.010};
-      p.device_gap_s = 0.005;
-    } else {
-      p.kernels_s = {0.001};
-    }
-    return p;
+const ScriptedModel gaps([](const JobSpec& job) {
+  StepProfile p;
+  if (job.model == "gapped") {
+    p.kernels_s = {0.010};
+    p.device_gap_s = 0.005;
+  } else {
+    p.kernels_s = {0.001};
   }
-  double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-  double host_slowdown_with_cpu_job() const override { return 0; }
-  double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
-  double mps_capacity() const override { return 1; }
-};
+  return p;
+});
 
 TEST(ShareDeviceGap, AnExclusiveStepHoldsTheGpuThroughItsGapOneStreamDoesNot) {
-  const GapModel gaps;
   // timeslice: a owns the GPU 0-15 ms (kernel, then its gap), b 15-30 ms.
   const auto slices = simulate_share(scenario(Policy::timeslice, {"a=train:gapped:steps=1", "b=train:gapped:steps=1"}), gaps);
   EXPECT_NEAR(job(slices, "a").end_s, 0.015, eps);
@@ -414,7 +393,6 @@ TEST(ShareDeviceGap, AnExclusiveStepHoldsTheGpuThroughItsGapOneStreamDoesNot) {
 }
 
 TEST(ShareDeviceGap, APreemptionDuringTheGapLetsTheStepEndInsteadOfRedoingIt) {
-  const GapModel gaps;
   // bg's kernel runs 0-10 ms, its gap 10-15; fg asks at 12 ms and gets the GPU when the gap
   // ends (15-16 ms); bg's second step follows: 16-26 ms, gap to 31.
   const auto r = simulate_share(
