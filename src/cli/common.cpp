@@ -121,6 +121,42 @@ engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags) {
   return options;
 }
 
+void RealGpuFlags::add_to(CLI::App& app) {
+  app.add_option("--device", device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str();
+  app.add_option("--nvml-lib", nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1)");
+  app.add_option("--power-settle-s", power_settle_s,
+                 "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
+  app.add_option("--model-file", model_file, "nvml: TorchScript model (scripts/export_models.py)");
+  app.add_option("--engine-device", engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")->capture_default_str();
+  app.add_option("--input-size", input_size, "nvml: height = width of the input images")->capture_default_str();
+  app.add_option("--images-dir", images_dir,
+                 "nvml: a folder of JPEG images as the input (decoded with libjpeg-turbo and resized before the run; "
+                 "batches cycle through the first 256); default: synthetic images");
+  app.add_flag("--cuda-graphs", cuda_graphs,
+               "nvml: capture each batch size's forward pass once as a CUDA graph and replay it (CUDA LibTorch only)");
+}
+
+void RealGpuFlags::reject_on_twin() const {
+  reject_for_platform(model_file.has_value(), "--model-file", "sim (use --model)");
+  reject_for_platform(power_settle_s.has_value(), "--power-settle-s", "sim");
+  reject_for_platform(images_dir.has_value(), "--images-dir", "sim");
+  reject_for_platform(cuda_graphs, "--cuda-graphs", "sim");
+}
+
+EngineFlags RealGpuFlags::engine(const std::string& seed, const std::optional<std::string>& precision) const {
+  return EngineFlags{*model_file, engine_device, input_size, seed, precision, images_dir, cuda_graphs};
+}
+
+runtime::NvmlPlatformOptions RealGpuFlags::platform(bool allow_gpu_control, double sample_hz) const {
+  runtime::NvmlPlatformOptions options;
+  options.nvml_library = nvml_library;
+  options.device_index = device_index;
+  options.allow_gpu_control = allow_gpu_control;
+  options.sample_hz = sample_hz;
+  if (power_settle_s) options.power_settle_s = *power_settle_s;
+  return options;
+}
+
 runtime::MpsPoolOptions mps_pool_options(const EngineFlags& worker, const std::string& gpu_uuid) {
   runtime::MpsPoolOptions pool;
   if (const char* custom = std::getenv("GPUCAP_MPS_WORKER"); custom != nullptr && *custom != '\0') {

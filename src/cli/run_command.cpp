@@ -55,16 +55,9 @@ struct RunFlags {
   bool json = false;
   ControllerFlags controller;
   // --platform nvml
-  unsigned device_index = 0;
-  std::optional<std::string> model_file;
-  std::string engine_device = "cuda";
-  int input_size = 224;
-  std::optional<std::string> images_dir;
-  std::string nvml_library = default_nvml_library();
+  RealGpuFlags real;
   bool allow_gpu_control = false;
-  std::optional<double> power_settle_s;
   std::optional<std::string> search_out;
-  bool cuda_graphs = false;
   std::optional<double> trial_warmup_s;   // nvml: default runtime::kPreRunWarmupS
   std::optional<double> trial_measure_s;  // nvml: default runtime::kPreRunMeasureS
 };
@@ -210,11 +203,8 @@ std::optional<std::size_t> search_budget(const RunFlags& flags) {
 }
 
 void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
-  reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
+  flags.real.reject_on_twin();
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
-  reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
-  reject_for_platform(flags.images_dir.has_value(), "--images-dir", "sim (use --dataset)");
-  reject_for_platform(flags.cuda_graphs, "--cuda-graphs", "sim");
   reject_for_platform(flags.search_out.has_value(), "--search-out", "sim (the twin's profile and search take seconds)");
   reject_for_platform(flags.trial_warmup_s.has_value() || flags.trial_measure_s.has_value(), "--trial-warmup-s/--trial-measure-s",
                       "sim");
@@ -263,8 +253,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
 }
 
 EngineFlags engine_flags(const RunFlags& flags) {
-  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir,
-                     flags.cuda_graphs};
+  return flags.real.engine(flags.seed, flags.precision);
 }
 
 // capfit's profile and bobd's search, on the real GPU before the run (unless a profile was given):
@@ -342,7 +331,7 @@ std::shared_ptr<const control::MpsPlanning> published_pctodl_planning(const RunF
                                   "use mpsfit (fitted to a profile of this GPU, docs/mps.md)",
                                   flags.algorithm, nvml_name));
   }
-  const auto stem = std::filesystem::path(*flags.model_file).stem().string();
+  const auto stem = std::filesystem::path(*flags.real.model_file).stem().string();
   const sim::ModelSpec* model = nullptr;
   for (const auto& m : catalog.models()) {
     if (m.id == stem) model = &m;
@@ -376,7 +365,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
                                   "MODEL.json ('gpucap profile --platform nvml', then 'gpucap fit')",
                                   flags.algorithm));
   }
-  if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  if (!flags.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
   const auto budget = search_budget(flags);
   if (flags.search_out && !control::needs_profile(flags.algorithm) && !control::needs_offline_search(flags.algorithm)) {
     throw usage_error(fmt::format("--search-out does not apply to {} (only capfit's profile and bobd's search measure "
@@ -398,22 +387,17 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   runtime::check_run_limits(config.images, config.duration_s);
   runtime::check_sample_hz(flags.sample_hz);
 
-  recover_gpu_settings(flags.nvml_library);
-  runtime::NvmlPlatformOptions options;
-  options.nvml_library = flags.nvml_library;
-  options.device_index = flags.device_index;
-  options.allow_gpu_control = flags.allow_gpu_control;
-  options.sample_hz = flags.sample_hz;
-  if (flags.power_settle_s) options.power_settle_s = *flags.power_settle_s;
+  recover_gpu_settings(flags.real.nvml_library);
+  const auto options = flags.real.platform(flags.allow_gpu_control, flags.sample_hz);
   // With MPS tenants the model runs in worker processes (one per tenant), not in gpucap.
   const auto device_info = [&flags] {
-    const device::NvmlLibrary nvml(flags.nvml_library);
-    return device::NvmlDevice(nvml, flags.device_index, false).info();
+    const device::NvmlLibrary nvml(flags.real.nvml_library);
+    return device::NvmlDevice(nvml, flags.real.device_index, false).info();
   };
   std::shared_ptr<const control::MpsPlanning> published;
   std::optional<runtime::MpsPoolOptions> pool;
   if (mps) {
-    if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+    if (!flags.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
     const auto info = device_info();
     if (published_fits) published = published_pctodl_planning(flags, global, info);  // before any worker starts
     pool = mps_pool_options(engine_flags(flags), info.uuid);
@@ -443,7 +427,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
     out.update(nlohmann::json{{"platform", "nvml"},
                               {"gpu", info.name},
                               {"uuid", info.uuid},
-                              {"model_file", *flags.model_file},
+                              {"model_file", *flags.real.model_file},
                               {"engine", platform.engine().name()},
                               {"algorithm", flags.algorithm},
                               {"cap", config.schedule.to_string()},
@@ -503,22 +487,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--params", flags->params_dir,
                   "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
                   "../shared/data/pctodl)");
-  cmd->add_option("--device", flags->device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str();
-  cmd->add_option("--model-file", flags->model_file, "nvml: TorchScript model (scripts/export_models.py)");
-  cmd->add_option("--engine-device", flags->engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")
-      ->capture_default_str();
-  cmd->add_option("--input-size", flags->input_size, "nvml: height = width of the input images")
-      ->capture_default_str();
-  cmd->add_option("--images-dir", flags->images_dir,
-                  "nvml: a folder of JPEG images as the input (decoded with libjpeg-turbo and resized before the "
-                  "run; batches cycle through the first 256); default: synthetic images");
-  cmd->add_option("--nvml-lib", flags->nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else "
-                                                     "libnvidia-ml.so.1)");
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
                 "nvml: let the controller lock clocks and set the power limit (needs root; every setting is "
                 "restored at exit, and after a crash by the next gpucap start)");
-  cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
-                "nvml: capture each batch size's forward pass once as a CUDA graph and replay it (CUDA LibTorch only)");
   cmd->add_option("--search-out", flags->search_out,
                   "nvml, capfit and bobd: keep the trials measured before the run (capfit's profile, bobd's search) "
                   "in this JSON file as they are measured; a run started again with it does not measure them again");
@@ -526,10 +497,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "nvml, capfit and bobd: warm-up of each trial measured before the run, seconds (default 1)");
   cmd->add_option("--trial-measure-s", flags->trial_measure_s,
                   "nvml, capfit and bobd: measurement of each trial before the run, seconds (default 2)");
-  cmd->add_option("--power-settle-s", flags->power_settle_s,
-                  "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
   cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
+  flags->real.add_to(*cmd);
   flags->controller.add_to(*cmd);
 
   return Command{cmd, [flags, &global] {

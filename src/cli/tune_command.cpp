@@ -36,18 +36,11 @@ struct TuneFlags {
   double sample_hz = 100.0;
   bool json = false;
   // nvml
-  unsigned device_index = 0;
-  std::string nvml_library = default_nvml_library();
-  std::optional<std::string> model_file;
-  std::string engine_device = "cuda";
-  int input_size = 224;
+  RealGpuFlags real;
   std::optional<std::string> precision;
-  std::optional<std::string> images_dir;
   bool allow_gpu_control = false;
-  std::optional<double> power_settle_s;
   double warmup_s = 2.0;
   std::optional<std::string> out;
-  bool cuda_graphs = false;
 };
 
 tune::SearchSpace search_space(const TuneFlags& flags, const sim::GpuSpec& gpu) {
@@ -148,12 +141,9 @@ std::size_t budget_of(const TuneFlags& flags) {
 }
 
 void tune_on_twin(const TuneFlags& flags, const GlobalOptions& global) {
-  reject_for_platform(flags.model_file.has_value(), "--model-file", "sim (use --model)");
+  flags.real.reject_on_twin();
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
-  reject_for_platform(flags.power_settle_s.has_value(), "--power-settle-s", "sim");
   reject_for_platform(flags.out.has_value(), "--out", "sim (a search on the twin takes seconds: rerun it)");
-  reject_for_platform(flags.images_dir.has_value(), "--images-dir", "sim");
-  reject_for_platform(flags.cuda_graphs, "--cuda-graphs", "sim");
   if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   const auto gpu_id = flags.gpu.value_or("p40");
@@ -226,14 +216,13 @@ tune::SearchSpace real_search_space(const TuneFlags& flags, const device::NvmlDe
 }
 
 EngineFlags engine_flags(const TuneFlags& flags) {
-  return EngineFlags{*flags.model_file, flags.engine_device, flags.input_size, flags.seed, flags.precision, flags.images_dir,
-                     flags.cuda_graphs};
+  return flags.real.engine(flags.seed, flags.precision);
 }
 
 void check_real_flags(const TuneFlags& flags) {
   reject_for_platform(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
   reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
-  if (!flags.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  if (!flags.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
   if (!flags.allow_gpu_control && (flags.clock_levels || flags.memory_clocks)) {
     throw usage_error("--clock-levels and --memory-clocks lock clocks: they need --allow-gpu-control (without it, "
                       "tune searches batch sizes at the GPU's own clocks)");
@@ -255,13 +244,8 @@ void print_real_trial(const std::vector<tune::Trial>& trials, const std::optiona
 
 void tune_on_nvml(const TuneFlags& flags) {
   check_real_flags(flags);
-  recover_gpu_settings(flags.nvml_library);
-  runtime::NvmlPlatformOptions options;
-  options.nvml_library = flags.nvml_library;
-  options.device_index = flags.device_index;
-  options.allow_gpu_control = flags.allow_gpu_control;
-  options.sample_hz = flags.sample_hz;
-  if (flags.power_settle_s) options.power_settle_s = *flags.power_settle_s;
+  recover_gpu_settings(flags.real.nvml_library);
+  const auto options = flags.real.platform(flags.allow_gpu_control, flags.sample_hz);
   const auto engine = engine_flags(flags);
   runtime::NvmlPlatform platform(options, [&engine](std::function<double()> now_s) {
     return engine::load_torch_engine(torch_engine_options(engine), std::move(now_s));
@@ -299,12 +283,12 @@ void tune_on_nvml(const TuneFlags& flags) {
         print_real_trial(trials, best, flags.power_cap_w, source);
       });
   if (flags.json) {
-    auto out = result_json(flags, info.name, *flags.model_file, space, budget, outcome);
+    auto out = result_json(flags, info.name, *flags.real.model_file, space, budget, outcome);
     out.update(nlohmann::json{{"platform", "nvml"}, {"uuid", info.uuid}, {"clocks_locked", flags.allow_gpu_control},
                               {"warmup_s", flags.warmup_s}, {"engine", platform.engine().name()}});
     std::cout << out.dump(2) << "\n";
   } else {
-    fmt::print("gpucap tune ({}) on a REAL {} ({})\n", flags.algorithm, info.name, *flags.model_file);
+    fmt::print("gpucap tune ({}) on a REAL {} ({})\n", flags.algorithm, info.name, *flags.real.model_file);
     print_summary(space, outcome, "measured");
     if (file) fmt::print("  {:<22} {:>24}\n", "trials", file->path());
   }
@@ -345,22 +329,12 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global) {
                   "the same file and setup does not measure them again (capfit --profile reads it)");
   cmd->add_option("--warmup-s", flags->warmup_s, "nvml: seconds at each configuration before its measurement")
       ->capture_default_str();
-  cmd->add_option("--device", flags->device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str();
-  cmd->add_option("--model-file", flags->model_file, "nvml: TorchScript model (scripts/export_models.py)");
-  cmd->add_option("--engine-device", flags->engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")
-      ->capture_default_str();
   cmd->add_option("--precision", flags->precision, "nvml: fp32, fp16 (CUDA) or bf16 (default fp32)");
-  cmd->add_option("--input-size", flags->input_size, "nvml: height = width of the input images")->capture_default_str();
-  cmd->add_option("--images-dir", flags->images_dir, "nvml: a folder of JPEG images as the input (default: synthetic)");
-  cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
-                "nvml: capture each batch size's forward pass once as a CUDA graph and replay it (CUDA LibTorch only)");
-  cmd->add_option("--nvml-lib", flags->nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else "
-                                                     "libnvidia-ml.so.1)");
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
                 "nvml: lock each configuration's clocks (needs root; restored after each trial, and after a crash by "
                 "the next gpucap start); without it only batch sizes are searched");
-  cmd->add_option("--power-settle-s", flags->power_settle_s,
-                  "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
+
+  flags->real.add_to(*cmd);
 
   return Command{cmd, [flags, &global, cmd] {
                    stop_requested.store(false);

@@ -16,6 +16,7 @@
 #include "gpucap/engine/torch_plugin.hpp"
 #include "gpucap/device/nvml_device.hpp"
 #include "gpucap/runtime/mps.hpp"
+#include "gpucap/runtime/nvml_platform.hpp"
 #include "gpucap/runtime/platform_tuning.hpp"
 
 namespace gpucap::cli {
@@ -100,6 +101,28 @@ struct EngineFlags {
   std::optional<std::string> images_dir;
   bool cuda_graphs = false;
 };
+// The options of a real GPU that `run` and `tune` share: the device and NVML, and the engine's model
+// and input (--device, --nvml-lib, --power-settle-s, --model-file, --engine-device, --input-size,
+// --images-dir, --cuda-graphs).
+struct RealGpuFlags {
+  unsigned device_index = 0;
+  std::string nvml_library = default_nvml_library();
+  std::optional<double> power_settle_s;
+  std::optional<std::string> model_file;
+  std::string engine_device = "cuda";
+  int input_size = 224;
+  std::optional<std::string> images_dir;
+  bool cuda_graphs = false;
+
+  void add_to(CLI::App& app);
+  // Error(usage) naming the first of them given on the twin (--model-file, --power-settle-s,
+  // --images-dir, --cuda-graphs: the ones without a default).
+  void reject_on_twin() const;
+  // The engine's flags (model_file must be set) with the command's --seed and --precision.
+  [[nodiscard]] EngineFlags engine(const std::string& seed, const std::optional<std::string>& precision) const;
+  [[nodiscard]] runtime::NvmlPlatformOptions platform(bool allow_gpu_control, double sample_hz) const;
+};
+
 // The worker pool of a real GPU: `gpucap mps-worker` with those flags (or $GPUCAP_MPS_WORKER,
 // another program that speaks the worker protocol), only the GPU `gpu_uuid` visible to the
 // workers, and a private MPS daemon of its own.
