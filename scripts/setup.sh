@@ -13,6 +13,8 @@ packages=(
   # gpucap bso serve: HTTP, the embedded SQLite store, the PostgreSQL store (libpqxx), and the
   # PostgreSQL server that the tests start themselves in a temporary directory
   libcpp-httplib-dev libsqlite3-dev libpqxx-dev postgresql
+  # The exporters' tests check the metrics text with Prometheus's own promtool
+  prometheus
 )
 
 missing=()

@@ -59,7 +59,7 @@ struct Measured {
   std::unique_ptr<device::NvmlLibrary> nvml;
   std::unique_ptr<sim::GpuTwin> twin;
   std::unique_ptr<device::Device> gpu;
-  std::unique_ptr<bsoclient::DeviceMeter> meter;
+  std::unique_ptr<monitor::Monitor> meter;  // the monitor API (monitor/monitor.hpp)
 };
 
 Measured open_measured(const Flags& flags) {
@@ -68,8 +68,8 @@ Measured open_measured(const Flags& flags) {
     m.nvml = std::make_unique<device::NvmlLibrary>(flags.nvml_lib);
     // Read-only: the example measures the GPU, it changes nothing on it.
     m.gpu = std::make_unique<device::NvmlDevice>(*m.nvml, flags.gpu_index, /*writes_allowed=*/false);
-    m.meter = std::make_unique<bsoclient::DeviceMeter>(std::vector<device::Device*>{m.gpu.get()},
-                                                       bsoclient::steady_seconds_clock());
+    m.meter = std::make_unique<monitor::Monitor>(std::vector<device::Device*>{m.gpu.get()},
+                                                       monitor::steady_seconds_clock());
     return m;
   }
   const auto catalog = sim::Catalog::load(flags.data_dir);
@@ -77,7 +77,7 @@ Measured open_measured(const Flags& flags) {
                                           sim::Precision::fp32, flags.seed);
   m.gpu = std::make_unique<device::SimDevice>(*m.twin, /*writes_permitted=*/false);
   auto* twin = m.twin.get();
-  m.meter = std::make_unique<bsoclient::DeviceMeter>(std::vector<device::Device*>{m.gpu.get()},
+  m.meter = std::make_unique<monitor::Monitor>(std::vector<device::Device*>{m.gpu.get()},
                                                      [twin] { return twin->now_s(); });
   return m;
 }
@@ -186,7 +186,7 @@ RunSummary train(const Flags& flags, Measured& measured, bsoclient::BsoClient& c
 }
 
 void print_summary(const Flags& flags, const RunSummary& run, const bsoclient::BsoClient& client) {
-  const bool simulated = client.meter().simulated();
+  const bool simulated = client.monitor().simulated();
   fmt::print("{} after {} epochs with batch size {}: accuracy {:.4f} (target {}), time {:.2f} s, energy {:.1f} J{}\n",
              run.train_failed ? "stopped by the optimizer" : run.reached_target ? "reached the target" : "gave up",
              run.epochs, run.batch_size, run.accuracy, flags.target_metric, client.time_s(), client.energy_j(),

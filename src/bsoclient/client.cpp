@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace gpucap::bsoclient {
 namespace {
@@ -19,8 +20,15 @@ T field(const nlohmann::json& body, const char* key, const char* what) {
   }
 }
 
-bso::JobSpec with_gpus(bso::JobSpec job, const DeviceMeter& meter) {
-  const auto gpus = gpu_config_of(meter.devices());
+// The board's largest settable power limit: the signal where the device reports it, else the
+// control's range (both are NVML's power-management limit constraints on a real GPU).
+double max_power_limit_w(device::Device& device) {
+  if (device.has_signal(device::Signal::power_limit_max_w)) return device.read(device::Signal::power_limit_max_w);
+  return device.range(device::Control::power_limit_w).max;
+}
+
+bso::JobSpec with_gpus(bso::JobSpec job, const monitor::Monitor& monitor) {
+  const auto gpus = gpu_config_of(monitor.devices());
   job.max_power = gpus.max_power_w;
   job.number_of_gpus = gpus.number_of_gpus;
   job.gpu_model = gpus.gpu_model;
@@ -29,6 +37,22 @@ bso::JobSpec with_gpus(bso::JobSpec job, const DeviceMeter& meter) {
 }
 
 }  // namespace
+
+GpuConfig gpu_config_of(const std::vector<device::Device*>& devices) {
+  if (devices.empty()) throw usage_error("the batch-size optimizer needs at least one GPU to measure");
+  GpuConfig config;
+  config.gpu_model = devices.front()->name();
+  for (auto* device : devices) {
+    if (device->name() != config.gpu_model) {
+      throw usage_error(fmt::format("the GPUs must all be of one model ('{}' and '{}'): the optimizer prices "
+                                    "time at one GPU's largest power limit",
+                                    config.gpu_model, device->name()));
+    }
+  }
+  config.number_of_gpus = static_cast<int>(devices.size());
+  config.max_power_w = std::floor(max_power_limit_w(*devices.front())) * config.number_of_gpus;
+  return config;
+}
 
 nlohmann::json job_request_json(const bso::JobSpec& job) {
   auto body = bso::to_json(job);
@@ -65,8 +89,8 @@ bso::ReportResponse report_response_from_json(const nlohmann::json& body) {
   return response;
 }
 
-BsoClient::BsoClient(ClientOptions options, bso::JobSpec job, DeviceMeter& meter)
-    : options_(std::move(options)), http_(options_.http), meter_(meter), job_(with_gpus(std::move(job), meter)) {
+BsoClient::BsoClient(ClientOptions options, bso::JobSpec job, monitor::Monitor& monitor)
+    : options_(std::move(options)), http_(options_.http), monitor_(monitor), job_(with_gpus(std::move(job), monitor)) {
   const auto answer = http_.post("/jobs", job_request_json(job_));
   register_status_ = answer.status;
   try {
@@ -103,21 +127,23 @@ int BsoClient::get_batch_size() {
 
 void BsoClient::on_train_begin() {
   training_finished_ = false;
-  meter_.begin_window();
+  // Called again without an on_evaluate: the window starts over.
+  if (monitor_.window_open(kTrialWindow)) (void)monitor_.end_window(kTrialWindow);
+  monitor_.begin_window(kTrialWindow);
 }
 
 bool BsoClient::on_evaluate(double metric) {
   if (!trial_) throw usage_error("call get_batch_size before on_evaluate");
   if (training_finished_) return true;
-  if (!meter_.window_open()) throw usage_error("call on_train_begin before on_evaluate");
-  const auto window = meter_.end_window();
+  if (!monitor_.window_open(kTrialWindow)) throw usage_error("call on_train_begin before on_evaluate");
+  const auto window = monitor_.end_window(kTrialWindow);
   ++epoch_;
   time_s_ += window.time_s;
-  energy_j_ += window.energy_j;
+  energy_j_ += window.total_energy_j;
   const bso::TrainingResult result{*trial_, time_s_, energy_j_, metric, epoch_};
   last_response_ = report_response_from_json(http_.post("/report", to_json(result)).body);
   if (!last_response_.stop_train) {
-    meter_.begin_window();
+    monitor_.begin_window(kTrialWindow);
     return false;
   }
   training_finished_ = true;

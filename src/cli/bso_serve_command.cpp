@@ -16,7 +16,9 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/service/bso_metrics.hpp"
 #include "gpucap/service/bso_server.hpp"
+#include "live_metrics.hpp"
 #include "gpucap/service/store.hpp"
 
 namespace gpucap::cli {
@@ -27,15 +29,8 @@ struct ServeFlags {
   std::string listen = "127.0.0.1:8000";
   std::optional<std::string> token_file;
   std::size_t threads = service::ServerOptions{}.threads;
+  std::optional<std::string> metrics;  // HOST:PORT
 };
-
-sigset_t stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  return set;
-}
 
 // SIGINT and SIGTERM are blocked in every thread while this lives (the server's threads inherit
 // the mask) and taken by one thread with sigwait, which stops the server.
@@ -43,7 +38,7 @@ class StopOnSignal {
  public:
   explicit StopOnSignal(service::BsoServer& server) {
     waiter_ = std::thread([this, &server] {
-      const sigset_t set = stop_signals();
+      const sigset_t set = stop_signal_set();
       int signal = 0;
       sigwait(&set, &signal);
       if (!done_) {
@@ -73,10 +68,19 @@ void serve(const ServeFlags& flags) {
   if (flags.token_file) options.bearer_token = service::read_token_file(*flags.token_file);
   options.threads = flags.threads;
 
-  const auto store = service::open_store(flags.db);
-  // Before the server starts its threads, so that they inherit the mask.
-  const sigset_t set = stop_signals();
+  // Before any server thread starts (the exporter's too), so that they inherit the mask.
+  const sigset_t set = stop_signal_set();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Before the store is opened: a bad --metrics address or one in use fails first.
+  std::unique_ptr<LiveExport> live;
+  if (flags.metrics) {
+    live = std::make_unique<LiveExport>("bso serve", *flags.metrics, monitor::Labels{{"algorithm", "bso"}, {"simulated", "false"}},
+                                        false, /*windows=*/false);
+    options.on_answer = [&live](std::string_view route, std::string_view body, const service::ApiResponse& answer) {
+      service::record_bso_answer(live->work(), route, body, answer);
+    };
+  }
+  const auto store = service::open_store(flags.db);
   service::BsoServer server(*store, options);
   const int port = server.bind();
   std::printf("gpucap bso serve: listening on http://%s:%d (%s%s)\n", options.host.c_str(), port, store->describe().c_str(),
@@ -106,6 +110,9 @@ Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& /*global*/) {
   app->add_option("--threads", flags->threads, "Worker threads: the clients served at once (each keep-alive connection holds one)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  app->add_option("--metrics", flags->metrics,
+                  "Serve Prometheus metrics at HOST:PORT/metrics: jobs registered, trials dispatched, reports "
+                  "(continue, converged, failed) and trials ended, by batch size");
   return {app, [flags] { serve(*flags); }};
 }
 

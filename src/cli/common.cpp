@@ -75,6 +75,14 @@ control::ControllerOptions ControllerFlags::options() const {
   return options;
 }
 
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 std::atomic<bool> stop_requested{false};
 
 extern "C" void request_stop(int /*signal*/) { stop_requested.store(true); }

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       gpucap::cli::add_mps_worker_command(app, global),
       gpucap::cli::add_bso_command(app, global),
       gpucap::cli::add_share_command(app, global),
+      gpucap::cli::add_monitor_command(app, global),
   };
 
   // Unknown words are collected (not rejected by CLI11) so the error can name them, and the global
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gpucap: error: cannot write the output to standard output\n");
       return gpucap::exit_code(gpucap::ErrorCode::io);
     }
-    return 0;
+    return chosen->exit_status ? *chosen->exit_status : 0;
   } catch (const gpucap::Error& e) {
     std::fprintf(stderr, "gpucap: error: %s\n", e.what());
     return gpucap::exit_code(e.code());

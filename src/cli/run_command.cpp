@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "gpucap/cli/commands.hpp"
+#include "live_metrics.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/device/nvml_device.hpp"
@@ -54,6 +55,7 @@ struct RunFlags {
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
+  LiveFlags live;  // --metrics, --pace
   // --platform nvml
   RealGpuFlags real;
   bool allow_gpu_control = false;
@@ -239,10 +241,15 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
     spec.controller.mps_planning = runtime::fitted_planning(catalog.gpu(spec.gpu).sm_clocks_mhz, *fitted);
   }
 
+  spec.sim.pace = flags.live.pace_factor();
+
   runtime::SimJob job(catalog, spec);  // validates before any file is created
   auto trace = open_trace(flags.trace_path, /*simulated=*/true);
+  const auto& gpu = catalog.gpu(spec.gpu);
+  const auto live = start_run_export(flags.live, run_labels(spec.algorithm, spec.model, gpu.id, true), job.platform(),
+                                     monitor::twin_identity(0, gpu.name, monitor::local_hostname()));
   const StopOnSignals stop_on_signals;
-  const auto summary = job.run(trace.sink, &stop_requested);
+  const auto summary = job.run(live ? live->sink(trace.sink) : trace.sink, &stop_requested);
   if (flags.json) {
     std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
   } else {
@@ -356,6 +363,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
+  reject_for_platform(flags.live.pace.has_value(), "--pace", "nvml (a real GPU runs in real time)");
   const auto fitted = fitted_predictor(flags);
   const bool mps = control::needs_mps_planning(flags.algorithm);
   const bool published_fits = mps && !control::plans_with_fitted_predictor(flags.algorithm);  // pctodl, directcap
@@ -419,9 +427,12 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   auto trace = open_trace(flags.trace_path, /*simulated=*/false);  // before minutes of measurements, not after
   measure_before_run(flags, platform, config.schedule, budget, controller_options);
   const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
+  const auto live = start_run_export(
+      flags.live, run_labels(flags.algorithm, std::filesystem::path(*flags.real.model_file).stem().string(), info.name, false),
+      platform, monitor::nvml_identity(info, monitor::local_hostname()));
   const StopOnSignals stop_on_signals;
   config.stop = &stop_requested;
-  const auto summary = runtime::run_job(platform, *controller, config, trace.sink);
+  const auto summary = runtime::run_job(platform, *controller, config, live ? live->sink(trace.sink) : trace.sink);
   if (flags.json) {
     auto out = summary_json(summary);
     out.update(nlohmann::json{{"platform", "nvml"},
@@ -501,6 +512,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   flags->real.add_to(*cmd);
   flags->controller.add_to(*cmd);
+  flags->live.add_to(*cmd, /*with_pace=*/true);
 
   return Command{cmd, [flags, &global] {
                    stop_requested.store(false);

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "gpucap/cli/commands.hpp"
+#include "live_metrics.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
 #include "gpucap/runtime/share_real.hpp"
 #include "gpucap/sched/cap_share.hpp"
 #include "gpucap/sched/simulator.hpp"
@@ -42,6 +44,7 @@ struct ShareFlags {
   std::string algorithm = "none";
   double window_s = 0.1;
   bool resume = false;
+  LiveFlags live;  // --metrics, --pace
 };
 
 struct JobFigures {
@@ -251,6 +254,7 @@ void run_on_torch(const ShareFlags& flags) {
     jobs.push_back(runtime::find_real_share_model(scenario.jobs.back(), *flags.model_dir));
   }
   if (flags.trace) throw usage_error("--trace is for the twin");
+  if (flags.live.metrics || flags.live.pace) throw usage_error("--metrics and --pace are for the twin");
   const auto result = runtime::run_real_share(jobs, o);
   const std::string source = fmt::format("measured: LibTorch on {}", o.device);
   if (flags.json) {
@@ -258,6 +262,14 @@ void run_on_torch(const ShareFlags& flags) {
   } else {
     print_text(scenario, result, source);
   }
+}
+
+// The labels of every gpucap_* series of a share: algorithm, policy, the jobs' models, simulated.
+monitor::Labels share_labels(const sched::ShareScenario& scenario, const std::string& algorithm) {
+  std::vector<std::string> models;
+  for (const auto& job : scenario.jobs) models.push_back(job.model);
+  return {{"algorithm", algorithm}, {"policy", sched::to_string(scenario.policy)}, {"model", join(models, ",")},
+          {"gpu", scenario.gpu.id}, {"simulated", "true"}};
 }
 
 }  // namespace
@@ -302,6 +314,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
                   "power left: GPU clock and its batch size)")
       ->capture_default_str();
   cmd->add_option("--window", flags->window_s, "Power window, s")->capture_default_str()->check(CLI::PositiveNumber);
+  flags->live.add_to(*cmd, /*with_pace=*/true);
   cmd->add_flag("--resume", flags->resume,
                 "switchflow: a preempted job that stays on the GPU resumes its step instead of redoing it (gpucap's "
                 "runtime; capshare implies it)");
@@ -346,6 +359,18 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
               scenario.controller = controller.get();
             } else if (flags->algorithm != "none") {
               throw usage_error(fmt::format("--algorithm '{}': expected none or capshare", flags->algorithm));
+            }
+            // Both before the run: a bad --pace or an address in use fails before anything is simulated.
+            const auto pace = flags->live.pace_factor();
+            std::unique_ptr<LiveExport> live;
+            if (flags->live.metrics) {
+              live = std::make_unique<LiveExport>("share", *flags->live.metrics, share_labels(scenario, flags->algorithm), true);
+            }
+            std::unique_ptr<ShareLive> observer;
+            if (live || pace) {
+              observer = std::make_unique<ShareLive>(pace ? std::optional<runtime::Pacer>(runtime::Pacer(*pace)) : std::nullopt,
+                                                     live.get(), scenario, twin.clock_levels_mhz(scenario.gpu));
+              scenario.observer = observer.get();
             }
             const auto result = sched::simulate_share(scenario, twin);
             if (flags->trace) write_trace(*flags->trace, result);

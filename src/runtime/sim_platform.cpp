@@ -52,6 +52,9 @@ SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, s
       device_(twin_, options.writes_permitted),
       meter_(twin_.sensor(), options.sample_hz) {
   twin_.set_autotune_new_shapes(options.autotune_new_shapes);
+  if (options.pace) {
+    paced_ = std::make_unique<PacedEngine>(engine_, [this] { return twin_.now_s(); }, Pacer(*options.pace));
+  }
 }
 
 std::string SimPlatform::description() const {

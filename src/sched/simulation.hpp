@@ -226,6 +226,9 @@ class Simulation {
 
   void consult_controller();
 
+  // What an observer sees at the end of `window`.
+  ShareProgress progress(const ShareWindow& window) const;
+
   // --- results ---
 
   ShareResult finish();

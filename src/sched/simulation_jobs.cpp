@@ -28,7 +28,7 @@ Simulation::Simulation(const ShareScenario& scenario, const StepModel& model) : 
   host_.info = DeviceInfo{"host", DeviceKind::cpu, 0.0, 0.0, 0.0};
   host_.discipline = Discipline::sharing;
   host_.capacity = model.input_pipelines_at_once();
-  if (scenario.cap || scenario.controller) {
+  if (scenario.cap || scenario.controller || scenario.observer) {
     if (!(scenario.window_s > 0.0)) throw usage_error("the power window must be > 0 s");
     schedule(scenario.window_s, EventKind::window, kNone, kNone, 0);
   }
@@ -44,6 +44,7 @@ ShareResult Simulation::run() {
     const Event e = events_.top();
     events_.pop();
     if (e.at_s > scenario_.max_time_s) break;
+    if (scenario_.observer != nullptr) scenario_.observer->on_time(e.at_s);
     advance_to(e.at_s);
     handle(e);
   }
@@ -442,8 +443,24 @@ void Simulation::close_window() {
   windows_.push_back(w);
   window_start_s_ = now_;
   window_start_energy_j_ = gpu.energy.energy_j;
+  if (scenario_.observer != nullptr) scenario_.observer->on_window(progress(w));
   consult_controller();
   if (any_job_pending()) schedule(now_ + scenario_.window_s, EventKind::window, kNone, kNone, 0);
+}
+
+ShareProgress Simulation::progress(const ShareWindow& window) const {
+  ShareProgress p;
+  p.window = window;
+  p.knobs = knobs_;
+  for (const auto& r : runs_) {
+    p.jobs.push_back({r.spec->name, r.spec->mode, r.spec->priority, live(r), r.current.batch_size});
+    p.items_done.push_back(r.outcome.items_done);
+  }
+  p.preemptions = static_cast<std::int64_t>(preemptions_.size());
+  const Device& gpu = device_at(kGpu);
+  p.gpu_energy_j = gpu.energy.energy_j;
+  p.gpu_busy_s = gpu.energy.busy_s;
+  return p;
 }
 
 void Simulation::consult_controller() {

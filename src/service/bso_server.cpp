@@ -16,6 +16,7 @@
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/service/bso_api.hpp"
+#include "http_common.hpp"
 
 namespace gpucap::service {
 namespace {
@@ -109,14 +110,16 @@ struct BsoServer::Impl {
 
   // The route, behind the token check.
   template <typename Call>
-  httplib::Server::Handler guarded(Call call) {
-    return [this, call](const httplib::Request& request, httplib::Response& response) {
+  httplib::Server::Handler guarded(const char* route, Call call) {
+    return [this, route, call](const httplib::Request& request, httplib::Response& response) {
       if (!authorized(request)) {
         response.set_header("WWW-Authenticate", "Bearer");
         send(response, error_response(401, "missing or wrong bearer token (Authorization: Bearer TOKEN)"));
         return;
       }
-      send(response, call(request));
+      const auto answer = call(request);
+      if (options.on_answer) options.on_answer(route, request.body, answer);
+      send(response, answer);
     };
   }
 
@@ -136,12 +139,7 @@ struct BsoServer::Impl {
     // An idle keep-alive connection holds a thread, and stop() waits for it to time out.
     http.set_keep_alive_timeout(keep_alive_idle_s);
     http.set_tcp_nodelay(true);
-    // cpp-httplib's default also sets SO_REUSEPORT, which would let a second server bind a port
-    // that is in use (and share its clients) instead of failing.
-    http.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    });
+    detail::refuse_shared_ports(http);
     // Errors cpp-httplib answers itself (unknown route 404, body too large 413, ...) get a JSON
     // message like every other error.
     const httplib::Server::HandlerWithResponse json_errors = [](const httplib::Request&, httplib::Response& response) {
@@ -160,11 +158,15 @@ struct BsoServer::Impl {
       }
       send(response, error_response(500, message));
     });
-    http.Post("/jobs", guarded([this](const httplib::Request& r) { return api.register_job(r.body); }));
-    http.Get("/jobs/batch_size", guarded([this](const httplib::Request& r) { return api.next_batch_size(query(r, "job_id")); }));
-    http.Post("/report", guarded([this](const httplib::Request& r) { return api.report(r.body); }));
-    http.Patch("/trials", guarded([this](const httplib::Request& r) { return api.end_trial(r.body); }));
-    http.Delete("/jobs", guarded([this](const httplib::Request& r) { return api.delete_job(query(r, "job_id")); }));
+    http.Post("/jobs", guarded("POST /jobs", [this](const httplib::Request& r) { return api.register_job(r.body); }));
+    http.Get("/jobs/batch_size", guarded("GET /jobs/batch_size", [this](const httplib::Request& r) {
+               return api.next_batch_size(query(r, "job_id"));
+             }));
+    http.Post("/report", guarded("POST /report", [this](const httplib::Request& r) { return api.report(r.body); }));
+    http.Patch("/trials", guarded("PATCH /trials", [this](const httplib::Request& r) { return api.end_trial(r.body); }));
+    http.Delete("/jobs", guarded("DELETE /jobs", [this](const httplib::Request& r) {
+                  return api.delete_job(query(r, "job_id"));
+                }));
   }
 
   BsoApi api;

@@ -37,17 +37,29 @@ ClientOptions options_for(const FakeBsoServer& server) {
   return options;
 }
 
+TEST(GpuConfig, IsZeusesAndRefusesMixedModels) {
+  FakeGpu a("A100", true, 400.9);
+  FakeGpu b("A100", true, 400.9);
+  const auto config = gpu_config_of({&a, &b});
+  EXPECT_DOUBLE_EQ(config.max_power_w, 800.0);
+  EXPECT_EQ(config.number_of_gpus, 2);
+  EXPECT_EQ(config.gpu_model, "A100");
+  FakeGpu v("V100");
+  EXPECT_THROW((void)gpu_config_of({&a, &v}), Error);
+  EXPECT_THROW((void)gpu_config_of({}), Error);
+}
+
 class ClientTest : public ::testing::Test {
  protected:
   FakeBsoServer server;
   FakeGpu gpu{"Fake GPU", true, 250.7};
   FakeClock clock;
-  DeviceMeter meter{{&gpu}, clock.function()};
+  monitor::Monitor meter{{&gpu}, clock.function()};
 };
 
 TEST_F(ClientTest, RegistersTheJobWithTheGpusItMeasures) {
   FakeGpu second{"Fake GPU", true, 250.7};
-  DeviceMeter two{{&gpu, &second}, clock.function()};
+  monitor::Monitor two{{&gpu, &second}, clock.function()};
   BsoClient client(options_for(server), small_job(), two);
   EXPECT_EQ(client.register_status(), 201);
   EXPECT_TRUE(client.job().job_id.starts_with("mlp-")) << client.job().job_id;
@@ -159,7 +171,7 @@ TEST(ClientAuth, TheBearerTokenIsSentAndAWrongOneIsRefused) {
   FakeBsoServer server("s3cret");
   FakeGpu gpu;
   FakeClock clock;
-  DeviceMeter meter({&gpu}, clock.function());
+  monitor::Monitor meter({&gpu}, clock.function());
   auto options = options_for(server);
   try {
     BsoClient client(options, small_job(), meter);
@@ -176,7 +188,7 @@ TEST(ClientAuth, TheBearerTokenIsSentAndAWrongOneIsRefused) {
 TEST(ClientErrors, NoServerIsAnIoErrorWithStatusZero) {
   FakeGpu gpu;
   FakeClock clock;
-  DeviceMeter meter({&gpu}, clock.function());
+  monitor::Monitor meter({&gpu}, clock.function());
   ClientOptions options;
   options.http.server_url = "http://127.0.0.1:1";  // nothing listens on port 1
   options.http.connect_timeout_s = 1.0;
@@ -192,7 +204,7 @@ TEST(ClientErrors, NoServerIsAnIoErrorWithStatusZero) {
 TEST(ClientErrors, ABadJobIsRefusedBeforeAnyRequest) {
   FakeGpu gpu;
   FakeClock clock;
-  DeviceMeter meter({&gpu}, clock.function());
+  monitor::Monitor meter({&gpu}, clock.function());
   ClientOptions options;
   options.http.server_url = "http://127.0.0.1:1";
   auto job = small_job();

@@ -68,7 +68,7 @@ class LiveServerTest : public ::testing::Test {
   LiveServer server{dir.file("bso.db")};
   test::FakeGpu gpu{"Fake GPU", true, 300.0};
   test::FakeClock clock;
-  DeviceMeter meter{{&gpu}, clock.function()};
+  monitor::Monitor meter{{&gpu}, clock.function()};
 
   [[nodiscard]] ClientOptions options() const {
     ClientOptions o;

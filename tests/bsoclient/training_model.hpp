@@ -28,7 +28,7 @@ struct RunOutcome {
 
 // One recurrence of the job: a fresh client, one trial, epochs until the server says stop.
 inline RunOutcome train_once(const bsoclient::ClientOptions& options, const bso::JobSpec& job,
-                             bsoclient::DeviceMeter& meter, FakeGpu& gpu, FakeClock& clock) {
+                             monitor::Monitor& meter, FakeGpu& gpu, FakeClock& clock) {
   bsoclient::BsoClient client(options, job, meter);
   RunOutcome outcome;
   outcome.batch_size = client.get_batch_size();

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   using namespace gpucap;
   test::FakeGpu gpu;
   test::FakeClock clock;
-  bsoclient::DeviceMeter meter({&gpu}, clock.function());
+  monitor::Monitor meter({&gpu}, clock.function());
   bso::JobSpec job;
   job.job_id_prefix = argv[2];
   job.batch_sizes = {8, 16, 32};

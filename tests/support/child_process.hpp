@@ -12,8 +12,9 @@ namespace gpucap::test {
 
 class ChildProcess {
  public:
-  // Starts argv[0] (a path) with stdout on a pipe; stderr is inherited.
-  explicit ChildProcess(const std::vector<std::string>& argv);
+  // Starts argv[0] (a path) with stdout on a pipe; stderr is inherited, or on the same pipe with
+  // `merge_stderr` (for what a program announces on stderr, e.g. an exporter's URL).
+  explicit ChildProcess(const std::vector<std::string>& argv, bool merge_stderr = false);
   // Kills (SIGKILL) and reaps a child still running.
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;

@@ -2,7 +2,7 @@
 // The batch-size optimizer's client for a training program, with the lifecycle of Zeus's
 // BatchSizeOptimizer (zeus/optimizer/batch_size/client.py):
 //
-//   BsoClient bso(options, job, meter);   // registers the job (also when it already exists)
+//   BsoClient bso(options, job, monitor); // registers the job (also when it already exists)
 //   const int b = bso.get_batch_size();  // one trial per training run
 //   bso.on_train_begin();                 // opens the energy window
 //   for (epoch ...) { train(b); if (bso.on_evaluate(validate())) break; }
@@ -15,14 +15,15 @@
 // std::exit, std::terminate).
 
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "gpucap/bso/job_spec.hpp"
 #include "gpucap/bso/optimizer.hpp"
-#include "gpucap/bsoclient/device_meter.hpp"
 #include "gpucap/bsoclient/http.hpp"
 #include "gpucap/bsoclient/trial_hooks.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/monitor/monitor.hpp"
 
 namespace gpucap::bsoclient {
 
@@ -32,6 +33,18 @@ class BsoTrainFailedError : public Error {
  public:
   explicit BsoTrainFailedError(const std::string& message) : Error(ErrorCode::not_converged, message) {}
 };
+
+// What Zeus's client sends with the job (GpuConfig): the GPUs' largest power limit in whole
+// watts (rounded down, as Zeus does) times their number, and their model name.
+struct GpuConfig {
+  double max_power_w = 0.0;
+  int number_of_gpus = 0;
+  std::string gpu_model;
+};
+
+// Error(usage) for no devices or a mix of GPU models (the optimizer's costs assume one kind, as
+// Zeus's does).
+[[nodiscard]] GpuConfig gpu_config_of(const std::vector<device::Device*>& devices);
 
 struct ClientOptions {
   HttpOptions http;
@@ -43,10 +56,11 @@ struct ClientOptions {
 
 class BsoClient {
  public:
-  // Fills the job's GPU fields from the meter's devices (gpu_config_of), checks the job
+  // Fills the job's GPU fields from the monitor's devices (gpu_config_of), checks the job
   // (Error(usage)) and registers it: POST /jobs. A job with this job_id and another config is
-  // the server's 409, thrown as BsoServerError.
-  BsoClient(ClientOptions options, bso::JobSpec job, DeviceMeter& meter);
+  // the server's 409, thrown as BsoServerError. The client measures in the monitor's window
+  // kTrialWindow; the program may open windows of its own beside it.
+  BsoClient(ClientOptions options, bso::JobSpec job, monitor::Monitor& monitor);
   // Ends the trial if one was handed out. Never throws.
   ~BsoClient();
   BsoClient(const BsoClient&) = delete;
@@ -77,12 +91,15 @@ class BsoClient {
   [[nodiscard]] double time_s() const noexcept { return time_s_; }
   [[nodiscard]] double energy_j() const noexcept { return energy_j_; }
   [[nodiscard]] const bso::ReportResponse& last_response() const noexcept { return last_response_; }
-  [[nodiscard]] const DeviceMeter& meter() const noexcept { return meter_; }
+  [[nodiscard]] const monitor::Monitor& monitor() const noexcept { return monitor_; }
+
+  // The monitor window the client measures epochs in.
+  static constexpr const char* kTrialWindow = "gpucap bso epoch";
 
  private:
   ClientOptions options_;
   JsonHttp http_;
-  DeviceMeter& meter_;
+  monitor::Monitor& monitor_;
   bso::JobSpec job_;
   int register_status_ = 0;
   std::optional<bso::TrialId> trial_;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -27,8 +28,13 @@ struct GlobalOptions {
 
 // A registered subcommand and what to do when it was chosen.
 struct Command {
+  Command(CLI::App* app_, std::function<void()> run_, std::shared_ptr<const int> exit_status_ = nullptr)
+      : app(app_), run(std::move(run_)), exit_status(std::move(exit_status_)) {}
+
   CLI::App* app = nullptr;
   std::function<void()> run;
+  // Set by a command that hands on another program's exit status (monitor): main exits with it.
+  std::shared_ptr<const int> exit_status;
 };
 
 Command add_run_command(CLI::App& app, const GlobalOptions& global);
@@ -46,6 +52,8 @@ Command add_fit_command(CLI::App& app, const GlobalOptions& global);
 Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
 // gpucap share: several jobs on one GPU under a policy (SwitchFlow and its baselines).
 Command add_share_command(CLI::App& app, const GlobalOptions& global);
+// gpucap monitor: a command's GPU time and energy, or a Prometheus exporter (dcgm-exporter's names).
+Command add_monitor_command(CLI::App& app, const GlobalOptions& global);
 // gpucap bso: Zeus's batch-size optimizer for recurring training (serve, simulate, bench).
 Command add_bso_command(CLI::App& app, const GlobalOptions& global);
 // Its subcommands, one file each; `bso` is the parent app.
@@ -86,6 +94,9 @@ class StopOnSignals {
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
 };
+
+// SIGINT and SIGTERM, for a server that blocks them in every thread and waits for them in one.
+[[nodiscard]] sigset_t stop_signal_set();
 
 // Error(usage) "OPTION does not apply to --platform PLATFORM" if the option was given.
 void reject_for_platform(bool given, const char* option, const char* platform);

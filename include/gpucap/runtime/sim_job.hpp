@@ -75,6 +75,8 @@ class SimJob {
   SimJob(const sim::Catalog& catalog, const SimJobSpec& spec);
   // `stop`: see RunConfig::stop.
   RunSummary run(const TraceSink& sink = {}, const std::atomic<bool>* stop = nullptr);
+  // The twin's platform: its device is what exporters read (from the run's thread, in its sink).
+  [[nodiscard]] SimPlatform& platform() { return *platform_; }
 
  private:
   std::unique_ptr<SimPlatform> platform_;

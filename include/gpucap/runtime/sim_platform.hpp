@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "gpucap/device/sim_device.hpp"
 #include "gpucap/engine/sim_engine.hpp"
+#include "gpucap/runtime/pacer.hpp"
 #include "gpucap/runtime/platform.hpp"
 #include "gpucap/sim/gpu_twin.hpp"
 
@@ -36,6 +38,9 @@ struct SimOptions {
   bool autotune_new_shapes = false;  // the engine autotunes each new batch size (GpuTwin)
   double sample_hz = 100.0;      // power meter sampling rate
   bool writes_permitted = true;  // false: an unprivileged process (batch size only)
+  // Virtual seconds per wall second (--pace): the engine waits for the wall clock after each
+  // batch. nullopt: as fast as the host computes.
+  std::optional<double> pace;
 };
 
 class SimPlatform final : public Platform {
@@ -46,7 +51,9 @@ class SimPlatform final : public Platform {
   [[nodiscard]] bool simulated() const override { return true; }
   [[nodiscard]] std::string description() const override;
   [[nodiscard]] Clock& clock() override { return clock_; }
-  [[nodiscard]] engine::Engine& engine() override { return engine_; }
+  [[nodiscard]] engine::Engine& engine() override {
+    return paced_ ? static_cast<engine::Engine&>(*paced_) : engine_;
+  }
   [[nodiscard]] device::Device& device() override { return device_; }
   [[nodiscard]] PowerMeter& meter() override { return meter_; }
   [[nodiscard]] control::PlatformLimits controller_limits() const override;
@@ -72,6 +79,7 @@ class SimPlatform final : public Platform {
   engine::SimEngine engine_;
   device::SimDevice device_;
   SimPowerMeter meter_;
+  std::unique_ptr<PacedEngine> paced_;
 };
 
 }  // namespace gpucap::runtime

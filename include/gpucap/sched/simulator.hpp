@@ -85,6 +85,30 @@ class ShareController {
   [[nodiscard]] virtual ShareKnobs decide(const ShareObservation& observation) = 0;
 };
 
+// What an observer sees at the end of each power window (exporters: `gpucap share --metrics`).
+struct ShareProgress {
+  ShareWindow window;
+  ShareKnobs knobs;                           // in force now
+  std::vector<ShareJobView> jobs;
+  std::vector<std::int64_t> items_done;       // per job, since the start
+  std::int64_t preemptions = 0;               // since the start
+  double gpu_energy_j = 0.0;                  // the shared GPU, since the start
+  double gpu_busy_s = 0.0;
+};
+
+// Watches a simulation from its clock: it may sleep in on_time (pacing to the wall clock) and
+// read each window, but changes nothing.
+class ShareObserver {
+ public:
+  virtual ~ShareObserver() = default;
+  ShareObserver() = default;
+  ShareObserver(const ShareObserver&) = delete;
+  ShareObserver& operator=(const ShareObserver&) = delete;
+  // Virtual time is about to move on to `now_s`.
+  virtual void on_time(double now_s) = 0;
+  virtual void on_window(const ShareProgress& progress) = 0;
+};
+
 struct ShareScenario {
   DeviceInfo gpu;                      // the shared GPU (SwitchFlow's HPU)
   std::optional<DeviceInfo> lpu;       // where a preempted job goes (switchflow only)
@@ -96,6 +120,7 @@ struct ShareScenario {
   double window_s = 0.1;               // power windows (recorded when there is a cap or a controller)
   ShareKnobs knobs;                    // from the start
   ShareController* controller = nullptr;  // may change the knobs (not owned)
+  ShareObserver* observer = nullptr;      // sees time and windows (not owned); windows are then recorded
   // switchflow: a preempted job that stays on the GPU resumes its step from the next kernel
   // instead of redoing it (gpucap's own runtime can; TensorFlow's executor could not). Its
   // working memory then stays on the GPU beside the others'.

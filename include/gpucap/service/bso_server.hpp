@@ -3,10 +3,13 @@
 // cpp-httplib, with an optional bearer token, a cap on body size and JSON errors throughout.
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "gpucap/service/bso_api.hpp"
 #include "gpucap/service/store.hpp"
 
 namespace gpucap::service {
@@ -19,6 +22,9 @@ struct ServerOptions {
   // keeps it alive, so this bounds the clients served at once; the rest wait for a free thread.
   std::size_t threads = 256;
   std::size_t max_body_bytes = std::size_t{1} << 20U;  // larger bodies are refused (413)
+  // Told of every answer of a route ("POST /jobs", "GET /jobs/batch_size", "POST /report",
+  // "PATCH /trials", "DELETE /jobs") with the request's body, from the server's threads (metrics).
+  std::function<void(std::string_view route, std::string_view request_body, const ApiResponse& answer)> on_answer;
 };
 
 // HOST:PORT (PORT 0 to 65535); Error(usage) otherwise.

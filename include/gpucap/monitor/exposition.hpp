@@ -1,0 +1,57 @@
+#pragma once
+// A thread-safe registry of metrics and its Prometheus text exposition (format 0.0.4): families
+// of gauges and counters, each series a set of labels and a value. Producers (a run's window
+// sink, a sampling loop, the BSO server's routes) set values from their threads; an exporter
+// renders the whole registry on each scrape. Pure: no I/O, no clock.
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpucap::monitor {
+
+// Label name and value, in the order they are printed.
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+enum class MetricType { gauge, counter };
+
+// The exposition's content type (what an exporter answers with).
+inline constexpr const char* kExpositionContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+class MetricsRegistry {
+ public:
+  // Declares a family (printed in the order declared). Declaring it again with the same type is a
+  // no-op; with another type, or a name or label that Prometheus does not allow, Error(internal).
+  void declare(const std::string& name, MetricType type, const std::string& help);
+  // Sets a series of a declared family (Error(internal) for an undeclared one).
+  void set(const std::string& name, const Labels& labels, double value);
+  // Adds to a series (from 0 when new); for counters.
+  void add(const std::string& name, const Labels& labels, double delta);
+  // The value of a series; 0 when it does not exist (tests, summaries).
+  [[nodiscard]] double value(const std::string& name, const Labels& labels) const;
+  // Every declared family with its series, in exposition format. A family without series is
+  // printed with its HELP and TYPE only.
+  [[nodiscard]] std::string render() const;
+
+ private:
+  struct Family {
+    std::string name;
+    MetricType type = MetricType::gauge;
+    std::string help;
+    std::map<Labels, double> series;
+  };
+  Family& family_locked(const std::string& name);
+
+  mutable std::mutex mutex_;
+  std::vector<Family> families_;
+  std::map<std::string, std::size_t> index_;
+};
+
+// A sample value as the exposition writes it: shortest round-trip decimal, NaN, +Inf, -Inf.
+[[nodiscard]] std::string format_sample_value(double value);
+// A label value with backslash, double quote and newline escaped.
+[[nodiscard]] std::string escape_label_value(const std::string& value);
+
+}  // namespace gpucap::monitor

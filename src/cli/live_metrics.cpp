@@ -1,0 +1,150 @@
+#include "live_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <tuple>
+
+#include "gpucap/service/bso_server.hpp"
+
+namespace gpucap::cli {
+namespace {
+
+constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+constexpr double kPercent = 100.0;
+
+service::MetricsServer start_server(const std::string& address, monitor::MetricsRegistry& registry) {
+  const auto [host, port] = service::parse_listen_address(address);
+  return service::MetricsServer(host, port, [&registry] { return registry.render(); });
+}
+
+}  // namespace
+
+void LiveFlags::add_to(CLI::App& app, bool with_pace) {
+  app.add_option("--metrics", metrics,
+                 "Serve Prometheus metrics at HOST:PORT/metrics while it runs: the GPU's (dcgm-exporter's names) and "
+                 "gpucap's own (cap, window power, knobs, throughput ...); port 0 picks a free one (printed on stderr)");
+  if (with_pace) {
+    app.add_option("--pace", pace,
+                   "twin: let virtual time follow the wall clock, 'realtime' or a speed factor (virtual seconds per "
+                   "wall second), e.g. to watch --metrics move");
+  }
+}
+
+std::optional<double> LiveFlags::pace_factor() const {
+  if (!pace) return std::nullopt;
+  return runtime::parse_pace(*pace);
+}
+
+LiveExport::LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
+                       bool windows)
+    : work_(registry_, std::move(labels), windows), server_(start_server(address, registry_)) {
+  const int port = server_.start();
+  (void)port;
+  std::fprintf(stderr, "gpucap %s: metrics at %s%s\n", command.c_str(), server_.url().c_str(),
+               simulated ? " (simulated: the twin's figures)" : "");
+  std::fflush(stderr);
+}
+
+monitor::Labels run_labels(const std::string& algorithm, const std::string& model, const std::string& gpu,
+                           bool simulated) {
+  return {{"algorithm", algorithm}, {"model", model}, {"gpu", gpu}, {"simulated", simulated ? "true" : "false"}};
+}
+
+monitor::WindowFigures window_figures(const runtime::TraceRow& row) {
+  monitor::WindowFigures f;
+  f.cap_w = row.cap_w;
+  f.max_power_w = row.window_max_w;
+  f.mean_power_w = row.window_mean_w;
+  f.batch_size = row.batch_size;
+  f.sm_clock_mhz = row.sm_clock_mhz;
+  f.memory_clock_mhz = row.memory_clock_mhz;
+  f.throughput_img_s = row.throughput_img_s;
+  f.images = row.images;
+  f.over_cap = row.over_cap;
+  for (std::size_t i = 0; i < row.tenants.size(); ++i) {
+    f.tenants.push_back({std::to_string(i), row.tenants[i].mps_share_pct, row.tenants[i].batch_size});
+  }
+  return f;
+}
+
+RunExport::RunExport(const std::string& address, monitor::Labels labels, runtime::Platform& platform,
+                     const monitor::GpuIdentity& gpu)
+    : live_("run", address, std::move(labels), platform.simulated()),
+      gpu_(live_.registry(), {&platform.device()}, {gpu}, [&clock = platform.clock()] { return clock.now_s(); }) {
+  gpu_.publish();  // a scrape before the first window sees the GPU
+}
+
+runtime::TraceSink RunExport::sink(runtime::TraceSink inner) {
+  return [this, inner = std::move(inner)](const runtime::TraceRow& row) {
+    if (inner) inner(row);
+    live_.work().window(window_figures(row));
+    gpu_.publish();
+  };
+}
+
+std::unique_ptr<RunExport> start_run_export(const LiveFlags& flags, monitor::Labels labels, runtime::Platform& platform,
+                                            const monitor::GpuIdentity& gpu) {
+  if (!flags.metrics) return nullptr;
+  return std::make_unique<RunExport>(*flags.metrics, std::move(labels), platform, gpu);
+}
+
+ShareLive::ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario,
+                     std::vector<double> gpu_clock_levels_mhz)
+    : pacer_(std::move(pacer)),
+      live_(live),
+      gpu_(monitor::twin_identity(0, scenario.gpu.id, monitor::local_hostname())),
+      max_power_w_(scenario.gpu.max_power_w),
+      mps_(scenario.policy == sched::Policy::mps) {
+  if (!gpu_clock_levels_mhz.empty()) {
+    top_clock_mhz_ = *std::max_element(gpu_clock_levels_mhz.begin(), gpu_clock_levels_mhz.end());
+  }
+  if (live_ != nullptr) monitor::declare_dcgm_metrics(live_->registry());
+}
+
+void ShareLive::on_time(double now_s) {
+  if (pacer_) pacer_->wait_until(now_s);
+}
+
+void ShareLive::on_window(const sched::ShareProgress& p) {
+  if (live_ == nullptr) return;
+  const double length_s = p.window.end_s - p.window.start_s;
+  items_before_.resize(p.items_done.size(), 0);
+  monitor::WindowFigures f;
+  f.cap_w = p.window.cap_w;
+  f.max_power_w = p.window.mean_power_w;  // the share twin keeps one figure per window
+  f.mean_power_w = p.window.mean_power_w;
+  f.sm_clock_mhz = p.knobs.gpu_clock_mhz > 0.0 ? p.knobs.gpu_clock_mhz : top_clock_mhz_;
+  f.over_cap = p.window.cap_w > 0.0 && p.window.mean_power_w > p.window.cap_w;
+  // Under MPS the live jobs share the GPU equally; other policies do not split it by share.
+  const auto live_jobs = std::count_if(p.jobs.begin(), p.jobs.end(), [](const sched::ShareJobView& j) { return j.live; });
+  std::int64_t images = 0;
+  for (std::size_t j = 0; j < p.jobs.size(); ++j) {
+    images += p.items_done[j] - items_before_[j];
+    const bool live = p.jobs[j].live;
+    const double share_pct = !mps_ ? kNotMeasured : (live ? kPercent / static_cast<double>(live_jobs) : 0.0);
+    f.tenants.push_back({p.jobs[j].name, share_pct, live ? p.jobs[j].batch_size : 0});
+  }
+  items_before_ = p.items_done;
+  f.images = images;
+  f.throughput_img_s = length_s > 0.0 ? static_cast<double>(images) / length_s : 0.0;
+  live_->work().window(f);
+  live_->work().preemptions(p.preemptions);
+
+  monitor::GpuReading gpu;
+  gpu.power_w = p.window.mean_power_w;
+  gpu.energy_j = p.gpu_energy_j;
+  gpu.sm_clock_mhz = f.sm_clock_mhz > 0.0 ? f.sm_clock_mhz : kNotMeasured;
+  gpu.memory_clock_mhz = kNotMeasured;
+  gpu.utilization_pct = length_s > 0.0 ? kPercent * std::clamp((p.gpu_busy_s - busy_before_s_) / length_s, 0.0, 1.0) : 0.0;
+  busy_before_s_ = p.gpu_busy_s;
+  gpu.memory_utilization_pct = kNotMeasured;
+  gpu.temperature_c = kNotMeasured;
+  gpu.power_limit_w = max_power_w_ > 0.0 ? max_power_w_ : kNotMeasured;
+  monitor::publish_dcgm(live_->registry(), gpu_, gpu);
+}
+
+}  // namespace gpucap::cli

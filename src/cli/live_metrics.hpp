@@ -1,0 +1,94 @@
+#pragma once
+// --metrics HOST:PORT and --pace, shared by `gpucap run` and `gpucap share` (internal to src/cli):
+// an exporter of the GPU's metrics (dcgm-exporter's names) and of gpucap's own work, updated from
+// the run's thread at each power window and rendered by the server's thread at each scrape.
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpucap/monitor/gpu_exporter.hpp"
+#include "gpucap/monitor/work_metrics.hpp"
+#include "gpucap/runtime/pacer.hpp"
+#include "gpucap/runtime/runner.hpp"
+#include "gpucap/sched/simulator.hpp"
+#include "gpucap/service/metrics_server.hpp"
+
+namespace gpucap::cli {
+
+struct LiveFlags {
+  std::optional<std::string> metrics;  // HOST:PORT
+  std::optional<std::string> pace;     // realtime | FACTOR
+
+  // --metrics always; --pace where the command has a twin to pace.
+  void add_to(CLI::App& app, bool with_pace);
+  // The pace factor, if --pace was given (Error(usage) for a bad one).
+  [[nodiscard]] std::optional<double> pace_factor() const;
+};
+
+// A running exporter: its registry, gpucap's work metrics in it, and the HTTP server. The URL is
+// announced on stderr ("... metrics at http://HOST:PORT/metrics"), so stdout keeps only results.
+class LiveExport {
+ public:
+  // Error(usage) for a bad address, Error(io) when it cannot be bound.
+  // `windows`: a run or share (see WorkMetrics).
+  LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
+             bool windows = true);
+  [[nodiscard]] monitor::MetricsRegistry& registry() { return registry_; }
+  [[nodiscard]] monitor::WorkMetrics& work() { return work_; }
+
+ private:
+  monitor::MetricsRegistry registry_;
+  monitor::WorkMetrics work_;
+  service::MetricsServer server_;
+};
+
+// The labels of every gpucap_* series of a run: algorithm, model, gpu, simulated.
+[[nodiscard]] monitor::Labels run_labels(const std::string& algorithm, const std::string& model, const std::string& gpu,
+                                         bool simulated);
+
+// A Runner window as the exporter's figures.
+[[nodiscard]] monitor::WindowFigures window_figures(const runtime::TraceRow& row);
+
+// For `gpucap run`: gpucap's work metrics and the GPU's readings, both published from the run's
+// thread at each window (the device is never read from the server's thread).
+class RunExport {
+ public:
+  // Errors as LiveExport's.
+  RunExport(const std::string& address, monitor::Labels labels, runtime::Platform& platform,
+            const monitor::GpuIdentity& gpu);
+  // `inner`, then the export of the window.
+  [[nodiscard]] runtime::TraceSink sink(runtime::TraceSink inner);
+
+ private:
+  LiveExport live_;
+  monitor::GpuExporter gpu_;
+};
+
+// The exporter of a run if --metrics was given, else nullptr.
+[[nodiscard]] std::unique_ptr<RunExport> start_run_export(const LiveFlags& flags, monitor::Labels labels,
+                                                          runtime::Platform& platform, const monitor::GpuIdentity& gpu);
+
+// For `gpucap share`: paces the simulation and exports each window (either may be absent).
+class ShareLive final : public sched::ShareObserver {
+ public:
+  ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario,
+            std::vector<double> gpu_clock_levels_mhz);
+  void on_time(double now_s) override;
+  void on_window(const sched::ShareProgress& progress) override;
+
+ private:
+  std::optional<runtime::Pacer> pacer_;
+  LiveExport* live_;
+  monitor::GpuIdentity gpu_;
+  double max_power_w_ = 0.0;
+  bool mps_ = false;
+  double top_clock_mhz_ = 0.0;
+  std::vector<std::int64_t> items_before_;
+  double busy_before_s_ = 0.0;
+};
+
+}  // namespace gpucap::cli

@@ -1,0 +1,99 @@
+#include "gpucap/service/metrics_server.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/monitor/exposition.hpp"
+#include "http_common.hpp"
+
+namespace gpucap::service {
+namespace {
+
+// Prometheus scrapes one target at a time; two threads let a second client (a person with curl)
+// in beside it without holding more.
+constexpr std::size_t kServerThreads = 2;
+// A scraper that keeps its connection open scrapes again within its interval; an idle one is let
+// go after this, so stop() does not wait long for it.
+constexpr time_t kKeepAliveIdleS = 1;
+
+}  // namespace
+
+struct MetricsServer::Impl {
+  std::string host;
+  int port = 0;
+  Render render;
+  httplib::Server http;
+  std::thread thread;
+  std::atomic<bool> loop_ended{false};
+  std::mutex render_mutex;  // one render at a time: producers may not be reentrant
+};
+
+MetricsServer::MetricsServer(std::string host, int port, Render render) : impl_(std::make_unique<Impl>()) {
+  impl_->host = std::move(host);
+  impl_->port = port;
+  impl_->render = std::move(render);
+  auto& http = impl_->http;
+  http.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+  http.set_keep_alive_timeout(kKeepAliveIdleS);
+  http.set_tcp_nodelay(true);
+  detail::refuse_shared_ports(http);
+  Impl* impl = impl_.get();
+  http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& response) {
+    const std::lock_guard lock(impl->render_mutex);
+    response.set_content(impl->render(), monitor::kExpositionContentType);
+  });
+  http.Get("/", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("gpucap exporter: the metrics are at /metrics\n", "text/plain");
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
+    std::string message = "internal error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      message = fmt::format("cannot read the metrics: {}", e.what());
+    } catch (...) {
+    }
+    response.status = 500;
+    response.set_content(message + "\n", "text/plain");
+  });
+}
+
+MetricsServer::~MetricsServer() { stop(); }
+
+int MetricsServer::start() {
+  auto& i = *impl_;
+  const int port = i.port == 0 ? i.http.bind_to_any_port(i.host) : (i.http.bind_to_port(i.host, i.port) ? i.port : -1);
+  if (port < 0) {
+    throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} for metrics (address in use, or not an address of "
+                                           "this host)",
+                                           i.host, i.port));
+  }
+  i.port = port;
+  i.thread = std::thread([&i] {
+    i.http.listen_after_bind();
+    i.loop_ended = true;
+  });
+  return port;
+}
+
+void MetricsServer::stop() {
+  auto& i = *impl_;
+  if (!i.thread.joinable()) return;
+  // listen_after_bind may not have started its loop yet: a stop before it would be lost.
+  while (!i.http.is_running() && !i.loop_ended) std::this_thread::yield();
+  i.http.stop();
+  i.thread.join();
+}
+
+std::string MetricsServer::url() const {
+  const auto& host = impl_->host;
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return fmt::format("http://{}{}{}:{}/metrics", ipv6 ? "[" : "", host, ipv6 ? "]" : "", impl_->port);
+}
+
+}  // namespace gpucap::service
