@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/fidelity.md (and the plots in docs/fidelity/): the twin's error against the
-# P40 logs (leave-one-job-out), the PctoDL fit (held-out grid points) and published curves.
+# P40 logs (leave-one-job-out), the PctoDL fit (held-out grid points), published curves and Zeus's
+# training traces under power limits (V100 and RTX 6000 fitted, P100 held out).
 # Takes about two minutes on 2 cores: every P40 fold refits the twin. Needs gnuplot (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,19 @@ shown=(15_ResNetV2_152_DVFS 01_InceptionV1_BatchDVFS 05_MobilenetV1_1_BatchDVFS 
   for run in "${shown[@]}"; do
     cp "$plots/$run.svg" docs/fidelity/
     echo "![$run](fidelity/$run.svg)"
+    echo
+  done
+} >> docs/fidelity.md
+# Zeus's workloads: the fitted V100 and the held-out P100, every workload.
+{
+  echo
+  echo "Zeus's training traces: time per epoch and average power against the power limit, measured (points)"
+  echo "and the twin (lines, simulated), at four batch sizes, for the V100 (fitted) and the P100 (held out)."
+  echo
+  for svg in "$plots"/zeus-v100-*.svg "$plots"/zeus-p100-*.svg; do
+    name=$(basename "$svg" .svg)
+    cp "$svg" docs/fidelity/
+    echo "![$name](fidelity/$name.svg)"
     echo
   done
 } >> docs/fidelity.md

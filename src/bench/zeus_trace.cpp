@@ -115,6 +115,18 @@ void read_train(const std::string& path, const ZeusWorkloadDefaults& d, const st
 
 void read_power(const std::string& path, const ZeusWorkloadDefaults& d, const std::string& dataset, const std::string& network,
                 bso::TraceWorkload& w) {
+  for (const auto& row : load_zeus_power_rows(path)) {
+    w.max_power_w = std::max(w.max_power_w, row.power_limit_w);  // the GPU's largest limit, over every job
+    if (row.dataset != dataset || row.network != network || row.optimizer != d.training_optimizer) continue;
+    if (!w.power[row.batch_size].emplace(row.power_limit_w, bso::TracePoint{row.time_per_epoch_s, row.average_power_w}).second) {
+      throw data_error(path, row.line, fmt::format("a second row for batch size {} at {} W", row.batch_size, row.power_limit_w));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ZeusPowerRow> load_zeus_power_rows(const std::string& path) {
   CsvReader reader(path);
   CsvRow row;
   while (reader.next(row) && row.blank()) {
@@ -122,26 +134,29 @@ void read_power(const std::string& path, const ZeusWorkloadDefaults& d, const st
   if (row.fields.empty()) throw data_error(path, 1, "empty file");
   const Columns col(reader, row,
                     {"dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power"});
+  std::vector<ZeusPowerRow> rows;
   while (reader.next(row)) {
     if (row.blank()) continue;
-    const double limit = col.number(row, "power_limit");
-    if (!(limit > 0.0)) throw data_error(path, row.line, "power_limit must be positive");
-    w.max_power_w = std::max(w.max_power_w, limit);  // the GPU's largest limit, over every job
-    if (col.text(row, "dataset") != dataset || col.text(row, "network") != network ||
-        col.text(row, "optimizer") != d.training_optimizer) {
-      continue;
+    ZeusPowerRow r;
+    r.line = row.line;
+    r.dataset = std::string(col.text(row, "dataset"));
+    r.network = std::string(col.text(row, "network"));
+    r.optimizer = std::string(col.text(row, "optimizer"));
+    r.power_limit_w = col.number(row, "power_limit");
+    if (!(r.power_limit_w > 0.0)) throw data_error(path, row.line, "power_limit must be positive");
+    r.batch_size = whole_number(reader, row, col.number(row, "batch_size"), "batch_size");
+    r.time_per_epoch_s = col.number(row, "time_per_epoch");
+    r.average_power_w = col.number(row, "average_power");
+    if (!(r.time_per_epoch_s > 0.0) || !(r.average_power_w > 0.0)) {
+      throw data_error(path, row.line, "time_per_epoch and average_power must be positive");
     }
-    const int b = whole_number(reader, row, col.number(row, "batch_size"), "batch_size");
-    const double time_s = col.number(row, "time_per_epoch");
-    const double power_w = col.number(row, "average_power");
-    if (!(time_s > 0.0) || !(power_w > 0.0)) throw data_error(path, row.line, "time_per_epoch and average_power must be positive");
-    if (!w.power[b].emplace(limit, bso::TracePoint{time_s, power_w}).second) {
-      throw data_error(path, row.line, fmt::format("a second row for batch size {} at {} W", b, limit));
-    }
+    rows.push_back(std::move(r));
   }
+  if (rows.empty()) throw data_error(path, 1, "no rows");
+  return rows;
 }
 
-}  // namespace
+std::string zeus_trace_gpu(const std::string& power_csv) { return gpu_from_file_name(power_csv); }
 
 const std::vector<ZeusWorkloadDefaults>& zeus_workloads() {
   static const std::vector<ZeusWorkloadDefaults> workloads = {

@@ -27,12 +27,13 @@ const char* to_string(Source source) {
     case Source::p40: return "p40";
     case Source::pctodl: return "pctodl";
     case Source::published: return "published";
+    case Source::zeus: return "zeus";
   }
   return "?";
 }
 
 std::vector<Source> parse_sources(const std::string& text) {
-  if (trim(text) == "all") return {Source::p40, Source::pctodl, Source::published};
+  if (trim(text) == "all") return {Source::p40, Source::pctodl, Source::published, Source::zeus};
   std::vector<Source> sources;
   for (const auto item : split(text, ',')) {
     const auto name = to_lower(trim(item));
@@ -43,8 +44,10 @@ std::vector<Source> parse_sources(const std::string& text) {
       source = Source::pctodl;
     } else if (name == "published") {
       source = Source::published;
+    } else if (name == "zeus") {
+      source = Source::zeus;
     } else {
-      throw usage_error(fmt::format("unknown calibration source '{}'; known: p40, pctodl, published, all", name));
+      throw usage_error(fmt::format("unknown calibration source '{}'; known: p40, pctodl, published, zeus, all", name));
     }
     if (std::find(sources.begin(), sources.end(), source) != sources.end()) {
       throw usage_error(fmt::format("calibration source '{}' is listed twice", name));
@@ -52,6 +55,18 @@ std::vector<Source> parse_sources(const std::string& text) {
     sources.push_back(source);
   }
   return sources;
+}
+
+SourcePaths default_source_paths(const std::string& data_dir, const std::string& shared_dir) {
+  const std::filesystem::path shared(shared_dir);
+  const std::filesystem::path calibration = std::filesystem::path(data_dir) / "calibration";
+  SourcePaths paths;
+  paths.p40_logs = (shared / "batchdvfs-p40").string();
+  paths.pctodl_params = (shared / "pctodl").string();
+  paths.published = (calibration / "published.json").string();
+  paths.zeus_traces = (shared / "zeus" / "nsdi23").string();
+  paths.zeus_setup = (calibration / "zeus.json").string();
+  return paths;
 }
 
 Problem build_problem(Source source, const sim::Catalog& catalog, const SourcePaths& paths) {
@@ -75,6 +90,13 @@ Problem build_problem(Source source, const sim::Catalog& catalog, const SourcePa
       problem.observations = published_observations(curves);
       problem.parameters = published_fit_parameters(curves, catalog);
       problem.options.huber_delta = 0.25;
+      break;
+    }
+    case Source::zeus: {
+      const auto setup = load_zeus_setup(paths.zeus_setup, catalog);
+      problem.observations = zeus_observations(setup, paths.zeus_traces, catalog);
+      problem.parameters = zeus_fit_parameters(setup, paths.zeus_traces, catalog);
+      problem.options.huber_delta = 0.3;
       break;
     }
   }
@@ -369,6 +391,14 @@ FidelityReport measure_fidelity(const sim::Catalog& catalog, const FidelityOptio
   for (const auto source : options.sources) {
     if (source == Source::p40) {
       add_p40(report, catalog, options, current);
+    } else if (source == Source::zeus) {
+      report.zeus = zeus_source_fidelity(catalog, options.paths, current);
+      for (const auto& z : report.zeus) {
+        const bool held_out = z.split.starts_with("held out");
+        const double target = held_out ? 10.0 : 6.0;
+        report.rows.push_back({"zeus-" + z.trace_gpu, "time_per_epoch_s", z.split, z.time, std::nullopt, std::nullopt, target});
+        report.rows.push_back({"zeus-" + z.trace_gpu, "average_power_w", z.split, z.power, std::nullopt, std::nullopt, target});
+      }
     } else {
       add_fitted_source(report, catalog, options, current, source);
     }

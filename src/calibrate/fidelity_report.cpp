@@ -231,6 +231,13 @@ Sources, in the order they are fitted:
 - **Published curves** (`data/calibration/published.json`): NVIDIA's V100 ResNet-50 throughput
   against batch size (FP32 and AMP) and the Zeus V100 power-limit table fit the V100; the MLPerf
   MaxQ point of the A100 is a check only.
+- **Zeus's training traces** (`../shared/data/zeus/nsdi23/summary_power_<gpu>.csv`, mapped onto the
+  twin by `data/calibration/zeus.json`): time per epoch and average power of six training
+  workloads at every (batch size, power limit), through the twin's training step
+  (`sim/training_step.hpp`; Huber δ = 0.3). The V100 (PCIe) and RTX 6000 traces fit those GPUs'
+  power and compute coefficients, the RTX 6000 testbed's host speed relative to the V100's, and
+  each workload's training efficiency, power intensity, launch cost, activation traffic and host
+  loop; the P100's trace is held out.
 
 **Fidelity** (`gpucap fidelity`) measures errors on data the twin was not fitted on: each P40
 job's logs (BatchDVFS, Clipper and DVFS run of one model and dataset) are predicted by a twin
@@ -283,6 +290,7 @@ predicts the row's logged maximum as the median over sampler phases. `--p40-logs
                          run.power.p90_ape, run.floor.n > 0 ? fmt::format("{:.1f} %", run.floor.median_ape) : "–");
     }
   }
+  out += zeus_markdown(report.zeus);
   out += where_the_misses_come_from(report);
   out += qualitative_facts(catalog);
   out += "\n## Calibrated parameters\n\nEvery fitted key of the data files: its prior (hand estimate, "

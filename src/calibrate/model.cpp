@@ -45,6 +45,7 @@ auto& gpu_field(Gpu& g, const std::string& key) {
   if (key == "memory_efficiency") return g.memory_efficiency;
   if (key == "host.batch_sync_s") return g.host.batch_sync_s;
   if (key == "host.layer_launch_s") return g.host.layer_launch_s;
+  if (key == "host.training_loop_scale") return g.host.training_loop_scale;
   if (key == "sensor.averaging_window_s") return g.sensor.averaging_window_s;
   if (key == "clock_scaling_exponent") return g.clock_scaling_exponent;
   if (key == "activity_spread") return g.activity_spread;
@@ -60,6 +61,7 @@ auto& model_field(Model& m, const std::string& key) {
   if (key == "power_intensity") return m.power_intensity;
   if (key == "activation_melems") return m.activation_melems;
   if (key == "launch_scale") return m.launch_scale;
+  if (key == "training_efficiency_scale") return m.training_efficiency_scale;
   throw usage_error(fmt::format("calibration cannot fit model key '{}'", key));
 }
 
@@ -116,11 +118,12 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "voltage.min_v", "voltage.max_v", "voltage.knee_mhz", "power_model.constant_w", "power_model.static_w",
       "power_model.clock_tree_w", "power_model.memory_clock_w", "power_model.sm_dynamic_w",
       "power_model.memory_dynamic_w", "saturation_kelems_per_sm", "busy_overlap_exponent", "fp16_efficiency_scale",
-      "fp32_efficiency_scale", "memory_efficiency", "host.batch_sync_s", "host.layer_launch_s",
+      "fp32_efficiency_scale", "memory_efficiency", "host.batch_sync_s", "host.layer_launch_s", "host.training_loop_scale",
       "sensor.averaging_window_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
       "autotune_fixed_s"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
-                                                 "power_intensity", "activation_melems", "launch_scale"};
+                                                 "power_intensity", "activation_melems", "launch_scale",
+                                                 "training_efficiency_scale"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch"};
   switch (kind) {
     case FileKind::gpu: return gpu;

@@ -21,18 +21,17 @@ struct CalibrateFlags {
   std::string p40_logs;
   std::string pctodl_params;
   std::string published;
+  std::string zeus_traces;
   bool dry_run = false;
   bool json = false;
 };
 
 calibrate::SourcePaths source_paths(const CalibrateFlags& flags, const std::string& data_dir) {
-  const std::filesystem::path shared(resolve_shared_dir());
-  calibrate::SourcePaths paths;
-  paths.p40_logs = flags.p40_logs.empty() ? (shared / "batchdvfs-p40").string() : flags.p40_logs;
-  paths.pctodl_params = flags.pctodl_params.empty() ? (shared / "pctodl").string() : flags.pctodl_params;
-  paths.published =
-      flags.published.empty() ? (std::filesystem::path(data_dir) / "calibration" / "published.json").string()
-                              : flags.published;
+  auto paths = calibrate::default_source_paths(data_dir, resolve_shared_dir());
+  if (!flags.p40_logs.empty()) paths.p40_logs = flags.p40_logs;
+  if (!flags.pctodl_params.empty()) paths.pctodl_params = flags.pctodl_params;
+  if (!flags.published.empty()) paths.published = flags.published;
+  if (!flags.zeus_traces.empty()) paths.zeus_traces = flags.zeus_traces;
   return paths;
 }
 
@@ -44,11 +43,13 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
       "calibrate",
       "Fit the twin's GPU, model and dataset parameters to measurements (Ceres least squares) and write them to the "
       "data files; every fit starts from the hand estimates kept under \"_prior\"");
-  cmd->add_option("--sources", flags->sources, "p40, pctodl, published (comma-separated) or all")
+  cmd->add_option("--sources", flags->sources, "p40, pctodl, published, zeus (comma-separated) or all")
       ->capture_default_str();
   cmd->add_option("--p40-logs", flags->p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
   cmd->add_option("--pctodl-params", flags->pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
   cmd->add_option("--published", flags->published, "Published curves file (default: DATA_DIR/calibration/published.json)");
+  cmd->add_option("--zeus-traces", flags->zeus_traces,
+                  "Folder of Zeus power traces summary_power_<gpu>.csv (default: shared data zeus/nsdi23)");
   cmd->add_flag("--dry-run", flags->dry_run, "Fit and report, but write nothing");
   cmd->add_flag("--json", flags->json, "Print the fits as JSON");
 

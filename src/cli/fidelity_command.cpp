@@ -20,6 +20,10 @@ struct FidelityFlags {
   std::string p40_logs;
   std::string pctodl_params;
   std::string published;
+  std::string zeus_traces;
+  std::string zeus_power_trace;
+  std::string gpu;
+  std::string zeus_csv;
   std::string plots_dir;
   std::string report_path;
   bool json = false;
@@ -39,36 +43,64 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand(
       "fidelity",
       "Measure the twin's error against measurements it was not fitted on: P40 logs (leave-one-job-out), the PctoDL "
-      "fit (held-out grid points), published curves");
+      "fit (held-out grid points), published curves, Zeus's training traces under power limits (the P100 held out)");
   cmd->add_option("--sources", flags->sources,
-                  "p40, pctodl, published (comma-separated) or all (default: all; only p40 with --p40-logs)");
+                  "p40, pctodl, published, zeus (comma-separated) or all (default: all; only p40 with --p40-logs)");
   cmd->add_option("--p40-logs", flags->p40_logs,
                   "Evaluate this folder of logs in the batchdvfs-p40 layout with the current data files, without "
                   "refitting (new measurements need no code change)");
   cmd->add_option("--pctodl-params", flags->pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
   cmd->add_option("--published", flags->published, "Published curves file");
-  cmd->add_option("--plots", flags->plots_dir, "Write one SVG per P40 run (logged vs twin power, cap) here (gnuplot)");
+  cmd->add_option("--zeus-traces", flags->zeus_traces,
+                  "Folder of Zeus power traces summary_power_<gpu>.csv (default: shared data zeus/nsdi23)");
+  cmd->add_option("--zeus-power-trace", flags->zeus_power_trace,
+                  "Compare the twin as its data files stand with this one trace (Zeus's summary_power_<gpu>.csv "
+                  "format, any GPU the twin knows) and print per workload, then the line 'zeus power-limit curves: "
+                  "time MAPE X% power MAPE Y% (N configs)'");
+  cmd->add_option("--zeus-csv", flags->zeus_csv,
+                  "With --zeus-power-trace: also write every configuration, measured beside the twin, to this CSV file");
+  cmd->add_option("--gpu", flags->gpu,
+                  "With --zeus-power-trace: the twin GPU it ran on (default: the one named like the file's "
+                  "<gpu> whose power-limit range holds the trace's limits)");
+  cmd->add_option("--plots", flags->plots_dir,
+                  "Write one SVG per P40 run (logged vs twin power, cap) and per Zeus trace and workload (epoch time "
+                  "and power against the limit) here (gnuplot)");
   cmd->add_option("--report", flags->report_path, "Write the report as Markdown to this file");
   cmd->add_flag("--json", flags->json, "Print JSON instead of the table");
 
   return Command{cmd, [flags, &global] {
                    const auto data_dir = resolve_data_dir(global);
                    const auto catalog = sim::Catalog::load(data_dir);
-                   const std::filesystem::path shared(resolve_shared_dir());
                    calibrate::FidelityOptions options;
+                   options.paths = calibrate::default_source_paths(data_dir, resolve_shared_dir());
+                   if ((!flags->gpu.empty() || !flags->zeus_csv.empty()) && flags->zeus_power_trace.empty()) {
+                     throw usage_error("--gpu and --zeus-csv go with --zeus-power-trace");
+                   }
+                   if (!flags->zeus_power_trace.empty()) {
+                     if (!flags->sources.empty() || !flags->p40_logs.empty() || !flags->report_path.empty() ||
+                         !flags->plots_dir.empty() || flags->json) {
+                       throw usage_error("--zeus-power-trace compares one trace; it takes only --gpu and --zeus-csv");
+                     }
+                     const auto setup = calibrate::load_zeus_setup(options.paths.zeus_setup, catalog);
+                     const auto gpu = flags->gpu.empty() ? std::nullopt : std::optional(flags->gpu);
+                     const auto fidelity = calibrate::compare_zeus_trace(calibrate::TwinParams::from(catalog), catalog,
+                                                                         setup, flags->zeus_power_trace, gpu);
+                     if (!flags->zeus_csv.empty()) write_text_file(flags->zeus_csv, calibrate::zeus_trace_csv(fidelity));
+                     std::cout << calibrate::zeus_trace_text(fidelity);
+                     return;
+                   }
                    options.sources = calibrate::parse_sources(
                        !flags->sources.empty() ? flags->sources : (flags->p40_logs.empty() ? "all" : "p40"));
-                   options.paths.p40_logs =
-                       flags->p40_logs.empty() ? (shared / "batchdvfs-p40").string() : flags->p40_logs;
+                   if (!flags->p40_logs.empty()) options.paths.p40_logs = flags->p40_logs;
                    options.p40_cross_validate = flags->p40_logs.empty();
-                   options.paths.pctodl_params =
-                       flags->pctodl_params.empty() ? (shared / "pctodl").string() : flags->pctodl_params;
-                   options.paths.published =
-                       flags->published.empty()
-                           ? (std::filesystem::path(data_dir) / "calibration" / "published.json").string()
-                           : flags->published;
+                   if (!flags->pctodl_params.empty()) options.paths.pctodl_params = flags->pctodl_params;
+                   if (!flags->published.empty()) options.paths.published = flags->published;
+                   if (!flags->zeus_traces.empty()) options.paths.zeus_traces = flags->zeus_traces;
                    const auto report = calibrate::measure_fidelity(catalog, options);
-                   if (!flags->plots_dir.empty()) calibrate::write_p40_plots(report, flags->plots_dir);
+                   if (!flags->plots_dir.empty()) {
+                     calibrate::write_p40_plots(report, flags->plots_dir);
+                     calibrate::write_zeus_plots(report.zeus, flags->plots_dir);
+                   }
                    if (!flags->report_path.empty()) {
                      write_text_file(flags->report_path,
                                      calibrate::fidelity_markdown(report, catalog, command_line(*flags)));

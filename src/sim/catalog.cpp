@@ -183,6 +183,7 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.host.pcie_gbps = host.positive("pcie_gbps");
   gpu.host.batch_sync_s = host.non_negative("batch_sync_s");
   gpu.host.layer_launch_s = host.non_negative("layer_launch_s");
+  gpu.host.training_loop_scale = host.positive_or("training_loop_scale", 1.0);
   return gpu;
 }
 
@@ -214,6 +215,7 @@ ModelSpec load_model_spec(const std::string& path) {
   model.fp16_efficiency = efficiency.fraction("fp16");
   model.power_intensity = f.positive_or("power_intensity", 1.0);
   model.launch_scale = f.positive_or("launch_scale", 1.0);
+  model.training_efficiency_scale = f.positive_or("training_efficiency_scale", 1.0);
   return model;
 }
 

@@ -213,11 +213,11 @@ TEST(Cli, ReplayRejectsBadInput) {
 TEST(Cli, ListsWhatItKnows) {
   const auto gpus = gpucap({"list", "gpus"});
   ASSERT_EQ(gpus.exit_code, 0);
-  for (const char* id : {"p40", "v100", "a100", "rtx3080ti", "h100", "h200"}) {
+  for (const char* id : {"p40", "v100", "a100", "rtx3080ti", "h100", "h200", "v100-pcie", "rtx6000", "p100", "a40"}) {
     EXPECT_NE(gpus.out.find(id), std::string::npos) << id;
   }
   const auto models = nlohmann::json::parse(gpucap({"list", "models", "--json"}).out);
-  EXPECT_EQ(models.size(), 23u);
+  EXPECT_EQ(models.size(), 28u);
   const auto algorithms = nlohmann::json::parse(gpucap({"list", "algorithms", "--json"}).out);
   EXPECT_EQ(algorithms.size(), 12u);
   EXPECT_EQ(gpucap({"list", "datasets"}).exit_code, 0);

@@ -15,12 +15,15 @@ namespace {
 
 TEST(Catalog, LoadsTheProjectData) {
   const auto catalog = Catalog::load(test::data_dir());
-  EXPECT_EQ(catalog.gpus().size(), 6u);
-  EXPECT_EQ(catalog.models().size(), 23u);
-  const auto slim = std::count_if(catalog.models().begin(), catalog.models().end(),
-                                  [](const ModelSpec& m) { return m.family == "tf-slim"; });
-  EXPECT_EQ(slim, 16) << "the 16 TF-slim models of the BatchDVFS matrix";
-  EXPECT_EQ(catalog.models().size() - static_cast<std::size_t>(slim), 7u) << "the 7 torchvision models of PctoDL";
+  EXPECT_EQ(catalog.gpus().size(), 10u) << "six inference GPUs and Zeus's V100-PCIe, RTX 6000, P100, A40";
+  EXPECT_EQ(catalog.models().size(), 28u);
+  const auto family = [&](const char* name) {
+    return std::count_if(catalog.models().begin(), catalog.models().end(),
+                         [name](const ModelSpec& m) { return m.family == name; });
+  };
+  EXPECT_EQ(family("tf-slim"), 16) << "the 16 TF-slim models of the BatchDVFS matrix";
+  EXPECT_EQ(family("torchvision"), 7) << "the 7 torchvision models of PctoDL";
+  EXPECT_EQ(family("zeus-training"), 5) << "Zeus's workloads other than ResNet-50";
   EXPECT_EQ(catalog.dataset("imagenet").images, 15000);
   EXPECT_EQ(catalog.dataset("caltech256").images, 20000);
 }

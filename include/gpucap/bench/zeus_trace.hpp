@@ -4,6 +4,7 @@
 // epoch and average power per batch size and power limit), read into the workloads that
 // `gpucap bso simulate` runs. Any power trace in that format works, for any GPU.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,5 +44,24 @@ struct ZeusWorkloadOverrides {
 [[nodiscard]] bso::TraceWorkload load_zeus_workload(const std::string& train_csv, const std::string& power_csv,
                                                     const std::string& workload,
                                                     const ZeusWorkloadOverrides& overrides = {});
+
+// One row of a power trace: a (workload, batch size, power limit) measured once.
+struct ZeusPowerRow {
+  std::string dataset;
+  std::string network;
+  std::string optimizer;
+  int batch_size = 0;
+  double power_limit_w = 0.0;
+  double time_per_epoch_s = 0.0;
+  double average_power_w = 0.0;
+  std::size_t line = 0;  // in the file, for messages
+};
+
+// Every row of summary_power_<gpu>.csv (any column order). Error(io) for an unreadable file,
+// Error(invalid_data) "FILE:LINE: ..." for a missing column, a malformed or non-positive number,
+// or a file without rows.
+[[nodiscard]] std::vector<ZeusPowerRow> load_zeus_power_rows(const std::string& power_csv);
+// The GPU a power trace was measured on, from its file name (summary_power_<gpu>.csv), else "gpu".
+[[nodiscard]] std::string zeus_trace_gpu(const std::string& power_csv);
 
 }  // namespace gpucap::bench

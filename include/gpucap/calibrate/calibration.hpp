@@ -14,20 +14,27 @@
 #include "gpucap/calibrate/model.hpp"
 #include "gpucap/calibrate/p40_emulation.hpp"
 #include "gpucap/calibrate/p40_runs.hpp"
+#include "gpucap/calibrate/zeus_source.hpp"
 
 namespace gpucap::calibrate {
 
-enum class Source { p40, pctodl, published };
+enum class Source { p40, pctodl, published, zeus };
 
 [[nodiscard]] const char* to_string(Source source);
-// "p40,pctodl,published" or "all"; Error(usage).
+// "p40,pctodl,published,zeus" or "all"; Error(usage).
 [[nodiscard]] std::vector<Source> parse_sources(const std::string& text);
 
 struct SourcePaths {
   std::string p40_logs;       // folder in the batchdvfs-p40 layout
   std::string pctodl_params;  // folder in the format of ../shared/data/pctodl
   std::string published;      // data/calibration/published.json
+  std::string zeus_traces;    // folder of summary_power_<gpu>.csv (../shared/data/zeus/nsdi23)
+  std::string zeus_setup;     // data/calibration/zeus.json
 };
+
+// Where each source's data lies by default: the shared reference data (`shared_dir`, e.g.
+// ../shared/data) and the twin's data directory.
+[[nodiscard]] SourcePaths default_source_paths(const std::string& data_dir, const std::string& shared_dir);
 
 struct Problem {
   Source source = Source::p40;
@@ -90,7 +97,53 @@ struct P40RunTime {
   double twin_s = 0.0;
 };
 
+// The twin against one Zeus power trace (summary_power_<gpu>.csv): every row of a workload the
+// twin can run, under the row's batch size and power limit.
+struct ZeusTracePoint {
+  bench::ZeusPowerRow row;
+  sim::TrainingPoint twin;
+};
+
+struct ZeusTraceFidelity {
+  std::string trace_gpu;  // from the file name
+  std::string twin_gpu;   // the catalogue's id
+  std::string split;      // "in-sample", "held out", or "" for a trace outside calibration
+  std::vector<ZeusTracePoint> points;
+  std::vector<std::string> skipped_workloads;  // "dataset/network" the twin has no mapping for
+  std::size_t skipped_rows = 0;
+  ErrorStats time;
+  ErrorStats power;
+  double real_excess_w = 0.0;  // the most a measured average power exceeded its limit (0: never)
+  double twin_excess_w = 0.0;  // the same for the twin
+  // The trace against itself: where a configuration's average power stays under 80 % of its limit
+  // at three limits or more, the limit cannot matter, so each such row's distance from the median
+  // of its (workload, optimizer, batch size) is measurement noise.
+  ErrorStats time_floor;
+  ErrorStats power_floor;
+};
+
+// Error(io/invalid_data) for a bad trace, Error(usage) when no twin GPU takes its limits or none of
+// its workloads is mapped.
+[[nodiscard]] ZeusTraceFidelity compare_zeus_trace(const TwinParams& params, const sim::Catalog& catalog,
+                                                   const ZeusSetup& setup, const std::string& trace_csv,
+                                                   const std::optional<std::string>& gpu = std::nullopt);
+// A table per workload and the last line
+// "zeus power-limit curves: time MAPE X% power MAPE Y% (N configs)".
+[[nodiscard]] std::string zeus_trace_text(const ZeusTraceFidelity& fidelity);
+// One row per configuration: the trace's figures beside the twin's (and the clock it ran at).
+[[nodiscard]] std::string zeus_trace_csv(const ZeusTraceFidelity& fidelity);
+// The Markdown section of docs/fidelity.md on the Zeus traces (empty without any).
+[[nodiscard]] std::string zeus_markdown(const std::vector<ZeusTraceFidelity>& traces);
+// One SVG per (trace, workload) in `dir` (gnuplot): time per epoch and average power against the
+// power limit, measured points and the twin's lines, at up to four batch sizes.
+void write_zeus_plots(const std::vector<ZeusTraceFidelity>& traces, const std::string& dir);
+// The zeus source fitted from its priors on its "fit" traces, then every trace of the setup
+// compared (the "check" ones held out).
+[[nodiscard]] std::vector<ZeusTraceFidelity> zeus_source_fidelity(const sim::Catalog& catalog, const SourcePaths& paths,
+                                                                  const TwinParams& current);
+
 struct FidelityReport {
+  std::vector<ZeusTraceFidelity> zeus;  // one per trace of the zeus source
   std::vector<FidelityRow> rows;
   std::vector<P40RunTime> p40_run_times;
   std::vector<P40RunFidelity> p40_runs;
@@ -101,7 +154,7 @@ struct FidelityReport {
 };
 
 struct FidelityOptions {
-  std::vector<Source> sources = {Source::p40, Source::pctodl, Source::published};
+  std::vector<Source> sources = {Source::p40, Source::pctodl, Source::published, Source::zeus};
   SourcePaths paths;
   bool p40_cross_validate = true;  // leave-one-job-out fits; false: the current data files
   HarnessParams harness;

@@ -47,6 +47,10 @@ struct HostParams {
   double pcie_gbps = 0.0;          // host-to-device copy bandwidth for the input batch
   double batch_sync_s = 0.0;       // fixed cost per batch: session call, synchronisation
   double layer_launch_s = 0.0;     // host time to launch one layer's kernels (overlaps GPU work)
+  // How long the host side of a training loop (data loading, the Python step) takes on the machine
+  // this GPU sits in, relative to the datasets' figures (sim/training_step.hpp): Zeus measured each
+  // GPU in its own server.
+  double training_loop_scale = 1.0;
 };
 
 struct GpuSpec {
@@ -129,6 +133,10 @@ struct ModelSpec {
   // layer dispatches (eager PyTorch launches conv, norm and activation separately; depthwise
   // blocks launch more small kernels per MAC than dense ones).
   double launch_scale = 1.0;
+  // A training step (sim/training_step.hpp) runs forward, backward and the optimizer: its kernels
+  // reach this multiple of the inference kernels' efficiency (smaller, memory-bound gradient
+  // kernels; a different framework than the inference figures came from).
+  double training_efficiency_scale = 1.0;
 };
 
 struct DatasetSpec {

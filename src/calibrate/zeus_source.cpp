@@ -1,0 +1,176 @@
+#include "gpucap/calibrate/zeus_source.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/json_file.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::calibrate {
+
+namespace {
+
+std::vector<std::string> gpu_names(const JsonFields& f, std::string_view key) {
+  auto names = f.strings_or_empty(key);
+  for (const auto& name : names) {
+    if (name.empty()) throw f.error(key, "GPU names must not be empty");
+  }
+  return names;
+}
+
+std::string trace_path(const std::string& traces_dir, const std::string& gpu) {
+  return (std::filesystem::path(traces_dir) / fmt::format("summary_power_{}.csv", gpu)).string();
+}
+
+bool name_starts_with(const sim::GpuSpec& gpu, const std::string& prefix) {
+  const auto key = name_key(prefix);
+  if (name_key(gpu.id).starts_with(key)) return true;
+  return std::any_of(gpu.aliases.begin(), gpu.aliases.end(),
+                     [&](const std::string& alias) { return name_key(alias).starts_with(key); });
+}
+
+bool holds_limits(const sim::GpuSpec& gpu, const std::vector<bench::ZeusPowerRow>& rows) {
+  return std::all_of(rows.begin(), rows.end(), [&](const bench::ZeusPowerRow& r) {
+    return r.power_limit_w >= gpu.power_limit_min_w - 1e-9 && r.power_limit_w <= gpu.power_limit_max_w + 1e-9;
+  });
+}
+
+std::pair<double, double> limit_range(const std::vector<bench::ZeusPowerRow>& rows) {
+  double lo = rows.front().power_limit_w, hi = lo;
+  for (const auto& r : rows) {
+    lo = std::min(lo, r.power_limit_w);
+    hi = std::max(hi, r.power_limit_w);
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+ZeusSetup load_zeus_setup(const std::string& path, const sim::Catalog& catalog) {
+  const auto json = load_json_file(path);
+  const JsonFields f(json, path);
+  ZeusSetup setup;
+  setup.fit_gpus = gpu_names(f, "fit");
+  setup.check_gpus = gpu_names(f, "check");
+  const auto& workloads = f.at("workloads");
+  if (!workloads.is_array() || workloads.empty()) throw f.error("workloads", "must be a non-empty array");
+  for (std::size_t i = 0; i < workloads.size(); ++i) {
+    const JsonFields w(workloads[i], path, fmt::format("workloads[{}].", i));
+    ZeusWorkloadMapping m;
+    m.dataset = w.string("dataset");
+    m.network = w.string("network");
+    m.model = catalog.model(w.string("model")).id;
+    m.twin_dataset = catalog.dataset(w.string("twin_dataset")).id;
+    const auto precision = w.string("precision");
+    if (precision != "fp32" && precision != "fp16") throw w.error("precision", "must be \"fp32\" or \"fp16\"");
+    m.precision = precision == "fp16" ? sim::Precision::fp16 : sim::Precision::fp32;
+    setup.workloads.push_back(std::move(m));
+  }
+  return setup;
+}
+
+const sim::GpuSpec& zeus_twin_gpu(const sim::Catalog& catalog, const std::string& trace_gpu,
+                                  const std::vector<bench::ZeusPowerRow>& rows,
+                                  const std::optional<std::string>& requested) {
+  if (rows.empty()) throw usage_error("a Zeus power trace without rows");
+  const auto [lo, hi] = limit_range(rows);
+  if (requested) {
+    const auto& gpu = catalog.gpu(*requested);
+    if (!holds_limits(gpu, rows)) {
+      throw usage_error(fmt::format("the trace's power limits ({:g}-{:g} W) lie outside the {}'s range {:g}-{:g} W", lo,
+                                    hi, gpu.name, gpu.power_limit_min_w, gpu.power_limit_max_w));
+    }
+    return gpu;
+  }
+  std::vector<std::string> named;
+  for (const auto& gpu : catalog.gpus()) {
+    if (!name_starts_with(gpu, trace_gpu)) continue;
+    if (holds_limits(gpu, rows)) return gpu;
+    named.push_back(fmt::format("{} ({:g}-{:g} W)", gpu.id, gpu.power_limit_min_w, gpu.power_limit_max_w));
+  }
+  throw usage_error(fmt::format("no twin GPU named like '{}' takes the trace's power limits {:g}-{:g} W{}; name one with --gpu",
+                                trace_gpu, lo, hi, named.empty() ? "" : " (named alike: " + join(named, ", ") + ")"));
+}
+
+const ZeusWorkloadMapping* find_mapping(const ZeusSetup& setup, const bench::ZeusPowerRow& row) {
+  const auto it = std::find_if(setup.workloads.begin(), setup.workloads.end(), [&](const ZeusWorkloadMapping& m) {
+    return m.dataset == row.dataset && m.network == row.network;
+  });
+  return it == setup.workloads.end() ? nullptr : &*it;
+}
+
+sim::TrainingPoint twin_training_point(const TwinParams& params, const std::string& gpu_id,
+                                       const ZeusWorkloadMapping& mapping, const bench::ZeusPowerRow& row) {
+  return sim::training_under_power_limit(params.gpus.at(gpu_id), params.models.at(mapping.model),
+                                         params.datasets.at(mapping.twin_dataset), mapping.precision, row.batch_size,
+                                         row.power_limit_w);
+}
+
+std::vector<Observation> zeus_observations(const ZeusSetup& setup, const std::string& traces_dir,
+                                           const sim::Catalog& catalog) {
+  std::vector<Observation> observations;
+  const auto add_trace = [&](const std::string& trace_gpu, const std::string& group) {
+    const auto rows = bench::load_zeus_power_rows(trace_path(traces_dir, trace_gpu));
+    const auto gpu_id = zeus_twin_gpu(catalog, trace_gpu, rows).id;
+    for (const auto& row : rows) {
+      const auto* mapping = find_mapping(setup, row);
+      if (mapping == nullptr) continue;
+      const auto label = fmt::format("{}/{} bs {} at {:g} W", row.dataset, row.network, row.batch_size, row.power_limit_w);
+      const auto source = "zeus-" + trace_gpu;
+      observations.push_back({source, "time_per_epoch_s", label, group, row.time_per_epoch_s, 1.0,
+                              [gpu_id, m = *mapping, row](const TwinParams& p) {
+                                return twin_training_point(p, gpu_id, m, row).epoch_s;
+                              }});
+      observations.push_back({source, "average_power_w", label, group, row.average_power_w, 1.0,
+                              [gpu_id, m = *mapping, row](const TwinParams& p) {
+                                return twin_training_point(p, gpu_id, m, row).average_power_w;
+                              }});
+    }
+  };
+  for (const auto& gpu : setup.fit_gpus) add_trace(gpu, "fit");
+  for (const auto& gpu : setup.check_gpus) add_trace(gpu, "check");
+  return observations;
+}
+
+std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std::string& traces_dir,
+                                              const sim::Catalog& catalog) {
+  std::vector<FitParameter> parameters;
+  for (std::size_t i = 0; i < setup.fit_gpus.size(); ++i) {
+    const auto rows = bench::load_zeus_power_rows(trace_path(traces_dir, setup.fit_gpus[i]));
+    const auto& gpu = zeus_twin_gpu(catalog, setup.fit_gpus[i], rows);
+    parameters.push_back({FileKind::gpu, gpu.id, "voltage.min_v", 0.4, gpu.voltage.max_v, 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "voltage.knee_mhz", gpu.min_sm_clock_mhz(), gpu.max_sm_clock_mhz(), 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "power_model.static_w", 1.0, 150.0, 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "clock_scaling_exponent", 0.2, 1.5, 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "power_model.constant_w", 1.0, 150.0, 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "power_model.sm_dynamic_w", 20.0, 800.0, 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "power_model.memory_dynamic_w", 1.0, 300.0, 1.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "fp32_efficiency_scale", 0.05, 5.0, 2.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "fp16_efficiency_scale", 0.01, 5.0, 2.0});
+    parameters.push_back({FileKind::gpu, gpu.id, "host.layer_launch_s", 1e-7, 1e-3, 2.0});
+    // Host speed is relative: the first fitted testbed is the reference the datasets' figures are in.
+    if (i > 0) parameters.push_back({FileKind::gpu, gpu.id, "host.training_loop_scale", 0.1, 10.0, 2.0});
+  }
+  std::set<std::string> models, datasets;
+  for (const auto& m : setup.workloads) {
+    if (models.insert(m.model).second) {
+      parameters.push_back({FileKind::model, m.model, "training_efficiency_scale", 0.01, 20.0, 2.0});
+      if (catalog.model(m.model).family == "zeus-training") {
+        parameters.push_back({FileKind::model, m.model, "power_intensity", 0.05, 5.0, 1.0});
+        parameters.push_back({FileKind::model, m.model, "launch_scale", 0.01, 20.0, 2.0});
+        parameters.push_back({FileKind::model, m.model, "activation_melems", 1e-5, 1e4, 2.0});
+      }
+    }
+    if (datasets.insert(m.twin_dataset).second) {
+      parameters.push_back({FileKind::dataset, m.twin_dataset, "host_s_per_image", 1e-9, 1.0, 3.0});
+      parameters.push_back({FileKind::dataset, m.twin_dataset, "host_s_per_batch", 1e-5, 10.0, 3.0});
+    }
+  }
+  return parameters;
+}
+
+}  // namespace gpucap::calibrate

@@ -1,0 +1,82 @@
+#include "gpucap/sim/training_step.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::sim {
+
+ModelSpec training_step_model(const ModelSpec& model) {
+  auto trained = model;
+  trained.gmacs *= kTrainingWorkFactor;
+  trained.activation_melems *= kTrainingWorkFactor;
+  trained.layers = static_cast<int>(std::lround(model.layers * kTrainingWorkFactor));
+  trained.params_m *= kTrainingWeightPasses;
+  trained.fp32_efficiency = std::min(1.0, model.fp32_efficiency * model.training_efficiency_scale);
+  trained.fp16_efficiency = std::min(1.0, model.fp16_efficiency * model.training_efficiency_scale);
+  return trained;
+}
+
+namespace {
+
+struct Step {
+  TrainingPoint point;
+  double limiter_w = 0.0;  // what the board's power limiter compares with the limit
+};
+
+Step step_of(const GpuSpec& gpu, const ModelSpec& trained, const DatasetSpec& dataset, Precision precision, int batch,
+             OperatingPoint point) {
+  const auto profile = profile_batch(gpu, trained, precision, batch, point, /*copy_input=*/true);
+  const double host_s = gpu.host.training_loop_scale * (dataset.host_s_per_batch + batch * dataset.host_s_per_image);
+  const double gpu_s = profile.latency_s();
+  Step out;
+  auto& p = out.point;
+  p.sm_clock_mhz = point.sm_clock_mhz;
+  p.gpu_busy_s = profile.busy_s;
+  // The loop and the GPU overlap, not perfectly: near a tie each waits on the other at times.
+  p.step_s = std::pow(std::pow(gpu_s, kHostOverlapExponent) + std::pow(host_s, kHostOverlapExponent),
+                      1.0 / kHostOverlapExponent);
+  const auto halves = busy_halves_w(gpu, point, profile);
+  const double idle_w = idle_loaded_power_w(gpu, point);
+  p.average_power_w = (halves.mean_w() * profile.busy_s + idle_w * (p.step_s - profile.busy_s)) / p.step_s;
+  p.epoch_s = std::ceil(static_cast<double>(dataset.images) / batch) * p.step_s;
+  // The limiter acts on the sensor's short average, not on the epoch's: a step whose kernels
+  // burst between host gaps is held to the limit during the bursts and averages below it.
+  auto gapped = profile;
+  gapped.prep_s = p.step_s - profile.busy_s;
+  out.limiter_w = std::max(p.average_power_w, peak_reading_w(gapped, halves, idle_w, gpu.sensor.averaging_window_s));
+  return out;
+}
+
+void check_batch(int batch) {
+  if (batch < 1) throw usage_error(fmt::format("training batch size must be >= 1, not {}", batch));
+}
+
+}  // namespace
+
+TrainingPoint training_step(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset, Precision precision,
+                            int batch, OperatingPoint point) {
+  check_batch(batch);
+  return step_of(gpu, training_step_model(model), dataset, precision, batch, point).point;
+}
+
+TrainingPoint training_under_power_limit(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
+                                         Precision precision, int batch, double power_limit_w) {
+  check_batch(batch);
+  if (!(power_limit_w >= gpu.power_limit_min_w - 1e-9 && power_limit_w <= gpu.power_limit_max_w + 1e-9)) {
+    throw usage_error(fmt::format("power limit {:g} W is outside the {}'s range {:g}-{:g} W", power_limit_w, gpu.name,
+                                  gpu.power_limit_min_w, gpu.power_limit_max_w));
+  }
+  const auto trained = training_step_model(model);
+  const double memory_mhz = gpu.default_memory_clock_mhz;
+  const auto power_at = [&](double sm_mhz) {
+    return step_of(gpu, trained, dataset, precision, batch, {sm_mhz, memory_mhz}).limiter_w;
+  };
+  const double sm_mhz = highest_clock_within_limit(gpu.sm_clocks_mhz, gpu.boost_clock_mhz, power_at, power_limit_w);
+  return step_of(gpu, trained, dataset, precision, batch, {sm_mhz, memory_mhz}).point;
+}
+
+}  // namespace gpucap::sim

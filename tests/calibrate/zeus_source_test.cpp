@@ -1,0 +1,106 @@
+#include "gpucap/calibrate/zeus_source.hpp"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "gpucap/calibrate/calibration.hpp"
+#include "gpucap/core/error.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::calibrate {
+namespace {
+
+const sim::Catalog& catalog() {
+  static const auto instance = sim::Catalog::load(test::data_dir());
+  return instance;
+}
+
+ZeusSetup setup() { return load_zeus_setup(test::data_dir() + "/calibration/zeus.json", catalog()); }
+
+std::string traces() { return test::shared_file("zeus/nsdi23"); }
+
+constexpr const char* kHeader = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n";
+
+TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
+  const auto s = setup();
+  EXPECT_EQ(s.fit_gpus, (std::vector<std::string>{"v100", "rtx6000"}));
+  EXPECT_EQ(s.check_gpus, (std::vector<std::string>{"p100"}));
+  const auto observations = zeus_observations(s, traces(), catalog());
+  // 476 + 410 + 270 rows (the files' lines less their headers), all six workloads mapped.
+  EXPECT_EQ(observations.size(), 2u * (476u + 410u + 270u));
+  const auto params = TwinParams::from(catalog());
+  std::size_t check = 0;
+  for (const auto& o : observations) {
+    if (o.group == "check") {
+      ++check;
+      EXPECT_EQ(o.source, "zeus-p100");
+    }
+    const double predicted = o.predict(params);
+    EXPECT_TRUE(std::isfinite(predicted) && predicted > 0.0) << o.label;
+  }
+  EXPECT_EQ(check, 2u * 270u);
+  // Nothing of the held-out GPU is fitted.
+  for (const auto& p : zeus_fit_parameters(s, traces(), catalog())) EXPECT_NE(p.id, "p100") << p.name();
+}
+
+TEST(ZeusSource, TheTraceGpuIsTheTwinGpuThatTakesItsLimits) {
+  const std::vector<bench::ZeusPowerRow> rows = {{"imagenet", "resnet50", "adadelta", 64, 100.0, 1.0, 1.0, 2},
+                                                 {"imagenet", "resnet50", "adadelta", 64, 250.0, 1.0, 1.0, 3}};
+  EXPECT_EQ(zeus_twin_gpu(catalog(), "v100", rows).id, "v100-pcie");  // the SXM2 twin starts at 150 W
+  EXPECT_EQ(zeus_twin_gpu(catalog(), "a40", rows).id, "a40");
+  try {
+    (void)zeus_twin_gpu(catalog(), "v100", rows, std::string("v100"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::usage);
+    EXPECT_NE(std::string(e.what()).find("100-250 W"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)zeus_twin_gpu(catalog(), "k80", rows), Error);
+}
+
+TEST(ZeusSource, ATraceIsComparedRowByRowAndUnknownWorkloadsAreCounted) {
+  test::TempDir dir;
+  const auto path = dir.write("summary_power_v100.csv", std::string(kHeader) +
+                                                            "imagenet,resnet50,256,adadelta,250,3515,220\n"
+                                                            "imagenet,resnet50,256,adadelta,100,6781,98\n"
+                                                            "cifar10,vgg11,64,sgd,150,100,120\n");
+  const auto f = compare_zeus_trace(TwinParams::from(catalog()), catalog(), setup(), path);
+  EXPECT_EQ(f.twin_gpu, "v100-pcie");
+  ASSERT_EQ(f.points.size(), 2u);
+  EXPECT_EQ(f.skipped_rows, 1u);
+  EXPECT_EQ(f.skipped_workloads, std::vector<std::string>{"cifar10/vgg11"});
+  EXPECT_LE(f.points[1].twin.average_power_w, 100.0 + 1e-9);
+  EXPECT_NEAR(f.time.mape,
+              50.0 * (std::abs(f.points[0].twin.epoch_s - 3515.0) / 3515.0 + std::abs(f.points[1].twin.epoch_s - 6781.0) / 6781.0),
+              1e-9);
+  const auto text = zeus_trace_text(f);
+  const auto last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  EXPECT_TRUE(std::regex_match(last, std::regex(R"(zeus power-limit curves: time MAPE [0-9.]+% power MAPE [0-9.]+% \(2 configs\)\n)")))
+      << last;
+  EXPECT_NE(text.find("SIMULATED"), std::string::npos);
+}
+
+TEST(ZeusSource, MalformedTracesAndSetupsAreNamed) {
+  test::TempDir dir;
+  const auto bad_number = dir.write("summary_power_v100.csv", std::string(kHeader) + "imagenet,resnet50,256,adadelta,250,x,220\n");
+  try {
+    (void)bench::load_zeus_power_rows(bad_number);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
+  }
+  const auto no_column = dir.write("a.csv", "dataset,network,batch_size\nimagenet,resnet50,8\n");
+  EXPECT_THROW((void)bench::load_zeus_power_rows(no_column), Error);
+  const auto header_only = dir.write("b.csv", kHeader);
+  EXPECT_THROW((void)bench::load_zeus_power_rows(header_only), Error);
+  const auto unmapped = dir.write("summary_power_v100.csv", std::string(kHeader) + "cifar10,vgg11,64,sgd,150,100,120\n");
+  EXPECT_THROW((void)compare_zeus_trace(TwinParams::from(catalog()), catalog(), setup(), unmapped), Error);
+  const auto bad_setup = dir.write("zeus.json", R"({"fit": ["v100"], "workloads": [{"dataset": "d", "network": "n",
+      "model": "no_such_model", "twin_dataset": "imagenet_train", "precision": "fp32"}]})");
+  EXPECT_THROW((void)load_zeus_setup(bad_setup, catalog()), Error);
+}
+
+}  // namespace
+}  // namespace gpucap::calibrate

@@ -1,0 +1,86 @@
+#include "gpucap/sim/training_step.hpp"
+
+#include <gtest/gtest.h>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/sim/catalog.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap::sim {
+namespace {
+
+class TrainingStep : public ::testing::Test {
+ protected:
+  Catalog catalog = Catalog::load(test::data_dir());
+  const GpuSpec& v100 = catalog.gpu("v100-pcie");
+  const ModelSpec& resnet50 = catalog.model("resnet50");
+  const DatasetSpec& imagenet = catalog.dataset("imagenet_train");
+};
+
+TEST_F(TrainingStep, ALowerLimitNeverRaisesPowerAboveItAndSlowsTheEpoch) {
+  double previous_epoch_s = 0.0;
+  double previous_power_w = 1e9;
+  for (double limit = v100.power_limit_max_w; limit >= v100.power_limit_min_w; limit -= 25.0) {
+    const auto p = training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 256, limit);
+    EXPECT_LE(p.average_power_w, limit + 1e-9) << limit;
+    EXPECT_LE(p.average_power_w, previous_power_w + 1e-9) << limit;
+    EXPECT_GE(p.epoch_s, previous_epoch_s - 1e-9) << limit;
+    EXPECT_LE(p.sm_clock_mhz, v100.boost_clock_mhz);
+    previous_epoch_s = p.epoch_s;
+    previous_power_w = p.average_power_w;
+  }
+  const auto full = training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 256, v100.power_limit_max_w);
+  const auto tight = training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 256, v100.power_limit_min_w);
+  EXPECT_GT(tight.epoch_s, 1.2 * full.epoch_s);  // a compute-bound step at 40 % of the board's power is much slower
+}
+
+TEST_F(TrainingStep, AnEpochIsEveryBatchOfTheDatasetAtTheStepTime) {
+  const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
+  const auto p = training_step(v100, resnet50, imagenet, Precision::fp32, 100, point);
+  EXPECT_DOUBLE_EQ(p.epoch_s, 12812.0 * p.step_s);  // ceil(1,281,167 / 100) steps
+  EXPECT_GT(p.gpu_busy_s, 0.0);
+  EXPECT_LE(p.gpu_busy_s, p.step_s);
+  // Three times the inference work: the step is slower than an inference batch at the same clocks.
+  const auto inference = profile_batch(v100, resnet50, Precision::fp32, 100, point);
+  EXPECT_GT(p.gpu_busy_s, 2.0 * inference.busy_s);
+}
+
+TEST_F(TrainingStep, AHostBoundLoopLeavesTheGpuIdleAndTheLimitWithoutEffect) {
+  auto slow_host = imagenet;
+  slow_host.host_s_per_batch = 5.0;  // far longer than any step's kernels
+  slow_host.host_s_per_image = 0.0;
+  const auto a = training_under_power_limit(v100, resnet50, slow_host, Precision::fp32, 32, v100.power_limit_max_w);
+  const auto b = training_under_power_limit(v100, resnet50, slow_host, Precision::fp32, 32, v100.power_limit_min_w);
+  // (gpu⁴ + host⁴)^¼ with the GPU's part a few ms: the host's 5 s to a millionth.
+  EXPECT_NEAR(a.step_s, 5.0, 5e-6);
+  EXPECT_NEAR(b.step_s, 5.0, 5e-6);
+  const double idle_w = idle_loaded_power_w(v100, {a.sm_clock_mhz, v100.default_memory_clock_mhz});
+  EXPECT_LT(a.average_power_w, idle_w * 1.2);
+  // The host's speed scales the loop.
+  auto slower = v100;
+  slower.host.training_loop_scale = 2.0;
+  EXPECT_NEAR(training_under_power_limit(slower, resnet50, slow_host, Precision::fp32, 32, 200.0).step_s, 10.0, 1e-6);
+}
+
+TEST_F(TrainingStep, TheLimiterHoldsTheBurstsSoAGappedStepAveragesBelowTheLimit) {
+  // The host loop takes twice the kernels' time: the GPU computes in bursts between gaps.
+  const OperatingPoint boost{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
+  auto gapped = imagenet;
+  gapped.host_s_per_image = 0.0;
+  gapped.host_s_per_batch = 2.0 * training_step(v100, resnet50, imagenet, Precision::fp32, 256, boost).gpu_busy_s;
+  const auto free = training_step(v100, resnet50, gapped, Precision::fp32, 256, boost);
+  const double limit = 0.9 * free.average_power_w;  // under the free-running mean: the limiter must act
+  const auto held = training_under_power_limit(v100, resnet50, gapped, Precision::fp32, 256, limit);
+  EXPECT_LT(held.sm_clock_mhz, v100.boost_clock_mhz);
+  // Held to the limit during its bursts, the step's mean lies well below it.
+  EXPECT_LT(held.average_power_w, 0.8 * limit);
+}
+
+TEST_F(TrainingStep, BadBatchOrLimitIsAUsageError) {
+  EXPECT_THROW((void)training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 0, 200.0), Error);
+  EXPECT_THROW((void)training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 64, 90.0), Error);
+  EXPECT_THROW((void)training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 64, 300.0), Error);
+}
+
+}  // namespace
+}  // namespace gpucap::sim
