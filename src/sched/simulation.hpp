@@ -229,6 +229,13 @@ class Simulation {
   // What an observer sees at the end of `window`.
   ShareProgress progress(const ShareWindow& window) const;
 
+  // Without a cap or a controller there are no window events: the observer's windows that end by
+  // `t` are computed from the state as it stands (nothing changes between events), so observing
+  // never moves the clock, the accounting or the event order.
+  void observe_until(double t);
+  // The observer's window [observed_until_s_, end_s], the GPU's energy projected to its end.
+  void observe_window(double end_s);
+
   // --- results ---
 
   ShareResult finish();
@@ -245,6 +252,9 @@ class Simulation {
   ShareKnobs knobs_;
   double window_start_s_ = 0.0;
   double window_start_energy_j_ = 0.0;
+  bool observer_windows_ = false;      // an observer without window events (observe_until)
+  double observed_until_s_ = 0.0;
+  double observed_energy_j_ = 0.0;     // the GPU's, at observed_until_s_
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t next_sequence_ = 0;
   double now_ = 0.0;

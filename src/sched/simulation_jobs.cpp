@@ -30,7 +30,11 @@ Simulation::Simulation(const ShareScenario& scenario, const StepModel& model) : 
   host_.capacity = model.input_pipelines_at_once();
   if (scenario.cap || scenario.controller || scenario.observer) {
     if (!(scenario.window_s > 0.0)) throw usage_error("the power window must be > 0 s");
+  }
+  if (scenario.cap || scenario.controller) {
     schedule(scenario.window_s, EventKind::window, kNone, kNone, 0);
+  } else {
+    observer_windows_ = scenario.observer != nullptr;
   }
   if (scenario.cap) {
     for (const auto& step : scenario.cap->steps()) {
@@ -44,10 +48,15 @@ ShareResult Simulation::run() {
     const Event e = events_.top();
     events_.pop();
     if (e.at_s > scenario_.max_time_s) break;
-    if (scenario_.observer != nullptr) scenario_.observer->on_time(e.at_s);
+    if (scenario_.observer != nullptr) {
+      observe_until(e.at_s);
+      scenario_.observer->on_time(e.at_s);
+    }
     advance_to(e.at_s);
     handle(e);
   }
+  // The observer's last window ends with the last event (the end of the last job), not after it.
+  if (observer_windows_ && now_ > observed_until_s_) observe_window(now_);
   return finish();
 }
 
@@ -461,6 +470,29 @@ ShareProgress Simulation::progress(const ShareWindow& window) const {
   p.gpu_energy_j = gpu.energy.energy_j;
   p.gpu_busy_s = gpu.energy.busy_s;
   return p;
+}
+
+void Simulation::observe_until(double t) {
+  if (!observer_windows_) return;
+  while (observed_until_s_ + scenario_.window_s <= t) observe_window(observed_until_s_ + scenario_.window_s);
+}
+
+void Simulation::observe_window(double end_s) {
+  const Device& gpu = device_at(kGpu);
+  // The GPU's power is constant since its last accounting (the last event, before end_s).
+  const double since_s = std::max(0.0, end_s - gpu.last_update_s);
+  const double energy_j = gpu.energy.energy_j + gpu.power_w * since_s;
+  ShareWindow w;
+  w.start_s = observed_until_s_;
+  w.end_s = end_s;
+  w.mean_power_w = (energy_j - observed_energy_j_) / (end_s - observed_until_s_);
+  auto p = progress(w);
+  p.gpu_energy_j = energy_j;
+  if (gpu.power_w > gpu.info.idle_power_w) p.gpu_busy_s += since_s;
+  observed_until_s_ = end_s;
+  observed_energy_j_ = energy_j;
+  scenario_.observer->on_time(end_s);
+  scenario_.observer->on_window(p);
 }
 
 void Simulation::consult_controller() {

@@ -117,6 +117,21 @@ TEST(ShareCli, CapshareKeepsTheSloUnderTheCapAndSaysSo) {
   expect_error(with({"share", "--cap-schedule", "5:100"}, jobs), 2, "");
 }
 
+// Watching a share (--metrics) or pacing it (--pace) changes none of its results, with or without
+// a cap (whose windows are the simulation's own).
+TEST(ShareCli, MetricsAndPaceChangeNoResult) {
+  for (const std::vector<std::string>& cap : {std::vector<std::string>{}, std::vector<std::string>{"--power-cap", "150"}}) {
+    const auto plain = gpucap(with(with(kPair, cap), {"--json"}));
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const auto watched = gpucap(with(with(kPair, cap), {"--json", "--metrics", "127.0.0.1:0", "--pace", "1000"}));
+    ASSERT_EQ(watched.exit_code, 0) << watched.err;
+    EXPECT_EQ(plain.out, watched.out);
+    const auto paced = gpucap(with(with(kPair, cap), {"--json", "--pace", "1000"}));
+    ASSERT_EQ(paced.exit_code, 0) << paced.err;
+    EXPECT_EQ(plain.out, paced.out);
+  }
+}
+
 TEST(ShareCli, TheSwitchflowMatricesWriteAReportAndAPlot) {
   test::TempDir dir;
   const auto r = gpucap({"bench", "--matrix", "switchflow-table1", "--out", dir.path()});

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -418,6 +419,50 @@ TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
     EXPECT_EQ(r1.jobs[i].end_s, r2.jobs[i].end_s);
   }
   EXPECT_EQ(r1.devices[0].energy_j, r2.devices[0].energy_j);
+}
+
+// Records what it is shown; changes nothing.
+class RecordingObserver final : public ShareObserver {
+ public:
+  void on_time(double now_s) override { times.push_back(now_s); }
+  void on_window(const ShareProgress& progress) override { windows.push_back(progress); }
+  std::vector<double> times;
+  std::vector<ShareProgress> windows;
+};
+
+TEST(ShareObserver, WatchingChangesNoResultAndTheWindowsEndWithTheLastJob) {
+  auto s = scenario(Policy::switchflow,
+                    {"a=train:train:steps=30", "fg=infer:infer:batch=1:priority=high:requests=70:start=0.2"}, gpu("slow"));
+  s.window_s = 0.07;  // not a divisor of the makespan: the last window is partial
+  const auto unobserved = simulate_share(s, model);
+  RecordingObserver observer;
+  s.observer = &observer;
+  const auto observed = simulate_share(s, model);
+  ASSERT_EQ(unobserved.jobs.size(), observed.jobs.size());
+  for (std::size_t i = 0; i < observed.jobs.size(); ++i) {
+    EXPECT_EQ(unobserved.jobs[i].latencies_s, observed.jobs[i].latencies_s);
+    EXPECT_EQ(unobserved.jobs[i].end_s, observed.jobs[i].end_s);
+    EXPECT_EQ(unobserved.jobs[i].throughput_items_s, observed.jobs[i].throughput_items_s);
+  }
+  EXPECT_EQ(unobserved.makespan_s, observed.makespan_s);
+  EXPECT_EQ(unobserved.devices[0].energy_j, observed.devices[0].energy_j);  // no idle tail after the last job
+  EXPECT_EQ(unobserved.devices[0].busy_s, observed.devices[0].busy_s);
+  EXPECT_EQ(unobserved.preemptions.size(), observed.preemptions.size());
+  EXPECT_TRUE(observed.windows.empty());  // the observer's windows are not results
+
+  // Back to back from 0 to the end of the last job; their energy is the GPU's.
+  ASSERT_GE(observer.windows.size(), 10U);
+  EXPECT_EQ(observer.windows.front().window.start_s, 0.0);
+  for (std::size_t i = 1; i < observer.windows.size(); ++i) {
+    EXPECT_EQ(observer.windows[i].window.start_s, observer.windows[i - 1].window.end_s);
+  }
+  EXPECT_EQ(observer.windows.back().window.end_s, observed.makespan_s);
+  EXPECT_NEAR(observer.windows.back().gpu_energy_j, observed.devices[0].energy_j, 1e-9);
+  double energy_j = 0.0;
+  for (const auto& w : observer.windows) energy_j += w.window.mean_power_w * (w.window.end_s - w.window.start_s);
+  EXPECT_NEAR(energy_j, observed.devices[0].energy_j, 1e-9);
+  EXPECT_EQ(observer.windows.back().preemptions, static_cast<std::int64_t>(observed.preemptions.size()));
+  EXPECT_TRUE(std::is_sorted(observer.times.begin(), observer.times.end()));
 }
 
 TEST(ShareScenario, BadScenariosAreUsageErrors) {

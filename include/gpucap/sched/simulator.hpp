@@ -97,7 +97,9 @@ struct ShareProgress {
 };
 
 // Watches a simulation from its clock: it may sleep in on_time (pacing to the wall clock) and
-// read each window, but changes nothing.
+// read each window, but changes nothing: the results are the same with or without one. Without a
+// cap or a controller its windows are computed between the simulation's events (never scheduled
+// as events, never recorded in ShareResult::windows), and the last one ends with the last event.
 class ShareObserver {
  public:
   virtual ~ShareObserver() = default;
@@ -120,7 +122,7 @@ struct ShareScenario {
   double window_s = 0.1;               // power windows (recorded when there is a cap or a controller)
   ShareKnobs knobs;                    // from the start
   ShareController* controller = nullptr;  // may change the knobs (not owned)
-  ShareObserver* observer = nullptr;      // sees time and windows (not owned); windows are then recorded
+  ShareObserver* observer = nullptr;      // sees time and windows (not owned); changes no result
   // switchflow: a preempted job that stays on the GPU resumes its step from the next kernel
   // instead of redoing it (gpucap's own runtime can; TensorFlow's executor could not). Its
   // working memory then stays on the GPU beside the others'.
