@@ -89,6 +89,58 @@ std::string file_stem(const std::string& gpu, const std::string& workload) {
   return name;
 }
 
+// What separates a held-out trace from the fitted ones, from the data: how much power the board
+// drew at most against the twin's most, and how long a host-bound step (the smallest batch size
+// both traces ran, at their highest common limit) took against the reference testbed's.
+std::string zeus_misses(const std::vector<ZeusTraceFidelity>& traces) {
+  if (traces.empty()) return {};
+  const auto& reference = traces.front();
+  std::string out;
+  for (const auto& f : traces) {
+    if (!f.split.starts_with("held out")) continue;
+    double real_max_w = 0.0, twin_max_w = 0.0;
+    for (const auto& p : f.points) {
+      real_max_w = std::max(real_max_w, p.row.average_power_w);
+      twin_max_w = std::max(twin_max_w, p.twin.average_power_w);
+    }
+    out += fmt::format(
+        "\n**Where the twin misses on the {0} (held out).** Power: the {0} never averaged more than {1:.0f} W at any "
+        "limit, the twin (datasheet figures and hand priors, nothing fitted) up to {2:.0f} W. Time: ",
+        f.trace_gpu, real_max_w, twin_max_w);
+    std::vector<std::string> ratios;
+    std::set<std::string> done;
+    for (const auto& p : f.points) {
+      const auto workload = workload_of(p);
+      if (!done.insert(workload).second) continue;
+      // The smallest batch both ran, at the highest limit both ran it at.
+      const ZeusTracePoint* mine = nullptr;
+      const ZeusTracePoint* theirs = nullptr;
+      for (const auto& q : f.points) {
+        if (workload_of(q) != workload) continue;
+        for (const auto& r : reference.points) {
+          if (workload_of(r) != workload || r.row.batch_size != q.row.batch_size ||
+              r.row.power_limit_w != q.row.power_limit_w || r.row.optimizer != q.row.optimizer) {
+            continue;
+          }
+          const bool better = mine == nullptr || q.row.batch_size < mine->row.batch_size ||
+                              (q.row.batch_size == mine->row.batch_size && q.row.power_limit_w > mine->row.power_limit_w);
+          if (better) {
+            mine = &q;
+            theirs = &r;
+          }
+        }
+      }
+      if (mine == nullptr) continue;
+      ratios.push_back(fmt::format("{} {:.2f}× (twin {:.2f}×) at batch {}", workload,
+                                   mine->row.time_per_epoch_s / theirs->row.time_per_epoch_s,
+                                   mine->twin.epoch_s / theirs->twin.epoch_s, mine->row.batch_size));
+    }
+    out += fmt::format("an epoch at the smallest common batch size (host-bound), against the {}: {}.\n",
+                       reference.trace_gpu, join(ratios, "; "));
+  }
+  return out;
+}
+
 }  // namespace
 
 ZeusTraceFidelity compare_zeus_trace(const TwinParams& params, const sim::Catalog& catalog, const ZeusSetup& setup,
@@ -176,6 +228,7 @@ std::string zeus_markdown(const std::vector<ZeusTraceFidelity>& traces) {
                        f.trace_gpu, f.twin_gpu, f.split, f.points.size(), f.time.mape, f.power.mape, f.time_floor.mape,
                        f.power_floor.mape, std::max(0.0, f.real_excess_w), std::max(0.0, f.twin_excess_w));
   }
+  out += zeus_misses(traces);
   out += "\nPer workload (MAPE of time / power; the mean signed time error at the smaller and the larger half of "
          "its batch sizes, negative = the twin is too fast):\n\n| trace | workload | configs | time | power | "
          "time bias, small batches | large batches |\n|---|---|---:|---:|---:|---:|---:|\n";
