@@ -40,8 +40,8 @@ NvmlDevice::NvmlDevice(const NvmlLibrary& nvml, unsigned index, bool writes_allo
     const auto top = *std::max_element(memory.begin(), memory.end());
     info_.sm_clocks_mhz = as_doubles(nvml.supported_graphics_clocks_mhz(handle_, top));
   }
-  energy_at_open_mj_ = nvml.total_energy_mj(handle_);
-  info_.energy_counter = energy_at_open_mj_.has_value();
+  energy_last_mj_ = nvml.total_energy_mj(handle_);
+  info_.energy_counter = energy_last_mj_.has_value();
   info_.instant_power = nvml.instant_power_mw(handle_).has_value();
 }
 
@@ -59,9 +59,13 @@ double NvmlDevice::read(Signal signal) {
       return nvml_.power_usage_mw(handle_) * kWattsPerMilliwatt;
     }
     case Signal::energy_j: {
+      const std::lock_guard lock(energy_mutex_);  // readings in order: an earlier one is no reset
       const auto now = nvml_.total_energy_mj(handle_);
-      if (!now || !energy_at_open_mj_) break;
-      return static_cast<double>(*now - *energy_at_open_mj_) * kJoulesPerMillijoule;
+      if (!now || !energy_last_mj_) break;
+      // Below the last reading: the counter started again from 0 (driver reload, GPU reset).
+      energy_since_open_mj_ += *now >= *energy_last_mj_ ? *now - *energy_last_mj_ : *now;
+      energy_last_mj_ = now;
+      return static_cast<double>(energy_since_open_mj_) * kJoulesPerMillijoule;
     }
     case Signal::sm_clock_mhz: return nvml_.sm_clock_mhz(handle_);
     case Signal::memory_clock_mhz: return nvml_.memory_clock_mhz(handle_);

@@ -89,6 +89,22 @@ TEST(Nvml, ReadsIdentityAndSignalsInSiUnits) {
   expect_error_from([&] { NvmlDevice missing(nvml, 2); }, ErrorCode::usage, "GPU 2 does not exist (2 NVIDIA GPUs found)");
 }
 
+// A driver reload or GPU reset starts NVML's counter again from 0: the energy since the open goes
+// on from where it was (the reset's counter counted what came after), never backwards and never
+// the unsigned wrap of a negative difference.
+TEST(Nvml, AnEnergyCounterResetNeitherWrapsNorGoesBackwards) {
+  auto gpu_state = a100();
+  // At the open, then 3 reads: +500 J, a reset to 200 J, +300 J.
+  gpu_state["energy_mj"] = {1000000, 1500000, 200000, 500000};
+  const FakeNvml fake(nlohmann::json::array({gpu_state}));
+  const NvmlLibrary nvml(kFake);
+  NvmlDevice gpu(nvml, 0);
+  EXPECT_DOUBLE_EQ(gpu.read(Signal::energy_j), 500.0);
+  EXPECT_DOUBLE_EQ(gpu.read(Signal::energy_j), 700.0) << "the 200 J the counter counted since its reset";
+  EXPECT_DOUBLE_EQ(gpu.read(Signal::energy_j), 1000.0);
+  EXPECT_DOUBLE_EQ(gpu.read(Signal::energy_j), 1000.0) << "the counter stands still";
+}
+
 TEST(Nvml, PowerIsTheInstantaneousReadingWhereTheDriverHasOne) {
   auto instant = a100();
   instant["power_instant_mw"] = 287125;

@@ -13,7 +13,10 @@
 // SM clock is locked at a listed clock, the power reading is that value and the SM clock reading
 // follows the lock; absent: readings ignore locks), "locked_clocks_supported": true (false: a pre-Volta GPU,
 // application clocks only), "power_instant_mw" (absent: no instantaneous reading), "deny_writes":
-// false, "fail": {"nvmlFunction": status}}],
+// false, "fail": {"nvmlFunction": status}, "fail_after": {"nvmlFunction": [N, status]} (N calls
+// succeed, then every call answers status: a GPU whose reads start failing mid-run)}],
+// "energy_mj" may also be a list, read one entry per call (the last repeating) without advancing
+// with time: a counter that a driver reset sends back towards 0.
 // "writes": ["nvmlDeviceSet... 0 1200 1200", ...]}
 
 #include <nlohmann/json.hpp>
@@ -25,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -45,6 +49,9 @@ std::mutex fake_mutex;
 nlohmann::json state;
 bool initialised = false;
 std::vector<std::size_t> power_calls;
+std::vector<std::size_t> energy_calls;
+// Calls so far of each function named in a device's "fail_after", by device uuid and function.
+std::map<std::string, std::size_t> fail_after_calls;
 std::chrono::steady_clock::time_point init_time;
 // Handles are pointers into this array: one per device.
 std::vector<int> handle_ids;
@@ -71,6 +78,12 @@ nlohmann::json* device_of(void* handle) {
 // The scripted failure of `function` on this device, if any.
 int scripted(const nlohmann::json& device, const char* function) {
   if (device.contains("fail") && device["fail"].contains(function)) return device["fail"][function].get<int>();
+  if (device.contains("fail_after") && device["fail_after"].contains(function)) {
+    const auto& rule = device["fail_after"][function];
+    auto& calls = fail_after_calls[device.value("uuid", "") + " " + function];
+    if (calls >= rule[0].get<std::size_t>()) return rule[1].get<int>();
+    ++calls;
+  }
   return kSuccess;
 }
 
@@ -148,6 +161,8 @@ int nvmlInit_v2() {
   handle_ids.resize(state["devices"].size());
   for (std::size_t i = 0; i < handle_ids.size(); ++i) handle_ids[i] = static_cast<int>(i);
   power_calls.assign(handle_ids.size(), 0);
+  energy_calls.assign(handle_ids.size(), 0);
+  fail_after_calls.clear();
   init_time = std::chrono::steady_clock::now();
   initialised = true;
   return kSuccess;
@@ -240,6 +255,15 @@ int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
 // The counter advances at the device's (first scripted) power since nvmlInit_v2.
 int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
   const std::lock_guard lock(fake_mutex);
+  if (auto* device = device_of(handle); device != nullptr && mj != nullptr && device->contains("energy_mj") &&
+                                             (*device)["energy_mj"].is_array()) {
+    if (const int s = scripted(*device, "nvmlDeviceGetTotalEnergyConsumption"); s != kSuccess) return s;
+    const auto& list = (*device)["energy_mj"];
+    auto& calls = energy_calls[static_cast<std::size_t>(*static_cast<int*>(handle))];
+    *mj = list[std::min(calls, list.size() - 1)].get<unsigned long long>();
+    ++calls;
+    return kSuccess;
+  }
   unsigned long long start = 0;
   if (const int s = read_field(handle, "nvmlDeviceGetTotalEnergyConsumption", "energy_mj", &start); s != kSuccess) {
     return s;

@@ -8,6 +8,8 @@
 // clocks (at the highest memory clock) and is restored with nvmlDeviceResetApplicationsClocks. Writing any control needs root (NVML answers NO_PERMISSION otherwise); can_write()
 // says so up front, so an unprivileged process refuses before it writes anything.
 
+#include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -58,7 +60,13 @@ class NvmlDevice final : public Device {
   NvmlHandle handle_;
   bool writes_allowed_;
   NvmlDeviceInfo info_;
-  std::optional<std::uint64_t> energy_at_open_mj_;
+  // The energy counter: NVML's total since the driver loaded, which a driver reload or GPU reset
+  // starts again from 0. energy_j counts from the open and never goes backwards: a reading below
+  // the last one is taken as such a restart (the counter counted it since). Reads may come from
+  // several threads (a sampler and an exporter).
+  std::mutex energy_mutex_;
+  std::optional<std::uint64_t> energy_last_mj_;  // the last raw reading
+  std::uint64_t energy_since_open_mj_ = 0;
   std::optional<double> sm_lock_mhz_;
   bool sm_by_application_clocks_ = false;  // the GPU refused a clock lock: application clocks
   std::optional<double> memory_lock_mhz_;
