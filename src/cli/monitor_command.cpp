@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -99,20 +100,35 @@ Gpus open_gpus(const MonitorFlags& flags) {
   return gpus;
 }
 
+// The --csv timeline. Opened before the command starts (a path that cannot be opened is an error
+// then); rows are flushed at each sample while it runs, and a write that fails then stops the
+// timeline with one warning instead of ending the measurement.
 class CsvFile {
  public:
   explicit CsvFile(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
     if (!out_) throw Error(ErrorCode::io, fmt::format("--csv {}: cannot open for writing ({})", path, std::strerror(errno)));
-    write(monitor::timeline_csv_header());
+    out_ << monitor::timeline_csv_header();
   }
-  void write(const std::string& text) {
-    out_ << text;
-    if (!out_) throw Error(ErrorCode::io, fmt::format("--csv {}: write failed", path_));
+  // False once a write has failed (the warning is printed once, on stderr).
+  bool write(const std::vector<monitor::TimelineSample>& samples) {
+    if (failed_) return false;
+    for (const auto& s : samples) out_ << monitor::timeline_csv_row(s, false);
+    out_.flush();
+    if (!out_) {
+      failed_ = true;
+      const int error = errno;
+      std::fprintf(stderr, "gpucap monitor: warning: --csv %s: write failed (%s); the timeline stops here, the "
+                   "measurement goes on\n", path_.c_str(), error != 0 ? std::strerror(error) : "I/O error");
+      std::fflush(stderr);
+    }
+    return !failed_;
   }
+  [[nodiscard]] bool failed() const { return failed_; }
 
  private:
   std::string path_;
   std::ofstream out_;
+  bool failed_ = false;
 };
 
 std::string how_it_ended(int wait_status) {
@@ -136,6 +152,8 @@ nlohmann::json report_json(const std::vector<std::string>& command, int wait_sta
   }
   return {{"command", command},
           {"exit_code", monitor::shell_exit_code(wait_status)},
+          {"complete", r.complete},
+          {"incomplete_reason", r.complete ? nlohmann::json(nullptr) : nlohmann::json(r.incomplete_reason)},
           {"time_s", r.time_s},
           {"energy_j", r.total_energy_j},
           {"mean_power_w", r.mean_power_w},
@@ -148,7 +166,8 @@ nlohmann::json report_json(const std::vector<std::string>& command, int wait_sta
 void print_report(const std::vector<std::string>& command, int wait_status, const monitor::SessionReport& r,
                   const Gpus& gpus) {
   const char* tag = r.simulated ? "simulated" : "real";
-  fmt::print("gpucap monitor: '{}' {} after {:.2f} s  [{}]\n", join(command, " "), how_it_ended(wait_status), r.time_s, tag);
+  const auto measured = r.complete ? fmt::format("after {:.2f} s", r.time_s) : std::string("(measurement incomplete)");
+  fmt::print("gpucap monitor: '{}' {} {}  [{}]\n", join(command, " "), how_it_ended(wait_status), measured, tag);
   for (std::size_t i = 0; i < r.gpus.size(); ++i) {
     const auto& g = r.gpus[i];
     fmt::print("  GPU {} {:<28} energy {:>12.2f} J ({:<10})  mean {:>8.2f} W  max {:>8.2f} W  [{}]\n",
@@ -157,32 +176,51 @@ void print_report(const std::vector<std::string>& command, int wait_status, cons
   }
   fmt::print("  {:<34} energy {:>12.2f} J {:<12}  mean {:>8.2f} W  max {:>8.2f} W  [{}]\n", "total", r.total_energy_j, "",
              r.mean_power_w, r.max_power_w, tag);
+  if (!r.complete) {
+    fmt::print("  INCOMPLETE: the figures cover the first {:.2f} s only: {}\n", r.time_s, r.incomplete_reason);
+  }
 }
 
-// Runs the command, sampling every GPU each interval until it ends; its exit code is ours.
+// Runs the command, sampling every GPU each interval until it ends; its exit code is ours. Once
+// the command runs nothing ends the measurement early: a failed reading or CSV write is one
+// warning on stderr, the command is waited for, and the report says what it lacks.
 int measure_command(const MonitorFlags& flags) {
   const auto gpus = open_gpus(flags);
   std::unique_ptr<CsvFile> csv;
   if (flags.csv) csv = std::make_unique<CsvFile>(*flags.csv);
   monitor::Session session(gpus.pointers(), monitor::steady_seconds_clock());
-  const auto record = [&](const std::vector<monitor::TimelineSample>& samples) {
-    if (!csv) return;
-    for (const auto& s : samples) csv->write(monitor::timeline_csv_row(s, false));
-  };
-  record(session.sample());
+  const auto first = session.sample();  // before the command: a failure here is gpucap's error
+  // Handlers first, with SIGINT and SIGTERM blocked until the command's pid is known: a signal in
+  // between is held, then passed on; none ends gpucap with the command left running.
+  monitor::ForwardSignals forward;
   monitor::CommandProcess command(flags.command);
+  forward.forward_to(command.pid());
+  if (csv) (void)csv->write(first);
   std::optional<int> status;
-  {
-    const monitor::ForwardSignals forward(command.pid());
-    const double interval_s = flags.interval_ms / 1000.0;
-    while (!(status = command.wait_for(interval_s))) record(session.sample());
+  const double interval_s = flags.interval_ms / 1000.0;
+  bool warned = false;
+  while (!(status = command.wait_for(interval_s))) {
+    try {
+      const auto samples = session.sample();
+      if (csv) (void)csv->write(samples);
+    } catch (const std::exception& e) {
+      session.note_failure(e.what());
+      if (!warned) {
+        std::fprintf(stderr, "gpucap monitor: warning: reading the GPUs failed (%s); sampling goes on and the report "
+                     "is marked incomplete\n", e.what());
+        std::fflush(stderr);
+        warned = true;
+      }
+    }
   }
   const auto report = session.finish();
   if (flags.json) {
-    std::cout << report_json(flags.command, *status, report, gpus).dump(2) << "\n";
+    auto json = report_json(flags.command, *status, report, gpus);
+    if (csv) json["timeline"] = {{"path", *flags.csv}, {"complete", !csv->failed()}};
+    std::cout << json.dump(2) << "\n";
   } else {
     print_report(flags.command, *status, report, gpus);
-    if (csv) fmt::print("  timeline                          {}\n", *flags.csv);
+    if (csv) fmt::print("  timeline                          {}{}\n", *flags.csv, csv->failed() ? " (incomplete: a write failed)" : "");
   }
   return monitor::shell_exit_code(*status);
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -35,8 +36,12 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
-// In the child, between fork and exec: only async-signal-safe calls.
+// In the child, between fork and exec: only async-signal-safe calls. The default actions come
+// back before the signals are unblocked, so one held since the fork ends the command, as it would
+// have ended it had it come a moment later (gpucap's forwarding handler is not the command's).
 [[noreturn]] void exec_child(const std::vector<char*>& argv, int error_fd) {
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -46,11 +51,20 @@ int open_pidfd(pid_t pid) {
   ::_exit(127);
 }
 
+sigset_t int_and_term() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 std::atomic<pid_t> g_forward_to{-1};
 std::atomic<int> g_received{0};
 static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 struct sigaction g_old_int {};
 struct sigaction g_old_term {};
+sigset_t g_old_mask;
 
 extern "C" void forward_signal(int signal_number, siginfo_t* info, void* /*context*/) {
   const int saved_errno = errno;
@@ -136,9 +150,11 @@ int shell_exit_code(int wait_status) {
   return 1;
 }
 
-ForwardSignals::ForwardSignals(pid_t command) {
+ForwardSignals::ForwardSignals() {
   g_received.store(0);
-  g_forward_to.store(command);
+  g_forward_to.store(-1);
+  const sigset_t both = int_and_term();
+  pthread_sigmask(SIG_BLOCK, &both, &g_old_mask);
   struct sigaction action {};
   action.sa_sigaction = forward_signal;
   sigemptyset(&action.sa_mask);
@@ -147,10 +163,20 @@ ForwardSignals::ForwardSignals(pid_t command) {
   sigaction(SIGTERM, &action, &g_old_term);
 }
 
+void ForwardSignals::forward_to(pid_t command) {
+  g_forward_to.store(command);
+  const sigset_t both = int_and_term();
+  pthread_sigmask(SIG_UNBLOCK, &both, nullptr);
+}
+
 ForwardSignals::~ForwardSignals() {
+  // Blocked while the old handlers come back, so none runs half-way; then the old mask.
+  const sigset_t both = int_and_term();
+  pthread_sigmask(SIG_BLOCK, &both, nullptr);
+  g_forward_to.store(-1);
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
-  g_forward_to.store(-1);
+  pthread_sigmask(SIG_SETMASK, &g_old_mask, nullptr);
 }
 
 int ForwardSignals::received() const { return g_received.load(); }

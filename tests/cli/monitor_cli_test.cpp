@@ -1,12 +1,18 @@
-// gpucap monitor end to end, and the live metrics of run, share and bso serve: on no GPU, on the
-// fake NVML (loaded through the real dlopen path), and on the paced twin, scraped while it runs.
+// gpucap monitor end to end: on no GPU, and on the fake NVML (loaded through the real dlopen
+// path) — its report, timeline and exporter, and a command that outlives failed readings, a failed
+// --csv and signals that come while it starts. (The live metrics of run, share and bso serve:
+// live_metrics_cli_test.cpp.)
 
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <cstdlib>
 #include <thread>
@@ -18,6 +24,7 @@
 #include "support/cli_runner.hpp"
 #include "support/fake_nvml_gpu.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
 namespace gpucap {
 namespace {
@@ -32,17 +39,15 @@ constexpr const char* kFakeGpuLabels = R"({gpu="0",UUID="GPU-run",pci_bus_id="00
 // The fake NVML for this test's life: gpucap loads it as its NVML library.
 class FakeNvmlMonitor : public ::testing::Test {
  protected:
-  void SetUp() override { setenv("GPUCAP_NVML_LIB", GPUCAP_FAKE_NVML_PATH, 1); }
-  void TearDown() override { unsetenv("GPUCAP_NVML_LIB"); }
+  test::ScopedEnv library_{"GPUCAP_NVML_LIB", GPUCAP_FAKE_NVML_PATH};
   test::FakeNvmlGpu fake_;
 };
 
 nlohmann::json last_json(const std::string& out) { return nlohmann::json::parse(out.substr(out.find('{'))); }
 
 TEST(MonitorCli, WithoutAGpuItSaysSoAndExitsWithNoGpu) {
-  setenv("GPUCAP_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+  const test::ScopedEnv library("GPUCAP_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
   expect_error({"monitor", "--", "sleep", "2"}, 8, "no GPU to measure on this machine");
-  unsetenv("GPUCAP_NVML_LIB");
 }
 
 TEST(MonitorCli, BadInputIsOneLineAndExitTwo) {
@@ -125,6 +130,107 @@ TEST_F(FakeNvmlMonitor, SigintReachesTheCommandAndTheMeasurementIsStillPrinted) 
   EXPECT_GT(report.at("energy_j").get<double>(), 0.0);
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto line : split(text, '\n')) {
+    if (!trim(line).empty()) out.emplace_back(line);
+  }
+  return out;
+}
+
+// `sh -c '...; exit 3'` measured: its exit code passed on (not 137: it was not killed), in the
+// report too, and exactly one warning line on stderr, containing `warning`. The JSON report.
+nlohmann::json expect_exit_3_and_one_warning(const test::CliResult& r, const std::string& warning) {
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto warnings = lines_of(r.err);
+  EXPECT_EQ(warnings.size(), 1U) << r.err;
+  EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+  const auto report = last_json(r.out);
+  EXPECT_EQ(report.at("exit_code"), 3);
+  return report;
+}
+
+// A --csv that cannot be written once the command runs (/dev/full: the first flush fails) stops
+// the timeline with one warning; the command runs to its end and its exit code is gpucap's.
+TEST_F(FakeNvmlMonitor, AFailedCsvWriteStopsTheTimelineNotTheCommand) {
+  const auto r = gpucap({"monitor", "--json", "--csv", "/dev/full", "--", "sh", "-c", "sleep 0.3; exit 3"});
+  const auto report = expect_exit_3_and_one_warning(r, "gpucap monitor: warning: --csv /dev/full: write failed");
+  EXPECT_TRUE(report.at("complete").get<bool>());
+  EXPECT_FALSE(report.at("timeline").at("complete").get<bool>());
+  EXPECT_GE(report.at("time_s").get<double>(), 0.3);
+}
+
+// NVML's readings start failing while the command runs: one warning, the command is waited for,
+// and the report covers it up to the last good reading, marked incomplete.
+TEST_F(FakeNvmlMonitor, ReadingsThatStartFailingMarkTheReportIncompleteAndTheCommandRunsOn) {
+  test::FakeNvmlGpu failing(true, {{"fail_after", {{"nvmlDeviceGetPowerUsage", {3, 999}}}}});
+  const auto r = gpucap({"monitor", "--json", "--interval-ms", "20", "--", "sh", "-c", "sleep 0.5; exit 3"});
+  const auto report = expect_exit_3_and_one_warning(r, "gpucap monitor: warning: reading the GPUs failed");
+  EXPECT_FALSE(report.at("complete").get<bool>());
+  EXPECT_NE(report.at("incomplete_reason").get<std::string>().find("readings of the GPUs failed"), std::string::npos);
+  EXPECT_EQ(report.at("samples"), 3);  // the 3 readings that succeeded
+  const double time_s = report.at("time_s");
+  EXPECT_GT(time_s, 0.0);
+  EXPECT_LT(time_s, 0.5);  // up to the last good reading, not the command's end
+  EXPECT_NEAR(report.at("energy_j").get<double>(), kFakePowerW * time_s, 1e-2 * kFakePowerW * time_s + 1.0);
+
+  const auto text = gpucap({"monitor", "--", "true"});  // the fake's count starts again: this one is fine
+  EXPECT_EQ(text.out.find("INCOMPLETE"), std::string::npos) << text.out;
+}
+
+// A driver reset sends NVML's counter back towards 0 mid-run: the measured energy goes on from
+// where it was instead of wrapping to ~1.8e13 J, and the timeline's energy never decreases.
+TEST_F(FakeNvmlMonitor, AnEnergyCounterResetDoesNotWrap) {
+  test::FakeNvmlGpu reset(true, {{"energy_mj", {5000000, 5100000, 5200000, 100000, 300000}}});
+  test::TempDir dir;
+  const auto csv = dir.file("timeline.csv");
+  const auto r = gpucap({"monitor", "--json", "--csv", csv, "--interval-ms", "20", "--", "sleep", "0.2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double energy_j = last_json(r.out).at("energy_j");
+  // Open 5000 J, monitor 5100 J, window 5200 J, reset (+100 J), +200 J: 300 J in the window.
+  EXPECT_DOUBLE_EQ(energy_j, 300.0);
+  double last_j = 0.0;
+  const auto rows = lines_of(read_text_file(csv));
+  ASSERT_GE(rows.size(), 3U);
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const double row_j = std::stod(std::string(split(rows[i], ',')[3]));
+    EXPECT_GE(row_j, last_j) << rows[i];
+    last_j = row_j;
+  }
+}
+
+// The command's pid as a child of `parent`, once it has one (within 10 s); 0 if it never did.
+pid_t first_child_of(pid_t parent) {
+  const auto path = fmt::format("/proc/{}/task/{}/children", parent, parent);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path);
+    pid_t child = 0;
+    if (in >> child && child > 0) return child;
+  }
+  return 0;
+}
+
+// A SIGTERM to gpucap the moment its command exists (before exec, or just after): held until the
+// command's pid is known, then passed on — gpucap does not die with the command left running.
+TEST_F(FakeNvmlMonitor, ASignalWhileTheCommandStartsIsPassedOnNotLost) {
+  if (!std::filesystem::exists(fmt::format("/proc/{}/task/{}/children", getpid(), getpid()))) {
+    GTEST_SKIP() << "this kernel has no /proc/PID/task/TID/children";
+  }
+  test::ChildProcess child({GPUCAP_CLI_PATH, "monitor", "--json", "--", "sleep", "30"});
+  const pid_t command = first_child_of(child.pid());
+  ASSERT_GT(command, 0) << "gpucap monitor started no command";
+  child.signal(SIGTERM);
+  const auto status = child.wait(10.0);
+  ASSERT_TRUE(status.has_value()) << "gpucap monitor did not end after SIGTERM";
+  ASSERT_TRUE(WIFEXITED(*status)) << "gpucap died of signal " << WTERMSIG(*status);
+  EXPECT_EQ(WEXITSTATUS(*status), 128 + SIGTERM);
+  EXPECT_NE(::kill(command, 0), 0) << "the command was left running";
+  std::string out;
+  while (const auto line = child.read_line(5.0)) out += *line + "\n";
+  EXPECT_EQ(last_json(out).at("exit_code"), 128 + SIGTERM);
+}
+
 TEST_F(FakeNvmlMonitor, ListenServesDcgmExportersMetricsThatPromtoolAccepts) {
   test::ChildProcess child({GPUCAP_CLI_PATH, "monitor", "--listen", "127.0.0.1:0"});
   const auto url = test::read_metrics_url(child);
@@ -150,88 +256,6 @@ TEST_F(FakeNvmlMonitor, ListenServesDcgmExportersMetricsThatPromtoolAccepts) {
   const auto status = child.wait(10.0);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
-}
-
-// A paced twin run, scraped while it runs: every metric with its labels, promtool clean, and the
-// cap step of its schedule in the scraped series.
-TEST(LiveMetrics, APacedTwinRunIsScrapedLiveAndShowsItsCapStep) {
-  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "run", "--gpu", "p40", "--model", "inception_v1",
-                            "--algorithm", "batchdvfs", "--window", "1", "--cap-schedule", "0:180,6:120", "--duration",
-                            "12", "--pace", "4", "--metrics", "127.0.0.1:0"},
-                           /*merge_stderr=*/true);
-  const auto url = test::read_metrics_url(child);
-  ASSERT_FALSE(url.empty()) << "no metrics URL announced";
-  const std::string run_labels = R"({algorithm="batchdvfs",model="inception_v1",gpu="p40",simulated="true"})";
-  std::vector<double> caps;
-  std::string during;  // a scrape after some windows, while the run goes on
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto text = test::scrape(url);
-    if (!text) break;  // the run ended and took its exporter with it
-    if (const auto windows = test::series_value(*text, "gpucap_windows_total"); windows && *windows >= 2) {
-      caps.push_back(*test::series_value(*text, "gpucap_power_cap_watts"));
-      if (during.empty()) during = *text;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_FALSE(during.empty()) << "no scrape saw two windows";
-  for (const auto& name : {"gpucap_info", "gpucap_power_cap_watts", "gpucap_window_max_power_watts",
-                           "gpucap_window_mean_power_watts", "gpucap_batch_size", "gpucap_sm_clock_hertz",
-                           "gpucap_memory_clock_hertz", "gpucap_throughput_images_per_second", "gpucap_windows_total",
-                           "gpucap_windows_over_cap_total", "gpucap_images_total"}) {
-    EXPECT_NE(during.find(std::string(name) + run_labels), std::string::npos) << name;
-  }
-  EXPECT_NE(during.find("gpucap_tenant_mps_share_ratio{algorithm=\"batchdvfs\",model=\"inception_v1\",gpu=\"p40\","
-                        "simulated=\"true\",tenant=\"0\"} 1"),
-            std::string::npos);
-  const std::string twin_labels =
-      R"({gpu="0",UUID="GPU-SIMULATED-00000000",pci_bus_id="SIMULATED:00:00.0",device="nvidia0",modelName="Tesla P40 (simulated twin)",Hostname=")";
-  for (const char* name : {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_SM_CLOCK",
-                           "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP",
-                           "DCGM_FI_DEV_POWER_MGMT_LIMIT"}) {
-    EXPECT_NE(during.find(std::string(name) + twin_labels), std::string::npos) << name;
-  }
-  EXPECT_EQ(test::promtool_problems(during), std::vector<std::string>{});
-  // The schedule's step, 180 W then 120 W, in the scraped series.
-  ASSERT_FALSE(caps.empty());
-  EXPECT_EQ(caps.front(), 180.0);
-  EXPECT_EQ(caps.back(), 120.0);
-  EXPECT_TRUE(std::is_sorted(caps.rbegin(), caps.rend()));
-  const auto status = child.wait(30.0);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
-}
-
-TEST(LiveMetrics, APacedShareExportsItsWindowsAndPreemptions) {
-  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "share", "--gpu", "rtx2080ti", "--job",
-                            "bg=train:keras_resnet50:batch=32:until=fg", "--job",
-                            "fg=infer:keras_vgg16:batch=1:priority=high:requests=200:start=0.5", "--pace", "2",
-                            "--metrics", "127.0.0.1:0"},
-                           /*merge_stderr=*/true);
-  const auto url = test::read_metrics_url(child);
-  ASSERT_FALSE(url.empty());
-  std::optional<std::string> text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    text = test::scrape(url);
-    if (!text || test::series_value(*text, "gpucap_preemptions_total").value_or(0.0) >= 1.0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(text.has_value()) << "the share ended before a preemption was scraped";
-  EXPECT_GE(*test::series_value(*text, "gpucap_preemptions_total"), 1.0);
-  EXPECT_NE(text->find("gpucap_tenant_batch_size{algorithm=\"none\",policy=\"switchflow\""), std::string::npos);
-  EXPECT_NE(text->find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-SIMULATED-00000000\""), std::string::npos);
-  EXPECT_EQ(test::promtool_problems(*text), std::vector<std::string>{});
-  child.signal(SIGKILL);
-}
-
-TEST(LiveMetrics, BadFlagsAreOneLine) {
-  expect_error({"run", "--gpu", "p40", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "150", "--pace", "fast"},
-               2, "--pace 'fast' must be 'realtime' or a speed factor");
-  expect_error({"run", "--gpu", "p40", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "150",
-                "--metrics", "nowhere"},
-               2, "expected HOST:PORT");
-  expect_error({"share", "--job", "a=train:keras_vgg16", "--pace", "0"}, 2, "--pace '0' must be");
 }
 
 }  // namespace

@@ -28,11 +28,13 @@
 #include "gpucap/runtime/mps_worker.hpp"
 #include "support/expect_error.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
 namespace gpucap::runtime {
 namespace {
 
 using test::expect_error_from;
+using test::ScopedEnv;
 using test::TempDir;
 
 constexpr const char* kFakeControl = GPUCAP_FAKE_MPS_CONTROL_PATH;
@@ -40,28 +42,6 @@ constexpr const char* kFakeWorker = GPUCAP_FAKE_MPS_WORKER_PATH;
 
 // The fakes' rate at 100 %, in images/s (their default).
 constexpr double kFakeRateImgS = 1000.0;
-
-// Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::vector<std::string> lines_of(const std::string& path) {
   std::vector<std::string> lines;

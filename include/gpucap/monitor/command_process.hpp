@@ -13,10 +13,13 @@ namespace gpucap::monitor {
 
 class CommandProcess {
  public:
-  // Starts argv (argv[0] looked up in PATH). Error(usage) when it cannot be run (not found, not
-  // executable), before anything was measured.
+  // Starts argv (argv[0] looked up in PATH) with SIGINT and SIGTERM at their default actions and
+  // unblocked (whatever gpucap's mask and handlers). Error(usage) when it cannot be run (not
+  // found, not executable), before anything was measured.
   explicit CommandProcess(const std::vector<std::string>& argv);
-  // Kills (SIGKILL) and reaps a command still running: gpucap never leaves it behind.
+  // Kills (SIGKILL) and reaps a command still running: gpucap never leaves it behind. Only an
+  // error of gpucap's own (a failed waitpid) gets here with the command running; a failed reading
+  // or write does not end the measurement.
   ~CommandProcess();
   CommandProcess(const CommandProcess&) = delete;
   CommandProcess& operator=(const CommandProcess&) = delete;
@@ -39,10 +42,18 @@ class CommandProcess {
 // to the command; one from the terminal already reached the command (it shares the process
 // group) and is not sent twice. The last signal is kept, so gpucap can still print what it
 // measured and then report how the command ended.
+//
+// Made before the command starts (the handlers are installed and the two signals blocked in this
+// thread), then told the command's pid (forward_to unblocks them): a signal that comes while the
+// command is being started is held and then passed on, never lost and never gpucap's death with
+// the command left running. One at a time, in a process's main thread.
 class ForwardSignals {
  public:
-  explicit ForwardSignals(pid_t command);
+  ForwardSignals();
+  // Restores the handlers and the signal mask.
   ~ForwardSignals();
+  // The command to pass signals to; unblocks SIGINT and SIGTERM (held ones are delivered now).
+  void forward_to(pid_t command);
   ForwardSignals(const ForwardSignals&) = delete;
   ForwardSignals& operator=(const ForwardSignals&) = delete;
   // The last signal received (0: none).

@@ -1,0 +1,107 @@
+// The live metrics of gpucap's own work, scraped while it runs: a paced twin run, a paced share,
+// bso serve's trial events, and a run on the fake NVML (loaded through the real dlopen path).
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/metrics_scrape.hpp"
+#include "support/child_process.hpp"
+#include "support/cli_runner.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap {
+namespace {
+
+using test::expect_error;
+
+// A paced twin run, scraped while it runs: every metric with its labels, promtool clean, and the
+// cap step of its schedule in the scraped series.
+TEST(LiveMetrics, APacedTwinRunIsScrapedLiveAndShowsItsCapStep) {
+  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "run", "--gpu", "p40", "--model", "inception_v1",
+                            "--algorithm", "batchdvfs", "--window", "1", "--cap-schedule", "0:180,6:120", "--duration",
+                            "12", "--pace", "4", "--metrics", "127.0.0.1:0"},
+                           /*merge_stderr=*/true);
+  const auto url = test::read_metrics_url(child);
+  ASSERT_FALSE(url.empty()) << "no metrics URL announced";
+  const std::string run_labels = R"({algorithm="batchdvfs",model="inception_v1",gpu="p40",simulated="true"})";
+  std::vector<double> caps;
+  std::string during;  // a scrape after some windows, while the run goes on
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto text = test::scrape(url);
+    if (!text) break;  // the run ended and took its exporter with it
+    if (const auto windows = test::series_value(*text, "gpucap_windows_total"); windows && *windows >= 2) {
+      caps.push_back(*test::series_value(*text, "gpucap_power_cap_watts"));
+      if (during.empty()) during = *text;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(during.empty()) << "no scrape saw two windows";
+  for (const auto& name : {"gpucap_info", "gpucap_power_cap_watts", "gpucap_window_max_power_watts",
+                           "gpucap_window_mean_power_watts", "gpucap_batch_size", "gpucap_sm_clock_hertz",
+                           "gpucap_memory_clock_hertz", "gpucap_throughput_images_per_second", "gpucap_windows_total",
+                           "gpucap_windows_over_cap_total", "gpucap_images_total"}) {
+    EXPECT_NE(during.find(std::string(name) + run_labels), std::string::npos) << name;
+  }
+  EXPECT_NE(during.find("gpucap_tenant_mps_share_ratio{algorithm=\"batchdvfs\",model=\"inception_v1\",gpu=\"p40\","
+                        "simulated=\"true\",tenant=\"0\"} 1"),
+            std::string::npos);
+  const std::string twin_labels =
+      R"({gpu="0",UUID="GPU-SIMULATED-00000000",pci_bus_id="SIMULATED:00:00.0",device="nvidia0",modelName="Tesla P40 (simulated twin)",Hostname=")";
+  for (const char* name : {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_SM_CLOCK",
+                           "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP",
+                           "DCGM_FI_DEV_POWER_MGMT_LIMIT"}) {
+    EXPECT_NE(during.find(std::string(name) + twin_labels), std::string::npos) << name;
+  }
+  EXPECT_EQ(test::promtool_problems(during), std::vector<std::string>{});
+  // The schedule's step, 180 W then 120 W, in the scraped series.
+  ASSERT_FALSE(caps.empty());
+  EXPECT_EQ(caps.front(), 180.0);
+  EXPECT_EQ(caps.back(), 120.0);
+  EXPECT_TRUE(std::is_sorted(caps.rbegin(), caps.rend()));
+  const auto status = child.wait(30.0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
+TEST(LiveMetrics, APacedShareExportsItsWindowsAndPreemptions) {
+  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "share", "--gpu", "rtx2080ti", "--job",
+                            "bg=train:keras_resnet50:batch=32:until=fg", "--job",
+                            "fg=infer:keras_vgg16:batch=1:priority=high:requests=200:start=0.5", "--pace", "2",
+                            "--metrics", "127.0.0.1:0"},
+                           /*merge_stderr=*/true);
+  const auto url = test::read_metrics_url(child);
+  ASSERT_FALSE(url.empty());
+  std::optional<std::string> text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = test::scrape(url);
+    if (!text || test::series_value(*text, "gpucap_preemptions_total").value_or(0.0) >= 1.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(text.has_value()) << "the share ended before a preemption was scraped";
+  EXPECT_GE(*test::series_value(*text, "gpucap_preemptions_total"), 1.0);
+  EXPECT_NE(text->find("gpucap_tenant_batch_size{algorithm=\"none\",policy=\"switchflow\""), std::string::npos);
+  EXPECT_NE(text->find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-SIMULATED-00000000\""), std::string::npos);
+  EXPECT_EQ(test::promtool_problems(*text), std::vector<std::string>{});
+  child.signal(SIGKILL);
+}
+
+TEST(LiveMetrics, BadFlagsAreOneLine) {
+  expect_error({"run", "--gpu", "p40", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "150", "--pace", "fast"},
+               2, "--pace 'fast' must be 'realtime' or a speed factor");
+  expect_error({"run", "--gpu", "p40", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "150",
+                "--metrics", "nowhere"},
+               2, "expected HOST:PORT");
+  expect_error({"share", "--job", "a=train:keras_vgg16", "--pace", "0"}, 2, "--pace '0' must be");
+}
+
+}  // namespace
+}  // namespace gpucap
