@@ -44,6 +44,21 @@ TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
   for (const auto& p : zeus_fit_parameters(s, traces(), catalog())) EXPECT_NE(p.id, "p100") << p.name();
 }
 
+TEST(ZeusSource, TheTwinNeverAveragesAboveTheLimitOnAnyTrace) {
+  const auto s = setup();
+  const auto params = TwinParams::from(catalog());
+  for (const char* gpu : {"v100", "rtx6000", "p100"}) {
+    const auto f = compare_zeus_trace(params, catalog(), s, traces() + "/summary_power_" + gpu + ".csv");
+    EXPECT_EQ(f.skipped_rows, 0u) << gpu;
+    for (const auto& p : f.points) {
+      EXPECT_LE(p.twin.average_power_w, p.row.power_limit_w + 1e-9) << gpu << " " << p.row.dataset << " bs "
+                                                                      << p.row.batch_size << " at " << p.row.power_limit_w;
+    }
+    EXPECT_LE(f.twin_excess_w, std::max(0.0, f.real_excess_w)) << gpu;
+    EXPECT_GT(f.time_floor.n, 0u) << gpu;  // every trace has configurations the limit cannot matter to
+  }
+}
+
 TEST(ZeusSource, TheTraceGpuIsTheTwinGpuThatTakesItsLimits) {
   const std::vector<bench::ZeusPowerRow> rows = {{"imagenet", "resnet50", "adadelta", 64, 100.0, 1.0, 1.0, 2},
                                                  {"imagenet", "resnet50", "adadelta", 64, 250.0, 1.0, 1.0, 3}};
