@@ -131,7 +131,8 @@ int run(const Options& o) {
   std::vector<int> ports;
   std::string db_file;
   if (o.url) {
-    const auto parsed = gpucap::service::parse_listen_address(o.url->substr(o.url->find("://") + 3));
+    const auto parsed = gpucap::service::parse_listen_address(o.url->substr(o.url->find("://") + 3), "--url",
+                                                                    "http://127.0.0.1:8000");
     host = parsed.first;
     ports.push_back(parsed.second);
   } else {

@@ -64,7 +64,7 @@ class StopOnSignal {
 
 void serve(const ServeFlags& flags) {
   service::ServerOptions options;
-  std::tie(options.host, options.port) = service::parse_listen_address(flags.listen);
+  std::tie(options.host, options.port) = service::parse_listen_address(flags.listen, "--listen", "127.0.0.1:8000");
   if (flags.token_file) options.bearer_token = service::read_token_file(*flags.token_file);
   options.threads = flags.threads;
 

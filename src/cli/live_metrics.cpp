@@ -16,8 +16,10 @@ namespace {
 constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 constexpr double kPercent = 100.0;
 
+constexpr const char* kMetricsExample = "127.0.0.1:9400";
+
 service::MetricsServer start_server(const std::string& address, monitor::MetricsRegistry& registry) {
-  const auto [host, port] = service::parse_listen_address(address);
+  const auto [host, port] = service::parse_listen_address(address, "--metrics", kMetricsExample);
   return service::MetricsServer(host, port, [&registry] { return registry.render(); });
 }
 
@@ -39,6 +41,10 @@ std::optional<double> LiveFlags::pace_factor() const {
   return runtime::parse_pace(*pace);
 }
 
+void LiveFlags::check_address() const {
+  if (metrics) (void)service::parse_listen_address(*metrics, "--metrics", kMetricsExample);
+}
+
 LiveExport::LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
                        bool windows)
     : work_(registry_, std::move(labels), windows), server_(start_server(address, registry_)) {
@@ -49,9 +55,13 @@ LiveExport::LiveExport(const std::string& command, const std::string& address, m
   std::fflush(stderr);
 }
 
-monitor::Labels run_labels(const std::string& algorithm, const std::string& model, const std::string& gpu,
-                           bool simulated) {
-  return {{"algorithm", algorithm}, {"model", model}, {"gpu", gpu}, {"simulated", simulated ? "true" : "false"}};
+monitor::Labels run_labels(const std::string& algorithm, const std::string& model, const std::string& gpu_model,
+                           unsigned gpu_index, bool simulated) {
+  return {{"algorithm", algorithm},
+          {"model", model},
+          {"gpu_model", gpu_model},
+          {"gpu", std::to_string(gpu_index)},
+          {"simulated", simulated ? "true" : "false"}};
 }
 
 monitor::WindowFigures window_figures(const runtime::TraceRow& row) {
@@ -71,10 +81,9 @@ monitor::WindowFigures window_figures(const runtime::TraceRow& row) {
   return f;
 }
 
-RunExport::RunExport(const std::string& address, monitor::Labels labels, runtime::Platform& platform,
-                     const monitor::GpuIdentity& gpu)
-    : live_("run", address, std::move(labels), platform.simulated()),
-      gpu_(live_.registry(), {&platform.device()}, {gpu}, [&clock = platform.clock()] { return clock.now_s(); }) {
+RunExport::RunExport(LiveExport& live, runtime::Platform& platform, const monitor::GpuIdentity& gpu)
+    : live_(live),
+      gpu_(live.registry(), {&platform.device()}, {gpu}, [&clock = platform.clock()] { return clock.now_s(); }) {
   gpu_.publish();  // a scrape before the first window sees the GPU
 }
 
@@ -86,22 +95,23 @@ runtime::TraceSink RunExport::sink(runtime::TraceSink inner) {
   };
 }
 
-std::unique_ptr<RunExport> start_run_export(const LiveFlags& flags, monitor::Labels labels, runtime::Platform& platform,
-                                            const monitor::GpuIdentity& gpu) {
+std::unique_ptr<LiveExport> start_run_live(const LiveFlags& flags, monitor::Labels labels, bool simulated) {
   if (!flags.metrics) return nullptr;
-  return std::make_unique<RunExport>(*flags.metrics, std::move(labels), platform, gpu);
+  return std::make_unique<LiveExport>("run", *flags.metrics, std::move(labels), simulated);
 }
 
-ShareLive::ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario,
-                     std::vector<double> gpu_clock_levels_mhz)
+std::unique_ptr<RunExport> attach_run_export(LiveExport* live, runtime::Platform& platform,
+                                             const monitor::GpuIdentity& gpu) {
+  if (live == nullptr) return nullptr;
+  return std::make_unique<RunExport>(*live, platform, gpu);
+}
+
+ShareLive::ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario)
     : pacer_(std::move(pacer)),
       live_(live),
       gpu_(monitor::twin_identity(0, scenario.gpu.id, monitor::local_hostname())),
       max_power_w_(scenario.gpu.max_power_w),
       mps_(scenario.policy == sched::Policy::mps) {
-  if (!gpu_clock_levels_mhz.empty()) {
-    top_clock_mhz_ = *std::max_element(gpu_clock_levels_mhz.begin(), gpu_clock_levels_mhz.end());
-  }
   if (live_ != nullptr) monitor::declare_dcgm_metrics(live_->registry());
 }
 
@@ -115,9 +125,11 @@ void ShareLive::on_window(const sched::ShareProgress& p) {
   items_before_.resize(p.items_done.size(), 0);
   monitor::WindowFigures f;
   f.cap_w = p.window.cap_w;
-  f.max_power_w = p.window.mean_power_w;  // the share twin keeps one figure per window
+  f.max_power_w = kNotMeasured;  // the share twin keeps only each window's mean
   f.mean_power_w = p.window.mean_power_w;
-  f.sm_clock_mhz = p.knobs.gpu_clock_mhz > 0.0 ? p.knobs.gpu_clock_mhz : top_clock_mhz_;
+  // The clock a controller set; without one the GPU chooses, and the twin does not say which.
+  f.sm_clock_mhz = p.knobs.gpu_clock_mhz > 0.0 ? p.knobs.gpu_clock_mhz : kNotMeasured;
+  f.memory_clock_mhz = kNotMeasured;
   f.over_cap = p.window.cap_w > 0.0 && p.window.mean_power_w > p.window.cap_w;
   // Under MPS the live jobs share the GPU equally; other policies do not split it by share.
   const auto live_jobs = std::count_if(p.jobs.begin(), p.jobs.end(), [](const sched::ShareJobView& j) { return j.live; });
@@ -137,13 +149,14 @@ void ShareLive::on_window(const sched::ShareProgress& p) {
   monitor::GpuReading gpu;
   gpu.power_w = p.window.mean_power_w;
   gpu.energy_j = p.gpu_energy_j;
-  gpu.sm_clock_mhz = f.sm_clock_mhz > 0.0 ? f.sm_clock_mhz : kNotMeasured;
+  gpu.sm_clock_mhz = f.sm_clock_mhz;
   gpu.memory_clock_mhz = kNotMeasured;
   gpu.utilization_pct = length_s > 0.0 ? kPercent * std::clamp((p.gpu_busy_s - busy_before_s_) / length_s, 0.0, 1.0) : 0.0;
   busy_before_s_ = p.gpu_busy_s;
   gpu.memory_utilization_pct = kNotMeasured;
   gpu.temperature_c = kNotMeasured;
-  gpu.power_limit_w = max_power_w_ > 0.0 ? max_power_w_ : kNotMeasured;
+  // The limit in force: the cap of the window, else the board's own (the twin's maximum power).
+  gpu.power_limit_w = p.window.cap_w > 0.0 ? p.window.cap_w : (max_power_w_ > 0.0 ? max_power_w_ : kNotMeasured);
   monitor::publish_dcgm(live_->registry(), gpu_, gpu);
 }
 

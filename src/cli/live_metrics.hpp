@@ -27,14 +27,16 @@ struct LiveFlags {
   void add_to(CLI::App& app, bool with_pace);
   // The pace factor, if --pace was given (Error(usage) for a bad one).
   [[nodiscard]] std::optional<double> pace_factor() const;
+  // Error(usage) for a --metrics that is not HOST:PORT: call before anything starts.
+  void check_address() const;
 };
 
 // A running exporter: its registry, gpucap's work metrics in it, and the HTTP server. The URL is
 // announced on stderr ("... metrics at http://HOST:PORT/metrics"), so stdout keeps only results.
 class LiveExport {
  public:
-  // Error(usage) for a bad address, Error(io) when it cannot be bound.
-  // `windows`: a run or share (see WorkMetrics).
+  // Binds `address` (--metrics) at once: Error(usage) for a bad address, Error(io) when it cannot
+  // be bound. `windows`: a run or share (see WorkMetrics).
   LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
              bool windows = true);
   [[nodiscard]] monitor::MetricsRegistry& registry() { return registry_; }
@@ -46,9 +48,10 @@ class LiveExport {
   service::MetricsServer server_;
 };
 
-// The labels of every gpucap_* series of a run: algorithm, model, gpu, simulated.
-[[nodiscard]] monitor::Labels run_labels(const std::string& algorithm, const std::string& model, const std::string& gpu,
-                                         bool simulated);
+// The labels of every gpucap_* series of a run: algorithm, model, gpu_model (the GPU's model),
+// gpu (its index, as on its DCGM_* series, so the two join) and simulated.
+[[nodiscard]] monitor::Labels run_labels(const std::string& algorithm, const std::string& model,
+                                         const std::string& gpu_model, unsigned gpu_index, bool simulated);
 
 // A Runner window as the exporter's figures.
 [[nodiscard]] monitor::WindowFigures window_figures(const runtime::TraceRow& row);
@@ -57,26 +60,27 @@ class LiveExport {
 // thread at each window (the device is never read from the server's thread).
 class RunExport {
  public:
-  // Errors as LiveExport's.
-  RunExport(const std::string& address, monitor::Labels labels, runtime::Platform& platform,
-            const monitor::GpuIdentity& gpu);
+  // The GPU's metrics join `live` (already serving), read from the platform's device.
+  RunExport(LiveExport& live, runtime::Platform& platform, const monitor::GpuIdentity& gpu);
   // `inner`, then the export of the window.
   [[nodiscard]] runtime::TraceSink sink(runtime::TraceSink inner);
 
  private:
-  LiveExport live_;
+  LiveExport& live_;
   monitor::GpuExporter gpu_;
 };
 
-// The exporter of a run if --metrics was given, else nullptr.
-[[nodiscard]] std::unique_ptr<RunExport> start_run_export(const LiveFlags& flags, monitor::Labels labels,
-                                                          runtime::Platform& platform, const monitor::GpuIdentity& gpu);
+// --metrics of a run, bound before anything runs (before the trace file, before any profiling):
+// nullptr without --metrics. Errors as LiveExport's.
+[[nodiscard]] std::unique_ptr<LiveExport> start_run_live(const LiveFlags& flags, monitor::Labels labels, bool simulated);
+// The run's exporter once its platform exists; nullptr when `live` is.
+[[nodiscard]] std::unique_ptr<RunExport> attach_run_export(LiveExport* live, runtime::Platform& platform,
+                                                           const monitor::GpuIdentity& gpu);
 
 // For `gpucap share`: paces the simulation and exports each window (either may be absent).
 class ShareLive final : public sched::ShareObserver {
  public:
-  ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario,
-            std::vector<double> gpu_clock_levels_mhz);
+  ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario);
   void on_time(double now_s) override;
   void on_window(const sched::ShareProgress& progress) override;
 
@@ -86,7 +90,6 @@ class ShareLive final : public sched::ShareObserver {
   monitor::GpuIdentity gpu_;
   double max_power_w_ = 0.0;
   bool mps_ = false;
-  double top_clock_mhz_ = 0.0;
   std::vector<std::int64_t> items_before_;
   double busy_before_s_ = 0.0;
 };

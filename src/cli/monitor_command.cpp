@@ -228,7 +228,7 @@ int measure_command(const MonitorFlags& flags) {
 // Serves the GPUs' readings, taken at each scrape, until SIGINT or SIGTERM.
 void serve_metrics(const MonitorFlags& flags) {
   const auto address = flags.listen.empty() ? std::string(kDefaultListen) : flags.listen.front();
-  const auto [host, port] = service::parse_listen_address(address);
+  const auto [host, port] = service::parse_listen_address(address, "--listen", kDefaultListen);
   const auto gpus = open_gpus(flags);
   monitor::MetricsRegistry registry;
   monitor::GpuExporter exporter(registry, gpus.pointers(), gpus.identities(), monitor::steady_seconds_clock());

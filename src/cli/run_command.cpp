@@ -243,11 +243,12 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
 
   spec.sim.pace = flags.live.pace_factor();
 
+  const auto& gpu = catalog.gpu(spec.gpu);
+  // --metrics bound before anything runs or any file is made: a bad or busy address fails first.
+  const auto metrics = start_run_live(flags.live, run_labels(spec.algorithm, spec.model, gpu.id, 0, true), true);
   runtime::SimJob job(catalog, spec);  // validates before any file is created
   auto trace = open_trace(flags.trace_path, /*simulated=*/true);
-  const auto& gpu = catalog.gpu(spec.gpu);
-  const auto live = start_run_export(flags.live, run_labels(spec.algorithm, spec.model, gpu.id, true), job.platform(),
-                                     monitor::twin_identity(0, gpu.name, monitor::local_hostname()));
+  const auto live = attach_run_export(metrics.get(), job.platform(), monitor::twin_identity(0, gpu.name, monitor::local_hostname()));
   const StopOnSignals stop_on_signals;
   const auto summary = job.run(live ? live->sink(trace.sink) : trace.sink, &stop_requested);
   if (flags.json) {
@@ -364,6 +365,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
   reject_for_platform(flags.live.pace.has_value(), "--pace", "nvml (a real GPU runs in real time)");
+  flags.live.check_address();
   const auto fitted = fitted_predictor(flags);
   const bool mps = control::needs_mps_planning(flags.algorithm);
   const bool published_fits = mps && !control::plans_with_fitted_predictor(flags.algorithm);  // pctodl, directcap
@@ -424,12 +426,15 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   if (fitted) controller_options.mps_planning = runtime::fitted_planning(info.sm_clocks_mhz, *fitted);
   if (published) controller_options.mps_planning = published;
   controller_options.gpu_chooses_clocks = !flags.allow_gpu_control;
-  auto trace = open_trace(flags.trace_path, /*simulated=*/false);  // before minutes of measurements, not after
+  // --metrics (a busy address fails here) and the trace file: before minutes of measurements, not after.
+  const auto metrics = start_run_live(
+      flags.live, run_labels(flags.algorithm, std::filesystem::path(*flags.real.model_file).stem().string(), info.name, info.index,
+                 false),
+      false);
+  auto trace = open_trace(flags.trace_path, /*simulated=*/false);
+  const auto live = attach_run_export(metrics.get(), platform, monitor::nvml_identity(info, monitor::local_hostname()));
   measure_before_run(flags, platform, config.schedule, budget, controller_options);
   const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
-  const auto live = start_run_export(
-      flags.live, run_labels(flags.algorithm, std::filesystem::path(*flags.real.model_file).stem().string(), info.name, false),
-      platform, monitor::nvml_identity(info, monitor::local_hostname()));
   const StopOnSignals stop_on_signals;
   config.stop = &stop_requested;
   const auto summary = runtime::run_job(platform, *controller, config, live ? live->sink(trace.sink) : trace.sink);

@@ -269,7 +269,7 @@ monitor::Labels share_labels(const sched::ShareScenario& scenario, const std::st
   std::vector<std::string> models;
   for (const auto& job : scenario.jobs) models.push_back(job.model);
   return {{"algorithm", algorithm}, {"policy", sched::to_string(scenario.policy)}, {"model", join(models, ",")},
-          {"gpu", scenario.gpu.id}, {"simulated", "true"}};
+          {"gpu_model", scenario.gpu.id}, {"gpu", "0"}, {"simulated", "true"}};
 }
 
 }  // namespace
@@ -369,7 +369,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             std::unique_ptr<ShareLive> observer;
             if (live || pace) {
               observer = std::make_unique<ShareLive>(pace ? std::optional<runtime::Pacer>(runtime::Pacer(*pace)) : std::nullopt,
-                                                     live.get(), scenario, twin.clock_levels_mhz(scenario.gpu));
+                                                     live.get(), scenario);
               scenario.observer = observer.get();
             }
             const auto result = sched::simulate_share(scenario, twin);

@@ -75,12 +75,15 @@ Labels WorkMetrics::with(const char* name, const std::string& value) const {
 
 void WorkMetrics::window(const WindowFigures& f) {
   auto& r = registry_;
+  const auto set_if_known = [&](const char* name, double value) {
+    if (!std::isnan(value)) r.set(name, labels_, value);
+  };
   r.set("gpucap_power_cap_watts", labels_, f.cap_w);
-  r.set("gpucap_window_max_power_watts", labels_, f.max_power_w);
+  set_if_known("gpucap_window_max_power_watts", f.max_power_w);
   r.set("gpucap_window_mean_power_watts", labels_, f.mean_power_w);
   r.set("gpucap_batch_size", labels_, f.batch_size);
-  r.set("gpucap_sm_clock_hertz", labels_, f.sm_clock_mhz * kHertzPerMegahertz);
-  r.set("gpucap_memory_clock_hertz", labels_, f.memory_clock_mhz * kHertzPerMegahertz);
+  set_if_known("gpucap_sm_clock_hertz", f.sm_clock_mhz * kHertzPerMegahertz);
+  set_if_known("gpucap_memory_clock_hertz", f.memory_clock_mhz * kHertzPerMegahertz);
   r.set("gpucap_throughput_images_per_second", labels_, f.throughput_img_s);
   for (const auto& tenant : f.tenants) {
     if (!std::isnan(tenant.mps_share_pct)) {

@@ -6,12 +6,22 @@ namespace {
 constexpr int kOk = 200;
 constexpr int kCreated = 201;
 
-// The request's batch_size; 0 when the body has none (the API already answered it).
-int batch_size_of(std::string_view body) {
-  const auto json = nlohmann::json::parse(body, nullptr, false);
-  if (!json.is_object() || !json.contains("batch_size") || !json["batch_size"].is_number_integer()) return 0;
-  return json["batch_size"].get<int>();
+// Bodies are read leniently: a field missing or of another type reads as 0 or false, so that
+// counting never throws (nor changes what the API answered).
+int integer_field(const nlohmann::json& body, const char* key) {
+  if (!body.is_object()) return 0;
+  const auto it = body.find(key);
+  return it != body.end() && it->is_number_integer() ? it->get<int>() : 0;
 }
+
+bool flag_field(const nlohmann::json& body, const char* key) {
+  if (!body.is_object()) return false;
+  const auto it = body.find(key);
+  return it != body.end() && it->is_boolean() && it->get<bool>();
+}
+
+// The request's batch_size; 0 when the body has none (the API already answered it).
+int batch_size_of(std::string_view body) { return integer_field(nlohmann::json::parse(body, nullptr, false), "batch_size"); }
 
 }  // namespace
 
@@ -23,12 +33,11 @@ std::optional<std::pair<monitor::TrialEvent, int>> bso_event(std::string_view ro
   }
   if (answer.status != kOk) return std::nullopt;
   if (route == "GET /jobs/batch_size") {
-    const auto& body = answer.body;
-    return std::pair{TrialEvent::dispatched, body.contains("batch_size") ? body["batch_size"].get<int>() : 0};
+    return std::pair{TrialEvent::dispatched, integer_field(answer.body, "batch_size")};
   }
   if (route == "POST /report") {
-    const bool stop = answer.body.value("stop_train", false);
-    const bool converged = answer.body.value("converged", false);
+    const bool stop = flag_field(answer.body, "stop_train");
+    const bool converged = flag_field(answer.body, "converged");
     const auto event =
         !stop ? TrialEvent::reported_continue : (converged ? TrialEvent::reported_converged : TrialEvent::reported_failed);
     return std::pair{event, batch_size_of(request_body)};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -83,16 +84,17 @@ void send(httplib::Response& response, const ApiResponse& answer) {
 
 }  // namespace
 
-std::pair<std::string, int> parse_listen_address(const std::string& text) {
+std::pair<std::string, int> parse_listen_address(const std::string& text, std::string_view option,
+                                                std::string_view example) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
-    throw usage_error(fmt::format("--listen '{}': expected HOST:PORT, e.g. 127.0.0.1:8000", text));
+    throw usage_error(fmt::format("{} '{}': expected HOST:PORT, e.g. {}", option, text, example));
   }
   const auto port_text = text.substr(colon + 1);
   int port = -1;
   const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
-    throw usage_error(fmt::format("--listen '{}': the port must be a number from 0 to 65535", text));
+    throw usage_error(fmt::format("{} '{}': the port must be a number from 0 to 65535", option, text));
   }
   auto host = text.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);  // [::1]
@@ -118,9 +120,21 @@ struct BsoServer::Impl {
         return;
       }
       const auto answer = call(request);
-      if (options.on_answer) options.on_answer(route, request.body, answer);
+      notify(route, request.body, answer);
       send(response, answer);
     };
+  }
+
+  // Tells on_answer (metrics) of an answer; whatever it throws changes nothing of the answer.
+  void notify(const char* route, const std::string& body, const ApiResponse& answer) const noexcept {
+    if (!options.on_answer) return;
+    try {
+      options.on_answer(route, body, answer);
+    } catch (const std::exception& e) {
+      spdlog::warn("bso serve: the metrics could not count a {} answer: {}", route, e.what());
+    } catch (...) {
+      spdlog::warn("bso serve: the metrics could not count a {} answer", route);
+    }
   }
 
   [[nodiscard]] bool authorized(const httplib::Request& request) const {

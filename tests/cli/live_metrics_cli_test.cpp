@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "cli/metrics_scrape.hpp"
 #include "support/child_process.hpp"
 #include "support/cli_runner.hpp"
+#include "gpucap/core/files.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap {
@@ -30,7 +33,7 @@ TEST(LiveMetrics, APacedTwinRunIsScrapedLiveAndShowsItsCapStep) {
                            /*merge_stderr=*/true);
   const auto url = test::read_metrics_url(child);
   ASSERT_FALSE(url.empty()) << "no metrics URL announced";
-  const std::string run_labels = R"({algorithm="batchdvfs",model="inception_v1",gpu="p40",simulated="true"})";
+  const std::string run_labels = R"({algorithm="batchdvfs",model="inception_v1",gpu_model="p40",gpu="0",simulated="true"})";
   std::vector<double> caps;
   std::string during;  // a scrape after some windows, while the run goes on
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -50,7 +53,7 @@ TEST(LiveMetrics, APacedTwinRunIsScrapedLiveAndShowsItsCapStep) {
                            "gpucap_windows_over_cap_total", "gpucap_images_total"}) {
     EXPECT_NE(during.find(std::string(name) + run_labels), std::string::npos) << name;
   }
-  EXPECT_NE(during.find("gpucap_tenant_mps_share_ratio{algorithm=\"batchdvfs\",model=\"inception_v1\",gpu=\"p40\","
+  EXPECT_NE(during.find("gpucap_tenant_mps_share_ratio{algorithm=\"batchdvfs\",model=\"inception_v1\",gpu_model=\"p40\",gpu=\"0\","
                         "simulated=\"true\",tenant=\"0\"} 1"),
             std::string::npos);
   const std::string twin_labels =
@@ -75,7 +78,7 @@ TEST(LiveMetrics, APacedShareExportsItsWindowsAndPreemptions) {
   test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "share", "--gpu", "rtx2080ti", "--job",
                             "bg=train:keras_resnet50:batch=32:until=fg", "--job",
                             "fg=infer:keras_vgg16:batch=1:priority=high:requests=200:start=0.5", "--pace", "2",
-                            "--metrics", "127.0.0.1:0"},
+                            "--power-cap", "240", "--metrics", "127.0.0.1:0"},
                            /*merge_stderr=*/true);
   const auto url = test::read_metrics_url(child);
   ASSERT_FALSE(url.empty());
@@ -88,8 +91,17 @@ TEST(LiveMetrics, APacedShareExportsItsWindowsAndPreemptions) {
   }
   ASSERT_TRUE(text.has_value()) << "the share ended before a preemption was scraped";
   EXPECT_GE(*test::series_value(*text, "gpucap_preemptions_total"), 1.0);
-  EXPECT_NE(text->find("gpucap_tenant_batch_size{algorithm=\"none\",policy=\"switchflow\""), std::string::npos);
+  EXPECT_NE(text->find("gpucap_tenant_batch_size{algorithm=\"none\",policy=\"switchflow\",model=\"keras_resnet50,"
+                       "keras_vgg16\",gpu_model=\"rtx2080ti\",gpu=\"0\""),
+            std::string::npos);
   EXPECT_NE(text->find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-SIMULATED-00000000\""), std::string::npos);
+  // The limit in force is the cap; what the share twin does not know is not exported.
+  EXPECT_EQ(test::series_value(*text, "DCGM_FI_DEV_POWER_MGMT_LIMIT"), 240.0);
+  EXPECT_EQ(test::series_value(*text, "gpucap_power_cap_watts"), 240.0);
+  EXPECT_FALSE(test::series_value(*text, "gpucap_window_max_power_watts").has_value());
+  EXPECT_FALSE(test::series_value(*text, "gpucap_sm_clock_hertz").has_value());
+  EXPECT_FALSE(test::series_value(*text, "gpucap_memory_clock_hertz").has_value());
+  EXPECT_TRUE(std::isnan(*test::series_value(*text, "DCGM_FI_DEV_SM_CLOCK")));
   EXPECT_EQ(test::promtool_problems(*text), std::vector<std::string>{});
   child.signal(SIGKILL);
 }
@@ -99,8 +111,23 @@ TEST(LiveMetrics, BadFlagsAreOneLine) {
                2, "--pace 'fast' must be 'realtime' or a speed factor");
   expect_error({"run", "--gpu", "p40", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "150",
                 "--metrics", "nowhere"},
-               2, "expected HOST:PORT");
+               2, "--metrics 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9400");
+  expect_error({"monitor", "--listen", "nowhere"}, 2, "--listen 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9400");
+  expect_error({"bso", "serve", "--metrics", "h:99999"}, 2, "--metrics 'h:99999': the port must be");
   expect_error({"share", "--job", "a=train:keras_vgg16", "--pace", "0"}, 2, "--pace '0' must be");
+}
+
+// A --metrics address in use fails (exit code 4) before anything runs: no trace file is made.
+TEST(LiveMetrics, ABusyMetricsAddressFailsBeforeTheRunStarts) {
+  httplib::Server busy;
+  const int port = busy.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  test::TempDir dir;
+  const auto trace = dir.file("trace.csv");
+  expect_error({"run", "--gpu", "p40", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "150",
+                "--images", "100", "--trace", trace, "--metrics", "127.0.0.1:" + std::to_string(port)},
+               4, "cannot listen on 127.0.0.1:");
+  EXPECT_FALSE(std::filesystem::exists(trace));
 }
 
 }  // namespace

@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <regex>
 #include <set>
 
 #include "gpucap/core/error.hpp"
 #include "service/backends.hpp"
 #include "service/harness.hpp"
+#include "support/expect_error.hpp"
 
 namespace gpucap::test {
 namespace {
@@ -202,12 +204,41 @@ TEST_F(BadRequestTest, RepeatedAndLateReportsAreAnsweredAgainNotAppliedTwice) {
   EXPECT_EQ(store_->load_job("job-1"), done);
 }
 
-TEST(ServerAddress, ListenAndTokenFlags) {
-  EXPECT_EQ(service::parse_listen_address("127.0.0.1:0"), (std::pair<std::string, int>{"127.0.0.1", 0}));
-  EXPECT_EQ(service::parse_listen_address("[::1]:8000"), (std::pair<std::string, int>{"::1", 8000}));
-  for (const auto* bad : {"8000", "host:", ":80", "h:65536", "h:-1", "h:80x"}) {
-    EXPECT_THROW((void)service::parse_listen_address(bad), Error) << bad;
+// The metrics hook (bso serve --metrics) throws at every answer: the API answers as without it.
+class ThrowingMetricsTest : public BadRequestTest {
+ protected:
+  service::ServerOptions options() override {
+    auto o = BadRequestTest::options();
+    o.on_answer = [this](std::string_view, std::string_view, const service::ApiResponse&) {
+      ++calls_;
+      throw std::runtime_error("the metrics broke");
+    };
+    return o;
   }
+  std::atomic<int> calls_{0};
+};
+
+TEST_F(ThrowingMetricsTest, AHookThatThrowsChangesNoAnswer) {
+  // SetUp registered the job and ran three recurrences, every answer as expected.
+  EXPECT_GE(calls_.load(), 8);
+  const auto res = client_->Get("/jobs/batch_size?job_id=job-1");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_TRUE(nlohmann::json::parse(res->body).at("batch_size").is_number_integer()) << res->body;
+}
+
+TEST(ServerAddress, ListenAndTokenFlags) {
+  const auto parse = [](const std::string& text) { return service::parse_listen_address(text, "--listen", "127.0.0.1:8000"); };
+  EXPECT_EQ(parse("127.0.0.1:0"), (std::pair<std::string, int>{"127.0.0.1", 0}));
+  EXPECT_EQ(parse("[::1]:8000"), (std::pair<std::string, int>{"::1", 8000}));
+  for (const auto* bad : {"8000", "host:", ":80", "h:65536", "h:-1", "h:80x"}) {
+    EXPECT_THROW((void)parse(bad), Error) << bad;
+  }
+  // The message names the flag the address came from, with an example of its own.
+  test::expect_error_from([] { (void)service::parse_listen_address("nowhere", "--metrics", "127.0.0.1:9400"); },
+                          ErrorCode::usage, "--metrics 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9400");
+  test::expect_error_from([] { (void)service::parse_listen_address("h:99999", "--metrics", "127.0.0.1:9400"); },
+                          ErrorCode::usage, "--metrics 'h:99999': the port must be");
   TempDir dir;
   EXPECT_EQ(service::read_token_file(dir.write("token", "  abc\n")), "abc");
   EXPECT_THROW((void)service::read_token_file(dir.write("empty", "\n")), Error);

@@ -32,5 +32,19 @@ TEST(BsoMetrics, RefusalsAndOtherRoutesCountNothing) {
   EXPECT_DOUBLE_EQ(registry.value("gpucap_bso_events_total", {{"event", "ended"}, {"batch_size", ""}}), 1.0);
 }
 
+// Answers or requests of unexpected shapes count as events without a batch size; nothing throws.
+TEST(BsoMetrics, BodiesOfUnexpectedTypesCountWithoutThrowing) {
+  EXPECT_EQ(bso_event("GET /jobs/batch_size", "", {200, {{"batch_size", "64"}}}), (std::pair{TrialEvent::dispatched, 0}));
+  EXPECT_EQ(bso_event("GET /jobs/batch_size", "", {200, nlohmann::json::array({1, 2})}),
+            (std::pair{TrialEvent::dispatched, 0}));
+  EXPECT_EQ(bso_event("GET /jobs/batch_size", "", {200, "64"}), (std::pair{TrialEvent::dispatched, 0}));
+  EXPECT_EQ(bso_event("POST /report", R"({"batch_size": "32"})", {200, {{"stop_train", "yes"}, {"converged", 1}}}),
+            (std::pair{TrialEvent::reported_continue, 0}));
+  EXPECT_EQ(bso_event("POST /report", "[32]", {200, nlohmann::json::array()}), (std::pair{TrialEvent::reported_continue, 0}));
+  EXPECT_EQ(bso_event("POST /report", "{}", {200, {{"stop_train", true}, {"converged", "true"}}}),
+            (std::pair{TrialEvent::reported_failed, 0}));
+  EXPECT_EQ(bso_event("PATCH /trials", R"({"batch_size": 1e3})", {200, 7}), (std::pair{TrialEvent::ended, 0}));
+}
+
 }  // namespace
 }  // namespace gpucap::service

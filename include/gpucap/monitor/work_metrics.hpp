@@ -14,13 +14,14 @@
 namespace gpucap::monitor {
 
 // One power window of a run or a share.
+// NaN: not known, and then not exported (the series is left out, not set to a guess).
 struct WindowFigures {
   double cap_w = 0.0;               // 0: no cap
-  double max_power_w = 0.0;
+  double max_power_w = 0.0;         // NaN where the window keeps only its mean (share)
   double mean_power_w = 0.0;
   int batch_size = 0;               // 0: not one batch size (share: see the jobs')
-  double sm_clock_mhz = 0.0;        // 0: not known
-  double memory_clock_mhz = 0.0;
+  double sm_clock_mhz = 0.0;        // NaN: not known (the GPU chooses it)
+  double memory_clock_mhz = 0.0;    // NaN: not known
   double throughput_img_s = 0.0;
   std::int64_t images = 0;          // finished in the window
   bool over_cap = false;

@@ -24,11 +24,14 @@ struct ServerOptions {
   std::size_t max_body_bytes = std::size_t{1} << 20U;  // larger bodies are refused (413)
   // Told of every answer of a route ("POST /jobs", "GET /jobs/batch_size", "POST /report",
   // "PATCH /trials", "DELETE /jobs") with the request's body, from the server's threads (metrics).
+  // What it throws is logged and changes nothing of the answer.
   std::function<void(std::string_view route, std::string_view request_body, const ApiResponse& answer)> on_answer;
 };
 
-// HOST:PORT (PORT 0 to 65535); Error(usage) otherwise.
-[[nodiscard]] std::pair<std::string, int> parse_listen_address(const std::string& text);
+// HOST:PORT (PORT 0 to 65535); Error(usage) otherwise, naming `option` (the flag it came from,
+// e.g. "--metrics") and giving `example` (e.g. "127.0.0.1:9400").
+[[nodiscard]] std::pair<std::string, int> parse_listen_address(const std::string& text, std::string_view option,
+                                                               std::string_view example);
 
 // The token in `path` (surrounding whitespace removed); Error(io) if it cannot be read,
 // Error(usage) if it is empty.
