@@ -94,8 +94,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   spdlog::set_pattern("gpucap: %l: %v");
   // Before anything else: settings a killed gpucap left on a GPU go back as they were. Not in an
-  // MPS worker: its parent gpucap owns the GPU's settings (and did this when it started).
-  if (chosen->app->get_name() != "mps-worker") {
+  // MPS worker: its parent gpucap owns the GPU's settings (and did this when it started). Not in
+  // monitor, which only reads (it may watch a GPU another gpucap is controlling right now): the
+  // next other command restores them.
+  const auto name = chosen->app->get_name();
+  if (name != "mps-worker" && name != "monitor") {
     gpucap::cli::recover_gpu_settings(gpucap::cli::default_nvml_library());
   }
   try {

@@ -6,6 +6,8 @@
 #include <array>
 #include <limits>
 
+#include "gpucap/core/error.hpp"
+
 namespace gpucap::monitor {
 namespace {
 
@@ -23,28 +25,41 @@ struct DcgmField {
   double scale;  // gpucap's unit to dcgm-exporter's
 };
 
-// dcgm-exporter's names and help texts (its default-counters.csv), with gpucap's energy origin.
+// dcgm-exporter's metric names (they must match for its dashboards to work) and types; the help
+// texts are gpucap's own words, saying what gpucap puts in each.
 const std::array<DcgmField, 8>& dcgm_fields() {
   static const std::array<DcgmField, 8> fields = {{
-      {"DCGM_FI_DEV_SM_CLOCK", MetricType::gauge, "SM clock frequency (in MHz).", &GpuReading::sm_clock_mhz, 1.0},
-      {"DCGM_FI_DEV_MEM_CLOCK", MetricType::gauge, "Memory clock frequency (in MHz).", &GpuReading::memory_clock_mhz,
+      {"DCGM_FI_DEV_SM_CLOCK", MetricType::gauge, "Streaming-multiprocessor clock, in MHz.", &GpuReading::sm_clock_mhz,
        1.0},
-      {"DCGM_FI_DEV_GPU_TEMP", MetricType::gauge, "GPU temperature (in C); NaN where the GPU has no sensor (the twin).",
+      {"DCGM_FI_DEV_MEM_CLOCK", MetricType::gauge, "Memory clock, in MHz.", &GpuReading::memory_clock_mhz, 1.0},
+      {"DCGM_FI_DEV_GPU_TEMP", MetricType::gauge, "GPU temperature in degrees Celsius; NaN without a sensor (the twin).",
        &GpuReading::temperature_c, 1.0},
-      {"DCGM_FI_DEV_POWER_USAGE", MetricType::gauge, "Power draw (in W).", &GpuReading::power_w, 1.0},
+      {"DCGM_FI_DEV_POWER_USAGE", MetricType::gauge,
+       "Power the board draws, in W: NVML's instantaneous reading where the driver has one, else its power usage.",
+       &GpuReading::power_w, 1.0},
       {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", MetricType::counter,
-       "Total energy consumption since gpucap began measuring (in mJ).", &GpuReading::energy_j, kMillijoulesPerJoule},
-      {"DCGM_FI_DEV_GPU_UTIL", MetricType::gauge, "GPU utilization (in %).", &GpuReading::utilization_pct, 1.0},
-      {"DCGM_FI_DEV_MEM_COPY_UTIL", MetricType::gauge, "Memory utilization (in %); NaN where not measured (the twin).",
+       "Energy the board used since gpucap began measuring, in mJ.", &GpuReading::energy_j, kMillijoulesPerJoule},
+      {"DCGM_FI_DEV_GPU_UTIL", MetricType::gauge, "Share of time a kernel ran on the GPU, in %.",
+       &GpuReading::utilization_pct, 1.0},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", MetricType::gauge,
+       "Share of time device memory was read or written, in %; NaN where not measured (the twin).",
        &GpuReading::memory_utilization_pct, 1.0},
-      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", MetricType::gauge, "Power management limit (in W).", &GpuReading::power_limit_w,
-       1.0},
+      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", MetricType::gauge, "Power limit (cap) in force, in W.",
+       &GpuReading::power_limit_w, 1.0},
   }};
   return fields;
 }
 
+// NaN for a signal the device lacks, or one its driver answers "not supported" for (NVML lists
+// every signal; a board without, say, a utilization counter says so only when read).
 double read_or_nan(device::Device& device, Signal signal) {
-  return device.has_signal(signal) ? device.read(signal) : kNotMeasured;
+  if (!device.has_signal(signal)) return kNotMeasured;
+  try {
+    return device.read(signal);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::unsupported) return kNotMeasured;
+    throw;
+  }
 }
 
 // The limit in force: the control where it was set, else the board's default.

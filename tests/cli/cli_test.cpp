@@ -346,8 +346,15 @@ TEST(Cli, SettingsOfAKilledProcessAreRestoredByTheNextGpucapStart) {
   EXPECT_EQ(gpu["power_limit_mw"], 250000);
   ASSERT_TRUE(std::filesystem::exists(journal));
 
-  // The next start of gpucap, whatever the command, puts everything back.
+  // gpucap monitor only reads: it leaves the settings and the journal as they are.
   setenv("GPUCAP_NVML_LIB", GPUCAP_FAKE_NVML_PATH, 1);
+  const auto monitored = gpucap({"monitor", "--", "true"});
+  EXPECT_EQ(monitored.exit_code, 0) << monitored.err;
+  EXPECT_EQ(monitored.err.find("restored"), std::string::npos) << monitored.err;
+  EXPECT_EQ(nlohmann::json::parse(read_text_file(state))["devices"][0]["power_limit_mw"], 250000);
+  EXPECT_TRUE(std::filesystem::exists(journal));
+
+  // The next start of gpucap, whatever other command, puts everything back.
   const auto next = gpucap({"list", "gpus"});
   unsetenv("GPUCAP_NVML_LIB");
   unsetenv("GPUCAP_RESTORE_JOURNAL");
