@@ -3,6 +3,8 @@
 // N times back to back on one keep-alive connection (latency p50/p99/max), then once a second for
 // S seconds while reading the exporter's CPU time from /proc (its share of one core). Loopback
 // only, bounded in count and time. A program of its own, like bso_serve_load: it paces itself.
+// Exit code 1 when a target is missed (p99 >= --max-p99-ms, CPU >= --max-cpu-percent of a core),
+// so that a script can check them; 2 when the exporter does not start or a scrape fails.
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -59,7 +61,7 @@ Exporter start_exporter(const std::string& gpucap) {
   ::close(fds[0]);
   std::smatch match;
   if (!std::regex_search(line, match, std::regex(R"(127\.0\.0\.1:([0-9]+)/metrics)"))) {
-    throw std::runtime_error("the exporter did not start: '" + line + "' (is GPUCAP_NVML_LIB set?)");
+    throw std::runtime_error("the exporter did not start: '" + line + "' (is GPUCAP_NVML_LIB set? see docs/benchmarks.md)");
   }
   e.port = std::stoi(match[1].str());
   return e;
@@ -94,7 +96,14 @@ int main(int argc, char** argv) {
   app.add_option("--gpucap", gpucap, "The gpucap binary")->capture_default_str();
   app.add_option("--scrapes", scrapes, "Back-to-back scrapes")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--idle-seconds", idle_s, "Seconds at 1 scrape/s for the CPU figure")->capture_default_str()->check(CLI::Range(1, 600));
+  double max_p99_ms = 10.0;
+  double max_cpu_percent = 1.0;
+  app.add_option("--max-p99-ms", max_p99_ms, "Target: scrape latency p99 below this (issue 17: 10 ms)")->capture_default_str();
+  app.add_option("--max-cpu-percent", max_cpu_percent, "Target: exporter CPU at 1 scrape/s below this % of one core (issue 17: 1)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  constexpr int kTargetMissed = 1;
+  constexpr int kFailed = 2;
 
   const auto exporter = start_exporter(gpucap);
   httplib::Client client("127.0.0.1", exporter.port);
@@ -108,12 +117,13 @@ int main(int argc, char** argv) {
     if (!answer || answer->status != 200) {
       std::fprintf(stderr, "scrape %d failed\n", i);
       ::kill(exporter.pid, SIGKILL);
-      return 1;
+      return kFailed;
     }
     bytes = answer->body.size();
   }
+  const double p99_ms = percentile(latencies_ms, 99);
   fmt::print("{} scrapes of {} bytes: p50 {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms\n", scrapes, bytes,
-             percentile(latencies_ms, 50), percentile(latencies_ms, 99), percentile(latencies_ms, 100));
+             percentile(latencies_ms, 50), p99_ms, percentile(latencies_ms, 100));
 
   const double cpu_before_s = cpu_seconds(exporter.pid);
   const auto idle_start = Clock::now();
@@ -123,10 +133,15 @@ int main(int argc, char** argv) {
   }
   const double cpu_s = cpu_seconds(exporter.pid) - cpu_before_s;
   const double wall_s = seconds_since(idle_start);
+  const double cpu_percent = 100.0 * cpu_s / wall_s;
   fmt::print("1 scrape/s for {:.1f} s: the exporter used {:.3f} s of CPU, {:.3f} % of one core\n", wall_s, cpu_s,
-             100.0 * cpu_s / wall_s);
+             cpu_percent);
   ::kill(exporter.pid, SIGTERM);
   int status = 0;
   ::waitpid(exporter.pid, &status, 0);
-  return 0;
+  const bool latency_met = p99_ms < max_p99_ms;
+  const bool cpu_met = cpu_percent < max_cpu_percent;
+  fmt::print("p99 < {:g} ms: {}; CPU < {:g} % of a core: {}\n", max_p99_ms, latency_met ? "met" : "MISSED",
+             max_cpu_percent, cpu_met ? "met" : "MISSED");
+  return latency_met && cpu_met ? 0 : kTargetMissed;
 }
