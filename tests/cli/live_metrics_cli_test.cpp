@@ -2,6 +2,8 @@
 // bso serve's trial events, and a run on the fake NVML (loaded through the real dlopen path).
 
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +118,62 @@ TEST(LiveMetrics, BadFlagsAreOneLine) {
   expect_error({"monitor", "--listen", "nowhere"}, 2, "--listen 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9400");
   expect_error({"bso", "serve", "--metrics", "h:99999"}, 2, "--metrics 'h:99999': the port must be");
   expect_error({"share", "--job", "a=train:keras_vgg16", "--pace", "0"}, 2, "--pace '0' must be");
+}
+
+// bso serve --metrics, scraped after a trial's life: registered, dispatched, a report that goes on,
+// ended — counted by batch size, next to gpucap_info, and promtool-clean.
+TEST(LiveMetrics, BsoServeCountsItsTrialEventsByBatchSize) {
+  test::TempDir dir;
+  test::ChildProcess child({GPUCAP_CLI_PATH, "bso", "serve", "--db", "sqlite:" + dir.file("bso.db"), "--listen",
+                            "127.0.0.1:0", "--metrics", "127.0.0.1:0"},
+                           /*merge_stderr=*/true);
+  const auto url = test::read_metrics_url(child);
+  ASSERT_FALSE(url.empty()) << "no metrics URL announced";
+  int api_port = 0;
+  static const std::regex listening(R"(listening on http://127\.0\.0\.1:([0-9]+))");
+  while (const auto line = child.read_line(10.0)) {
+    std::smatch match;
+    if (std::regex_search(*line, match, listening)) {
+      api_port = std::stoi(match[1].str());
+      break;
+    }
+  }
+  ASSERT_GT(api_port, 0) << "no API port announced";
+  httplib::Client api("127.0.0.1", api_port);
+  const std::string job = R"({"max_power": 250.0, "number_of_gpus": 1, "gpu_model": "NVIDIA A40", "job_id": "job-1", )"
+                          R"("job_id_prefix": "job", "batch_sizes": [16, 32, 64], "default_batch_size": 32, "eta_knob": 0.5, )"
+                          R"("beta_knob": 2.0, "target_metric": 0.5, "higher_is_better_metric": true, "max_epochs": 5, )"
+                          R"("num_pruning_rounds": 2, "window_size": 0, "mab_prior_mean": 0.0, )"
+                          R"("mab_prior_precision": 0.0, "mab_num_explorations": 2, "mab_seed": 1})";
+  const auto created = api.Post("/jobs", job, "application/json");
+  ASSERT_TRUE(created && created->status == 201) << (created ? created->body : "no answer");
+  const auto given = api.Get("/jobs/batch_size?job_id=job-1");
+  ASSERT_TRUE(given && given->status == 200) << (given ? given->body : "no answer");
+  const auto trial = nlohmann::json::parse(given->body);
+  const int batch = trial.at("batch_size");
+  const std::string id = R"({"job_id": "job-1", "batch_size": )" + std::to_string(batch) +
+                         R"(, "trial_number": )" + std::to_string(trial.at("trial_number").get<int>());
+  const auto reported = api.Post("/report", id + R"(, "time": 10.0, "energy": 1000.0, "metric": 0.1, "current_epoch": 1})",
+                                 "application/json");
+  ASSERT_TRUE(reported && reported->status == 200) << (reported ? reported->body : "no answer");
+  const auto ended = api.Patch("/trials", id + "}", "application/json");
+  ASSERT_TRUE(ended && ended->status == 200) << (ended ? ended->body : "no answer");
+
+  const auto text = test::scrape(url);
+  ASSERT_TRUE(text.has_value());
+  const std::string labels = R"(gpucap_bso_events_total{algorithm="bso",simulated="false",event=")";
+  const auto b = std::to_string(batch);
+  EXPECT_EQ(test::series_value(*text, "gpucap_bso_events_total", R"(event="job_registered",batch_size="")"), 1.0) << *text;
+  for (const char* event : {"dispatched", "reported_continue", "ended"}) {
+    EXPECT_NE(text->find(labels + event + R"(",batch_size=")" + b + "\"} 1"), std::string::npos) << event << "\n" << *text;
+  }
+  EXPECT_EQ(test::series_value(*text, "gpucap_info", R"(algorithm="bso")"), 1.0);
+  EXPECT_EQ(text->find("DCGM_"), std::string::npos) << "bso serve has no GPU of its own";
+  EXPECT_EQ(test::promtool_problems(*text), std::vector<std::string>{});
+  child.signal(SIGTERM);
+  const auto status = child.wait(10.0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 }
 
 // A --metrics address in use fails (exit code 4) before anything runs: no trace file is made.

@@ -11,9 +11,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
+#include "cli/metrics_scrape.hpp"
 #include "gpucap/core/files.hpp"
+#include "support/child_process.hpp"
 #include "support/cli_runner.hpp"
 #include "support/fake_nvml_gpu.hpp"
 #include "support/paths.hpp"
@@ -206,6 +209,39 @@ TEST(RunNvml, CapfitWithClockControlProfilesFiveClocksAndRestoresThem) {
   EXPECT_GE(locks, 10U) << "one lock per profiled configuration, then the run's";
   EXPECT_TRUE(fake.gpu()["locked_sm_mhz"].is_null());
   EXPECT_FALSE(std::filesystem::exists(fake.journal()));
+}
+
+// A run on the (fake) real GPU with --metrics, scraped while it runs: gpucap's own series with the
+// GPU's model and index, the GPU's DCGM series with the same index, promtool-clean.
+TEST(RunNvml, MetricsAreScrapedWhileItRuns) {
+  const FakeGpu fake;
+  auto args = with(real_run("batchsizer"), {"--duration", "4", "--window", "0.5", "--metrics", "127.0.0.1:0"});
+  args.insert(args.begin(), GPUCAP_CLI_PATH);
+  test::ChildProcess child(args, /*merge_stderr=*/true);
+  const auto url = test::read_metrics_url(child);
+  ASSERT_FALSE(url.empty()) << "no metrics URL announced";
+  std::optional<std::string> during;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto text = test::scrape(url);
+    if (!text) break;
+    if (test::series_value(*text, "gpucap_windows_total").value_or(0.0) >= 1.0) {
+      during = text;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(during.has_value()) << "no scrape saw a window";
+  EXPECT_NE(during->find(R"(gpucap_power_cap_watts{algorithm="batchsizer",model="mnasnet0_5",)"
+                         R"(gpu_model="NVIDIA A100-SXM4-40GB",gpu="0",simulated="false"} 150)"),
+            std::string::npos)
+      << *during;
+  EXPECT_EQ(test::series_value(*during, "DCGM_FI_DEV_POWER_USAGE", R"(gpu="0",UUID="GPU-run")"), 120.0);
+  EXPECT_EQ(during->find("simulated=\"true\""), std::string::npos);
+  EXPECT_EQ(test::promtool_problems(*during), std::vector<std::string>{});
+  const auto status = child.wait(60.0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 }
 
 }  // namespace

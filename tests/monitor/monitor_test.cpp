@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -117,30 +119,85 @@ TEST(Monitor, RefusesNoGpusAndGpusWithNothingToMeasure) {
   }
 }
 
-// Threads open and close windows of their own while another samples: every window sees exactly
-// the energy between its own begin and end, and nothing is lost or torn.
-TEST(Monitor, WindowsFromManyThreadsAreEachExact) {
-  FakeGpu gpu("Old GPU", /*energy_counter=*/false);
-  gpu.power_w = 100.0;
-  Monitor monitor({&gpu}, [] { return 0.0; });  // time stands still: every window is 0 J
-  constexpr int kThreads = 4;
-  constexpr int kWindows = 500;
-  std::vector<std::thread> threads;
-  std::vector<int> exact(kThreads, 0);
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kWindows; ++i) {
-        const auto name = "t" + std::to_string(t) + "-" + std::to_string(i % 3);
-        monitor.begin_window(name);
-        monitor.sample();
-        const auto m = monitor.end_window(name);
-        if (m.total_energy_j == 0.0 && m.time_s == 0.0 && m.name == name) ++exact[static_cast<std::size_t>(t)];
-      }
-    });
+// A clock that moves one second at every call, and a GPU drawing a constant 100 W on it: its
+// counter is 100 J × the seconds so far, or (without a counter) its power is integrated. Every
+// Monitor call reads the clock, then the GPU, under the monitor's lock, so each window's energy is
+// exactly 100 W × its time whatever the other threads do.
+class TickingGpu final : public device::Device {
+ public:
+  static constexpr double kPowerW = 100.0;
+  explicit TickingGpu(bool energy_counter) : energy_counter_(energy_counter) {}
+  [[nodiscard]] SecondsClock clock() {
+    return [this] { return static_cast<double>(++ticks_); };
   }
-  for (auto& thread : threads) thread.join();
-  for (const int count : exact) EXPECT_EQ(count, kWindows);
-  EXPECT_TRUE(monitor.open_windows().empty());
+  [[nodiscard]] std::string name() const override { return "ticking"; }
+  [[nodiscard]] bool simulated() const override { return false; }
+  [[nodiscard]] bool has_signal(device::Signal s) const override {
+    return s == device::Signal::power_w || (s == device::Signal::energy_j && energy_counter_);
+  }
+  [[nodiscard]] double read(device::Signal s) override {
+    return s == device::Signal::energy_j ? kPowerW * static_cast<double>(ticks_.load()) : kPowerW;
+  }
+  [[nodiscard]] bool has_control(device::Control /*c*/) const override { return false; }
+  [[nodiscard]] bool can_write(device::Control /*c*/) const override { return false; }
+  [[nodiscard]] device::ControlRange range(device::Control /*c*/) const override { return {}; }
+  [[nodiscard]] device::ControlValue read_control(device::Control /*c*/) override { return std::nullopt; }
+  void write_control(device::Control /*c*/, device::ControlValue /*v*/) override {}
+
+ private:
+  bool energy_counter_;
+  std::atomic<long> ticks_{0};
+};
+
+// Threads open and close nested windows of their own, overlapping each other's and one around
+// them all, while time moves at every call: each window is exactly power × its own time, a nested
+// window's energy is inside its parent's, and the window around all of them holds the energy of
+// every call the threads made.
+TEST(Monitor, NestedAndOverlappingWindowsFromManyThreadsAddUp) {
+  for (const bool counter : {true, false}) {
+    SCOPED_TRACE(counter ? "energy counter" : "integrated power");
+    TickingGpu gpu(counter);
+    Monitor monitor({&gpu}, gpu.clock());
+    constexpr std::size_t kThreads = 4;
+    constexpr int kEpochs = 50;
+    constexpr int kSteps = 3;
+    monitor.begin_window("all");
+    std::vector<std::thread> threads;
+    std::vector<int> exact(kThreads, 0);
+    std::vector<int> nested(kThreads, 0);
+    for (std::size_t t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        const auto prefix = "t" + std::to_string(t);
+        for (int e = 0; e < kEpochs; ++e) {
+          monitor.begin_window(prefix + " epoch");
+          double steps_j = 0.0;
+          double steps_s = 0.0;
+          for (int i = 0; i < kSteps; ++i) {
+            monitor.begin_window(prefix + " step");
+            monitor.sample();
+            const auto step = monitor.end_window(prefix + " step");
+            steps_j += step.total_energy_j;
+            steps_s += step.time_s;
+            if (step.time_s >= 2.0 && step.total_energy_j == TickingGpu::kPowerW * step.time_s) ++exact[t];
+          }
+          const auto epoch = monitor.end_window(prefix + " epoch");
+          if (epoch.total_energy_j == TickingGpu::kPowerW * epoch.time_s) ++exact[t];
+          if (steps_s < epoch.time_s && steps_j < epoch.total_energy_j) ++nested[t];
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    const auto all = monitor.end_window("all");
+    for (std::size_t t = 0; t < kThreads; ++t) {
+      EXPECT_EQ(exact[t], kEpochs * (kSteps + 1));
+      EXPECT_EQ(nested[t], kEpochs);
+    }
+    // Every begin, sample and end of every thread moved the clock once; the window around them saw
+    // all of it.
+    EXPECT_EQ(all.total_energy_j, TickingGpu::kPowerW * all.time_s);
+    EXPECT_GE(all.time_s, static_cast<double>(kThreads) * kEpochs * (2.0 + kSteps * 3.0));
+    EXPECT_TRUE(monitor.open_windows().empty());
+  }
 }
 
 TEST(Monitor, OnTheTwinItReadsTheTwinsCounterAndVirtualClock) {
