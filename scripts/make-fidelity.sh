@@ -15,6 +15,40 @@ plots=$(mktemp -d)
 trap 'rm -rf "$plots"' EXIT
 "$gpucap" fidelity --report docs/fidelity.md --plots "$plots" > /dev/null
 
+# The A40 has no CSV trace, only the rounded tables of power_limit_tables.txt (ResNet-50 and
+# ShuffleNet; the two BERT workloads share one table there and cannot be told apart): compare the
+# twin's unfitted A40 with them through the same path a user's trace takes.
+tables=${GPUCAP_SHARED_DATA_DIR:-../shared/data}/zeus/power_limit_tables.txt
+if [ -f "$tables" ]; then
+  a40="$plots/summary_power_a40.csv"
+  awk '
+    BEGIN { print "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power" }
+    /^## / { gpu = $2; net = $3; ds = (net == "resnet50") ? "imagenet" : (net == "shufflenetv2") ? "cifar100" : ""; next }
+    /^bs=/ {
+      if (gpu != "a40" || ds == "") next
+      split($1, b, "="); bs = b[2]; sub(":", "", bs)
+      for (i = 2; i <= NF; i++) {
+        split($i, p, ":"); pl = substr(p[1], 3); split(p[2], tw, "/")
+        t = tw[1]; sub("s", "", t); w = tw[2]; sub("W", "", w)
+        print ds "," net "," bs ",table," pl "," t "," w
+      }
+    }' "$tables" > "$a40"
+  {
+    echo
+    echo "## Training under power limits: the A40 (nothing fitted; Zeus's rounded tables)"
+    echo
+    echo "\`power_limit_tables.txt\` gives the A40's ResNet-50 and ShuffleNet rows (whole seconds and watts) as"
+    echo "tables; \`scripts/make-fidelity.sh\` turns them into the CSV format and runs"
+    echo "\`gpucap fidelity --zeus-power-trace summary_power_a40.csv\` against the A40 twin, whose figures are"
+    echo "datasheet values and hand priors:"
+    echo
+    echo '```'
+    "$gpucap" fidelity --zeus-power-trace "$a40"
+    echo '```'
+  } >> docs/fidelity.md
+fi
+
+
 # A few runs as pictures (all 60 would bloat the repository; `gpucap fidelity --plots DIR` draws them all).
 mkdir -p docs/fidelity
 rm -f docs/fidelity/*.svg
