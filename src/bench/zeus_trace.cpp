@@ -158,6 +158,10 @@ std::vector<ZeusPowerRow> load_zeus_power_rows(const std::string& path) {
 
 std::string zeus_trace_gpu(const std::string& power_csv) { return gpu_from_file_name(power_csv); }
 
+std::string zeus_power_trace_path(const std::string& traces_dir, const std::string& gpu) {
+  return (std::filesystem::path(traces_dir) / fmt::format("summary_power_{}.csv", gpu)).string();
+}
+
 const std::vector<ZeusWorkloadDefaults>& zeus_workloads() {
   static const std::vector<ZeusWorkloadDefaults> workloads = {
       {"cifar100/shufflenetv2", "adadelta", 0.6, true, 100, 1024},

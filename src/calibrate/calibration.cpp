@@ -324,11 +324,6 @@ void add_p40(FidelityReport& report, const sim::Catalog& catalog, const Fidelity
                          std::nullopt});
   // Where one window is one draw of the sampler, the medians of many windows at one configuration
   // show the model's error without the draw's noise.
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const auto n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
   std::vector<double> group_errors;
   for (const auto& [key, windows] : groups) {
     if (windows.second.size() >= kMinGroupWindows) group_errors.push_back(ape(median(windows.first), median(windows.second)));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 
@@ -131,6 +133,13 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
     case FileKind::dataset: return dataset;
   }
   return gpu;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const auto n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 double relative_error(const Observation& observation, const TwinParams& params) {

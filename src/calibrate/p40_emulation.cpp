@@ -51,7 +51,8 @@ class Waveform {
   std::vector<Segment> segments_;
 };
 
-double median(std::vector<double> v) {
+// The upper median (no averaging of the two middle values: a prediction is one of the maxima).
+double upper_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -113,7 +114,7 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
         // An empty list: upstream waited 1 s for a sample, which saw the GPU idle.
         maxima.push_back(max_w >= 0.0 ? max_w : p40_idle_power_w(params, run.clock_mhz[i]));
       }
-      r.power_w = median(maxima);
+      r.power_w = upper_median(maxima);
       r.mean_w = wave.average(from, to);
       double sum = 0.0;
       int n = 0;

@@ -28,12 +28,6 @@ sim::BatchProfile p40_profile(const TwinParams& params, const std::string& model
 // 3), saturating at 30.
 double weight_of(std::size_t steps) { return std::sqrt(static_cast<double>(std::min<std::size_t>(steps, 30)) / 30.0); }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const auto n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 struct GroupKey {
   int batch;
   double clock_mhz;

@@ -17,12 +17,6 @@ namespace gpucap::calibrate {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // See ZeusTraceFidelity::time_floor.
 void add_floor(ZeusTraceFidelity& f, const std::vector<bench::ZeusPowerRow>& rows) {
   std::map<std::tuple<std::string, std::string, std::string, int>, std::vector<const bench::ZeusPowerRow*>> groups;
@@ -37,7 +31,7 @@ void add_floor(ZeusTraceFidelity& f, const std::vector<bench::ZeusPowerRow>& row
       t.push_back(r->time_per_epoch_s);
       p.push_back(r->average_power_w);
     }
-    const double mt = median_of(t), mp = median_of(p);
+    const double mt = median(t), mp = median(p);
     for (const auto* r : group) {
       time.push_back(ape(r->time_per_epoch_s, mt));
       power.push_back(ape(r->average_power_w, mp));
@@ -298,7 +292,7 @@ std::vector<ZeusTraceFidelity> zeus_source_fidelity(const sim::Catalog& catalog,
   const auto setup = load_zeus_setup(paths.zeus_setup, catalog);
   std::vector<ZeusTraceFidelity> out;
   const auto add = [&](const std::string& gpu, const std::string& split) {
-    const auto path = (std::filesystem::path(paths.zeus_traces) / fmt::format("summary_power_{}.csv", gpu)).string();
+    const auto path = bench::zeus_power_trace_path(paths.zeus_traces, gpu);
     auto f = compare_zeus_trace(fitted, catalog, setup, path);
     f.split = split;
     out.push_back(std::move(f));

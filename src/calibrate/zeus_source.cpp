@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include "gpucap/core/error.hpp"
@@ -20,10 +19,6 @@ std::vector<std::string> gpu_names(const JsonFields& f, std::string_view key) {
     if (name.empty()) throw f.error(key, "GPU names must not be empty");
   }
   return names;
-}
-
-std::string trace_path(const std::string& traces_dir, const std::string& gpu) {
-  return (std::filesystem::path(traces_dir) / fmt::format("summary_power_{}.csv", gpu)).string();
 }
 
 bool name_starts_with(const sim::GpuSpec& gpu, const std::string& prefix) {
@@ -114,7 +109,7 @@ std::vector<Observation> zeus_observations(const ZeusSetup& setup, const std::st
                                            const sim::Catalog& catalog) {
   std::vector<Observation> observations;
   const auto add_trace = [&](const std::string& trace_gpu, const std::string& group) {
-    const auto rows = bench::load_zeus_power_rows(trace_path(traces_dir, trace_gpu));
+    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces_dir, trace_gpu));
     const auto gpu_id = zeus_twin_gpu(catalog, trace_gpu, rows).id;
     for (const auto& row : rows) {
       const auto* mapping = find_mapping(setup, row);
@@ -140,7 +135,7 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
                                               const sim::Catalog& catalog) {
   std::vector<FitParameter> parameters;
   for (std::size_t i = 0; i < setup.fit_gpus.size(); ++i) {
-    const auto rows = bench::load_zeus_power_rows(trace_path(traces_dir, setup.fit_gpus[i]));
+    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces_dir, setup.fit_gpus[i]));
     const auto& gpu = zeus_twin_gpu(catalog, setup.fit_gpus[i], rows);
     parameters.push_back({FileKind::gpu, gpu.id, "voltage.min_v", 0.4, gpu.voltage.max_v, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "voltage.knee_mhz", gpu.min_sm_clock_mhz(), gpu.max_sm_clock_mhz(), 1.0});

@@ -61,6 +61,8 @@ struct ZeusPowerRow {
 // Error(invalid_data) "FILE:LINE: ..." for a missing column, a malformed or non-positive number,
 // or a file without rows.
 [[nodiscard]] std::vector<ZeusPowerRow> load_zeus_power_rows(const std::string& power_csv);
+// DIR/summary_power_<gpu>.csv: where a folder of traces keeps the GPU's.
+[[nodiscard]] std::string zeus_power_trace_path(const std::string& traces_dir, const std::string& gpu);
 // The GPU a power trace was measured on, from its file name (summary_power_<gpu>.csv), else "gpu".
 [[nodiscard]] std::string zeus_trace_gpu(const std::string& power_csv);
 

@@ -54,6 +54,9 @@ struct Observation {
   std::function<double(const TwinParams&)> predict;
 };
 
+// The median of `values` (the mean of the two middle ones for an even count); 0 for none.
+[[nodiscard]] double median(std::vector<double> values);
+
 // Relative error of the twin's prediction: (predicted − target) / target.
 [[nodiscard]] double relative_error(const Observation& observation, const TwinParams& params);
 
