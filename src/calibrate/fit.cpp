@@ -3,6 +3,7 @@
 #include <ceres/ceres.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpucap/core/error.hpp"
@@ -47,28 +48,11 @@ class Residuals {
   double delta_;
 };
 
-}  // namespace
-
-FitResult fit_twin(const TwinParams& start, const std::vector<FitParameter>& parameters,
-                   const std::vector<Observation>& observations, const FitOptions& options) {
-  if (observations.empty()) throw usage_error("calibration: no observations to fit");
-  FitResult result;
-  result.params = start;
-  if (parameters.empty()) throw usage_error("calibration: no parameters to fit");
-
-  std::vector<double> x0;
-  std::size_t priors = 0;
-  for (const auto& p : parameters) {
-    const double value = parameter_value(start, p);
-    if (!(p.lower > 0.0) || !(p.upper >= p.lower) || !(value >= p.lower && value <= p.upper)) {
-      throw usage_error(fmt::format("calibration: {} starts at {:g}, outside its bounds [{:g}, {:g}]", p.name(), value,
-                                    p.lower, p.upper));
-    }
-    x0.push_back(std::log(value));
-    if (p.prior_sigma > 0.0) ++priors;
-  }
-  std::vector<double> x = x0;
-
+// Where Levenberg–Marquardt ends from x (in place), and Ceres's summary.
+ceres::Solver::Summary solve_from(std::vector<double>& x, const TwinParams& start,
+                                  const std::vector<FitParameter>& parameters,
+                                  const std::vector<Observation>& observations, const std::vector<double>& x0,
+                                  std::size_t priors, const FitOptions& options) {
   auto* cost = new ceres::DynamicNumericDiffCostFunction<Residuals, ceres::CENTRAL>(
       new Residuals(start, parameters, observations, x0, options.huber_delta));
   cost->AddParameterBlock(static_cast<int>(x.size()));
@@ -91,6 +75,53 @@ FitResult fit_twin(const TwinParams& start, const std::vector<FitParameter>& par
   solver.minimizer_progress_to_stdout = false;
   ceres::Solver::Summary summary;
   ceres::Solve(solver, &problem, &summary);
+  return summary;
+}
+
+// The k-th extra starting point: every parameter moved by ±spread in log space (alternating signs,
+// the pattern flipped for each k and shifted by k), kept within its bounds. Deterministic.
+std::vector<double> perturbed_start(const std::vector<double>& x0, const std::vector<FitParameter>& parameters,
+                                    int k, double spread) {
+  std::vector<double> x = x0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool up = ((i / static_cast<std::size_t>(k)) + static_cast<std::size_t>(k)) % 2 == 0;
+    x[i] = std::clamp(x0[i] + (up ? spread : -spread), std::log(parameters[i].lower), std::log(parameters[i].upper));
+  }
+  return x;
+}
+
+}  // namespace
+
+FitResult fit_twin(const TwinParams& start, const std::vector<FitParameter>& parameters,
+                   const std::vector<Observation>& observations, const FitOptions& options) {
+  if (observations.empty()) throw usage_error("calibration: no observations to fit");
+  FitResult result;
+  result.params = start;
+  if (parameters.empty()) throw usage_error("calibration: no parameters to fit");
+
+  std::vector<double> x0;
+  std::size_t priors = 0;
+  for (const auto& p : parameters) {
+    const double value = parameter_value(start, p);
+    if (!(p.lower > 0.0) || !(p.upper >= p.lower) || !(value >= p.lower && value <= p.upper)) {
+      throw usage_error(fmt::format("calibration: {} starts at {:g}, outside its bounds [{:g}, {:g}]", p.name(), value,
+                                    p.lower, p.upper));
+    }
+    x0.push_back(std::log(value));
+    if (p.prior_sigma > 0.0) ++priors;
+  }
+
+  // From the start, then from each extra start; the lowest usable cost wins (the first on a tie).
+  std::vector<double> x = x0;
+  auto summary = solve_from(x, start, parameters, observations, x0, priors, options);
+  for (int k = 1; k <= options.extra_starts; ++k) {
+    auto candidate = perturbed_start(x0, parameters, k, options.start_spread);
+    const auto other = solve_from(candidate, start, parameters, observations, x0, priors, options);
+    if (other.IsSolutionUsable() && (!summary.IsSolutionUsable() || other.final_cost < summary.final_cost)) {
+      x = std::move(candidate);
+      summary = other;
+    }
+  }
 
   result.report.converged = summary.termination_type == ceres::CONVERGENCE;
   result.report.message = summary.message;

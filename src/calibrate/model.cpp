@@ -56,6 +56,8 @@ auto& gpu_field(Gpu& g, const std::string& key) {
   throw usage_error(fmt::format("calibration cannot fit GPU key '{}'", key));
 }
 
+constexpr std::string_view kClockIndependentPrefix = "clock_independent_fraction.";
+
 template <typename Model>
 auto& model_field(Model& m, const std::string& key) {
   if (key == "compute_efficiency.fp32") return m.fp32_efficiency;
@@ -63,6 +65,14 @@ auto& model_field(Model& m, const std::string& key) {
   if (key == "power_intensity") return m.power_intensity;
   if (key == "activation_melems") return m.activation_melems;
   if (key == "launch_scale") return m.launch_scale;
+  if (key.starts_with(kClockIndependentPrefix)) {
+    const auto gpu = key.substr(kClockIndependentPrefix.size());
+    const auto it = m.clock_independent_fraction.find(gpu);
+    if (it == m.clock_independent_fraction.end()) {
+      throw usage_error(fmt::format("calibration: model {} has no '{}' to start from (add it to the file)", m.id, key));
+    }
+    return it->second;
+  }
   if (key == "training_efficiency_scale") return m.training_efficiency_scale;
   throw usage_error(fmt::format("calibration cannot fit model key '{}'", key));
 }
@@ -125,7 +135,7 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "autotune_fixed_s"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
                                                  "power_intensity", "activation_melems", "launch_scale",
-                                                 "training_efficiency_scale"};
+                                                 "training_efficiency_scale", "clock_independent_fraction.<gpu id>"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch"};
   switch (kind) {
     case FileKind::gpu: return gpu;

@@ -130,6 +130,9 @@ std::vector<FitParameter> pctodl_fit_parameters(const sim::Catalog& catalog, con
     parameters.push_back({FileKind::model, model, "power_intensity", 0.2, 3.0, 2.0});
     parameters.push_back({FileKind::model, model, "activation_melems", 0.5, 2000.0, 2.0});
     parameters.push_back({FileKind::model, model, "launch_scale", 0.1, 20.0, 2.0});
+    for (const std::string gpu : {"rtx3080ti", "a100"}) {
+      parameters.push_back({FileKind::model, model, "clock_independent_fraction." + gpu, 0.001, 0.95, 2.0});
+    }
   }
   return parameters;
 }

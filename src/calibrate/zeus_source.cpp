@@ -13,6 +13,8 @@ namespace gpucap::calibrate {
 
 namespace {
 
+constexpr double kOverLimitWeight = 30.0;  // nearly a hard constraint
+
 std::vector<std::string> gpu_names(const JsonFields& f, std::string_view key) {
   auto names = f.strings_or_empty(key);
   for (const auto& name : names) {
@@ -111,6 +113,7 @@ std::vector<Observation> zeus_observations(const ZeusSetup& setup, const std::st
   const auto add_trace = [&](const std::string& trace_gpu, const std::string& group) {
     const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces_dir, trace_gpu));
     const auto gpu_id = zeus_twin_gpu(catalog, trace_gpu, rows).id;
+    const double lowest_limit_w = limit_range(rows).first;
     for (const auto& row : rows) {
       const auto* mapping = find_mapping(setup, row);
       if (mapping == nullptr) continue;
@@ -123,6 +126,16 @@ std::vector<Observation> zeus_observations(const ZeusSetup& setup, const std::st
       observations.push_back({source, "average_power_w", label, group, row.average_power_w, 1.0,
                               [gpu_id, m = *mapping, row](const TwinParams& p) {
                                 return twin_training_point(p, gpu_id, m, row).average_power_w;
+                              }});
+      // A board holds every limit of its range, so the twin may not average above one even at its
+      // lowest clock; the traces (100 W and up) cannot show what the lowest clocks draw, and a fit
+      // left alone may put a flat voltage curve there. Zero unless the twin is over the limit;
+      // checked at the trace's lowest limit, where it binds.
+      if (row.power_limit_w > lowest_limit_w) continue;
+      observations.push_back({source, "power_over_limit_w", label, group, row.power_limit_w, kOverLimitWeight,
+                              [gpu_id, m = *mapping, row](const TwinParams& p) {
+                                return std::max(row.power_limit_w,
+                                                twin_training_point(p, gpu_id, m, row).average_power_w);
                               }});
     }
   };

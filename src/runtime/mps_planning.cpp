@@ -250,6 +250,9 @@ std::optional<PartitionOracle> partition_oracle(const SimTrialRunner& verifier, 
                                                 int max_steps) {
   auto space = pctodl_partition_space(gpu, model);
   space.max_tenants = max_tenants;
+  // PctoDL's SolveFreq bisects up to 2,100 MHz on either GPU; the oracle measures what it finds,
+  // so it only looks where this GPU can run (an A100 stops at 1,410 MHz).
+  space.bisection_high_mhz = std::min(space.bisection_high_mhz, gpu.max_sm_clock_mhz());
   const auto search = tune::exhaustive_partition(space, twin_partition_predictor(gpu, model), cap_w);
   if (!search.best) return std::nullopt;
   PartitionOracle oracle;

@@ -215,6 +215,16 @@ ModelSpec load_model_spec(const std::string& path) {
   model.fp16_efficiency = efficiency.fraction("fp16");
   model.power_intensity = f.positive_or("power_intensity", 1.0);
   model.launch_scale = f.positive_or("launch_scale", 1.0);
+  if (f.has("clock_independent_fraction")) {
+    const auto& fractions = f.at("clock_independent_fraction");
+    if (!fractions.is_object()) throw f.error("clock_independent_fraction", "must be an object of GPU id: fraction");
+    const auto by_gpu = f.object("clock_independent_fraction");
+    for (const auto& [gpu, value] : fractions.items()) {
+      const double u = by_gpu.non_negative(gpu);
+      if (u >= 1.0) throw by_gpu.error(gpu, fmt::format("must be in [0, 1), got {:g}", u));
+      model.clock_independent_fraction[gpu] = u;
+    }
+  }
   model.training_efficiency_scale = f.positive_or("training_efficiency_scale", 1.0);
   return model;
 }

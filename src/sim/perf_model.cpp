@@ -62,8 +62,13 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
   // A slice of the SMs is half filled by a proportionally smaller batch.
   const double b_half = half_saturation_batch(gpu, model) * slice.sm_share;
 
+  // The clock-independent part runs at the rate the SMs reach at boost clock.
+  const auto listed = model.clock_independent_fraction.find(gpu.id);
+  const double u = listed == model.clock_independent_fraction.end() ? 0.0 : listed->second;
+  const double clock_factor = (1.0 - u) + u * peak_flops(gpu, precision, point.sm_clock_mhz) /
+                                              peak_flops(gpu, precision, gpu.boost_clock_mhz);
   const double compute_s =
-      flops_per_image * (b + b_half) * slice.compute_slowdown /
+      flops_per_image * (b + b_half) * slice.compute_slowdown * clock_factor /
       (peak_flops(gpu, precision, point.sm_clock_mhz) * slice.sm_share * efficiency(gpu, model, precision));
   const double bandwidth_bps =
       gpu.memory_bandwidth_gbps * 1e9 * point.memory_clock_mhz / gpu.max_memory_clock_mhz();
@@ -141,6 +146,21 @@ double highest_clock_within_limit(const std::vector<double>& clocks_mhz, double 
     }
   }
   return clocks_mhz[static_cast<std::size_t>(lo)];
+}
+
+ClockDither dithered_clock_within_limit(const std::vector<double>& clocks_mhz, double requested_mhz,
+                                        const std::function<double(double)>& power_at, double power_limit_w) {
+  ClockDither dither;
+  dither.lower_mhz = highest_clock_within_limit(clocks_mhz, requested_mhz, power_at, power_limit_w);
+  dither.upper_mhz = dither.lower_mhz;
+  const auto above = std::upper_bound(clocks_mhz.begin(), clocks_mhz.end(), dither.lower_mhz);
+  if (dither.lower_mhz >= requested_mhz || above == clocks_mhz.end() || *above > requested_mhz) return dither;
+  const double lower_w = power_at(dither.lower_mhz);
+  if (lower_w > power_limit_w) return dither;  // not even the lowest clock fits
+  const double upper_w = power_at(*above);
+  dither.upper_mhz = *above;
+  if (upper_w > lower_w) dither.upper_fraction = std::clamp((power_limit_w - lower_w) / (upper_w - lower_w), 0.0, 1.0);
+  return dither;
 }
 
 double power_limited_sm_clock_mhz(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,

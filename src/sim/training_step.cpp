@@ -51,6 +51,20 @@ Step step_of(const GpuSpec& gpu, const ModelSpec& trained, const DatasetSpec& da
   return out;
 }
 
+// A limiter alternating between two clocks, a fraction of the time at the upper one: power and
+// clock average over time, and steps complete at the time-averaged rate.
+TrainingPoint time_shared(const TrainingPoint& lower, const TrainingPoint& upper, double upper_fraction) {
+  const double u = upper_fraction;
+  TrainingPoint p;
+  p.sm_clock_mhz = (1.0 - u) * lower.sm_clock_mhz + u * upper.sm_clock_mhz;
+  p.average_power_w = (1.0 - u) * lower.average_power_w + u * upper.average_power_w;
+  p.step_s = 1.0 / ((1.0 - u) / lower.step_s + u / upper.step_s);
+  // Busy time per step keeps each clock's busy fraction of the time.
+  p.gpu_busy_s = p.step_s * ((1.0 - u) * lower.gpu_busy_s / lower.step_s + u * upper.gpu_busy_s / upper.step_s);
+  p.epoch_s = lower.epoch_s / lower.step_s * p.step_s;
+  return p;
+}
+
 void check_batch(int batch) {
   if (batch < 1) throw usage_error(fmt::format("training batch size must be >= 1, not {}", batch));
 }
@@ -75,8 +89,11 @@ TrainingPoint training_under_power_limit(const GpuSpec& gpu, const ModelSpec& mo
   const auto power_at = [&](double sm_mhz) {
     return step_of(gpu, trained, dataset, precision, batch, {sm_mhz, memory_mhz}).limiter_w;
   };
-  const double sm_mhz = highest_clock_within_limit(gpu.sm_clocks_mhz, gpu.boost_clock_mhz, power_at, power_limit_w);
-  return step_of(gpu, trained, dataset, precision, batch, {sm_mhz, memory_mhz}).point;
+  const auto dither = dithered_clock_within_limit(gpu.sm_clocks_mhz, gpu.boost_clock_mhz, power_at, power_limit_w);
+  const auto lower = step_of(gpu, trained, dataset, precision, batch, {dither.lower_mhz, memory_mhz}).point;
+  if (dither.upper_fraction <= 0.0) return lower;
+  const auto upper = step_of(gpu, trained, dataset, precision, batch, {dither.upper_mhz, memory_mhz}).point;
+  return time_shared(lower, upper, dither.upper_fraction);
 }
 
 }  // namespace gpucap::sim

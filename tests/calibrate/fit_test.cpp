@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "gpucap/calibrate/p40_observations.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/sim/catalog.hpp"
@@ -55,6 +58,32 @@ TEST(Fit, BoundsAndPriorsHold) {
   // A tight prior keeps the value near its start.
   const auto held = fit_twin(start, {{FileKind::gpu, "p40", "power_model.sm_dynamic_w", 20, 400, 0.001}}, observations);
   EXPECT_NEAR(held.params.gpus.at("p40").power.sm_dynamic_w, 100.0, 1.0);
+}
+
+TEST(Fit, ExtraStartsKeepTheLowestCost) {
+  // One residual with two minima in y = log(x / 100): a local one at y = 0 (residual 0.71) and
+  // the global one at y = -1.5 (residual 0). From x = 100 the fit stays in the local one; the
+  // first extra start (1.2 lower in log space) reaches the global one.
+  const auto catalog = sim::Catalog::load(test::data_dir());
+  auto start = TwinParams::from(catalog);
+  start.gpus.at("p40").power.sm_dynamic_w = 100.0;
+  const FitParameter sm{FileKind::gpu, "p40", "power_model.sm_dynamic_w", 10, 10000, 0};
+  const auto two_wells = [](const TwinParams& p) {
+    const double y = std::log(p.gpus.at("p40").power.sm_dynamic_w / 100.0);
+    return 1.0 + std::min(std::sqrt(0.5) + y * y, std::abs(y + 1.5));
+  };
+  const std::vector<Observation> observations = {{"test", "q", "two wells", "g", 1.0, 1.0, two_wells}};
+  FitOptions one_start;
+  one_start.huber_delta = 10.0;
+  const auto single = fit_twin(start, {sm}, observations, one_start);
+  FitOptions more = one_start;
+  more.extra_starts = 1;
+  more.start_spread = 1.2;
+  const auto multi = fit_twin(start, {sm}, observations, more);
+  EXPECT_NEAR(single.params.gpus.at("p40").power.sm_dynamic_w, 100.0, 1.0);
+  EXPECT_NEAR(single.report.final_cost, 0.25, 1e-3);
+  EXPECT_LT(multi.report.final_cost, 1e-4);
+  EXPECT_NEAR(std::log(multi.params.gpus.at("p40").power.sm_dynamic_w / 100.0), -1.5, 0.02);
 }
 
 TEST(Fit, BadProblemsAreRejectedAndNonConvergenceIsReported) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <regex>
 
 #include "gpucap/calibrate/calibration.hpp"
@@ -27,17 +29,34 @@ TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
   EXPECT_EQ(s.fit_gpus, (std::vector<std::string>{"v100", "rtx6000"}));
   EXPECT_EQ(s.check_gpus, (std::vector<std::string>{"p100"}));
   const auto observations = zeus_observations(s, traces(), catalog());
-  // 476 + 410 + 270 rows (the files' lines less their headers), all six workloads mapped.
-  EXPECT_EQ(observations.size(), 2u * (476u + 410u + 270u));
+  // 476 + 410 + 270 rows (the files' lines less their headers), all six workloads mapped: each a
+  // time and a power, and the rows at a trace's lowest limit also the over-the-limit check.
+  std::map<std::string, std::size_t> by_quantity;
+  for (const auto& o : observations) ++by_quantity[o.quantity];
+  EXPECT_EQ(by_quantity["time_per_epoch_s"], 476u + 410u + 270u);
+  EXPECT_EQ(by_quantity["average_power_w"], 476u + 410u + 270u);
+  std::size_t lowest = 0;
+  for (const char* gpu : {"v100", "rtx6000", "p100"}) {
+    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces(), gpu));
+    double lowest_w = 1e9;
+    for (const auto& r : rows) lowest_w = std::min(lowest_w, r.power_limit_w);
+    for (const auto& r : rows) lowest += r.power_limit_w == lowest_w ? 1 : 0;
+  }
+  EXPECT_GT(lowest, 0u);
+  EXPECT_EQ(by_quantity["power_over_limit_w"], lowest);
+  EXPECT_EQ(by_quantity.size(), 3u);
   const auto params = TwinParams::from(catalog());
   std::size_t check = 0;
   for (const auto& o : observations) {
-    if (o.group == "check") {
+    if (o.group == "check" && o.quantity != "power_over_limit_w") {
       ++check;
       EXPECT_EQ(o.source, "zeus-p100");
     }
     const double predicted = o.predict(params);
     EXPECT_TRUE(std::isfinite(predicted) && predicted > 0.0) << o.label;
+    if (o.quantity == "power_over_limit_w") {
+      EXPECT_DOUBLE_EQ(predicted, o.target) << "the calibrated twin holds the lowest limit: " << o.label;
+    }
   }
   EXPECT_EQ(check, 2u * 270u);
   // Nothing of the held-out GPU is fitted.

@@ -124,6 +124,24 @@ TEST(Catalog, ActivitySpreadAboveOneIsRejected) {
   }
 }
 
+TEST(Catalog, ClockIndependentFractionMustBeBelowOnePerGpu) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/models/mobilenet_v2.json");
+  const auto at = text.rfind("\"clock_independent_fraction\":");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('}', at) + 1 - at, "\"clock_independent_fraction\": {\"a100\": 1.0}");
+  const auto root = data_dir_with(dir, "models/mobilenet_v2.json", text);
+  try {
+    (void)Catalog::load(root);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("models/mobilenet_v2.json: clock_independent_fraction.a100: must be in [0, 1)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(Catalog::load(test::data_dir()).model("mobilenet_v2").clock_independent_fraction.count("rtx3080ti"), 1U);
+}
+
 TEST(Catalog, DuplicateNamesAreRejected) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/models/resnet50.json");

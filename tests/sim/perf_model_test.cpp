@@ -137,6 +137,42 @@ TEST_F(PerfModel, FirmwareLimitLowersTheClockUntilPowerFits) {
   EXPECT_GT(average_batch_power_w(p40, profile_batch(p40, model, model.precision, 255, above), above), 130.0);
 }
 
+TEST_F(PerfModel, DitheringBetweenTwoClocksPutsTheAveragedPowerAtTheLimit) {
+  const std::vector<double> clocks = {500, 600, 700, 800};
+  const auto watts = [](double mhz) { return mhz / 10.0; };  // 50 W at 500 MHz .. 80 W at 800 MHz
+  const auto between = dithered_clock_within_limit(clocks, 800, watts, 67.5);
+  EXPECT_DOUBLE_EQ(between.lower_mhz, 600);
+  EXPECT_DOUBLE_EQ(between.upper_mhz, 700);
+  EXPECT_DOUBLE_EQ(between.upper_fraction, 0.75);  // 0.25·60 W + 0.75·70 W = 67.5 W
+  const auto unlimited = dithered_clock_within_limit(clocks, 800, watts, 100);
+  EXPECT_DOUBLE_EQ(unlimited.lower_mhz, 800);
+  EXPECT_DOUBLE_EQ(unlimited.upper_fraction, 0.0);
+  const auto capped_request = dithered_clock_within_limit(clocks, 700, watts, 100);
+  EXPECT_DOUBLE_EQ(capped_request.lower_mhz, 700) << "never above the requested clock";
+  EXPECT_DOUBLE_EQ(capped_request.upper_fraction, 0.0);
+  const auto none_fits = dithered_clock_within_limit(clocks, 800, watts, 40);
+  EXPECT_DOUBLE_EQ(none_fits.lower_mhz, 500);
+  EXPECT_DOUBLE_EQ(none_fits.upper_fraction, 0.0);
+  EXPECT_DOUBLE_EQ(highest_clock_within_limit(clocks, 800, watts, 67.5), between.lower_mhz);
+}
+
+TEST_F(PerfModel, ClockIndependentComputeDoesNotFollowTheSmClock) {
+  const auto& a100 = catalog.gpu("a100");
+  auto model = catalog.model("mobilenet_v2");
+  const auto compute_s = [&](const ModelSpec& m, double sm_mhz) {
+    return profile_batch(a100, m, Precision::fp16, 64, {sm_mhz, a100.default_memory_clock_mhz}).compute_s;
+  };
+  model.clock_independent_fraction.clear();
+  const double low = compute_s(model, 510), high = compute_s(model, a100.boost_clock_mhz);
+  model.clock_independent_fraction["a100"] = 0.6;
+  EXPECT_NEAR(compute_s(model, a100.boost_clock_mhz), high, 1e-12) << "the same at boost";
+  // 40 % still scales with the clock, 60 % runs at the boost clock's time.
+  EXPECT_NEAR(compute_s(model, 510), 0.4 * low + 0.6 * high, 1e-12);
+  model.clock_independent_fraction.clear();
+  model.clock_independent_fraction["rtx3080ti"] = 0.6;
+  EXPECT_NEAR(compute_s(model, 510), low, 1e-12) << "another GPU's fraction does not apply";
+}
+
 TEST_F(PerfModel, NearestClock) {
   EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 1000.4), 1000);
   EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 100), 544);

@@ -34,6 +34,20 @@ TEST_F(TrainingStep, ALowerLimitNeverRaisesPowerAboveItAndSlowsTheEpoch) {
   EXPECT_GT(tight.epoch_s, 1.2 * full.epoch_s);  // a compute-bound step at 40 % of the board's power is much slower
 }
 
+TEST_F(TrainingStep, UnderABindingLimitTheClockMovesContinuouslyAndPowerSitsAtTheLimit) {
+  // The firmware alternates between adjacent clocks: a limit 1 W lower lowers the averaged clock a
+  // little, not by whole clock steps, and a compute-bound step averages at the limit.
+  const auto at = [&](double limit) {
+    return training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 256, limit);
+  };
+  const auto p150 = at(150.0), p149 = at(149.0);
+  EXPECT_LT(p149.sm_clock_mhz, p150.sm_clock_mhz);
+  EXPECT_GT(p149.sm_clock_mhz, p150.sm_clock_mhz - 30.0);
+  EXPECT_LT(p150.average_power_w, 150.0 + 1e-9);
+  EXPECT_GT(p150.average_power_w, 150.0 - 5.0);
+  EXPECT_GT(p149.epoch_s, p150.epoch_s);
+}
+
 TEST_F(TrainingStep, AnEpochIsEveryBatchOfTheDatasetAtTheStepTime) {
   const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
   const auto p = training_step(v100, resnet50, imagenet, Precision::fp32, 100, point);

@@ -15,6 +15,11 @@ namespace gpucap::calibrate {
 struct FitOptions {
   int max_iterations = 200;
   double huber_delta = 0.05;  // relative error beyond which a residual counts linearly
+  // Fits with several local minima: also start from extra_starts points around the start (each
+  // parameter moved by ±start_spread in log space) and keep the lowest cost. The priors still
+  // pull toward the start.
+  int extra_starts = 0;
+  double start_spread = 0.2;
 };
 
 struct FitReport {

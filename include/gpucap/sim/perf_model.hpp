@@ -94,6 +94,20 @@ struct BusyHalves {
 [[nodiscard]] double power_limited_sm_clock_mhz(const GpuSpec& gpu, const ModelSpec& model, Precision precision,
                                                 int batch, OperatingPoint requested, double power_limit_w);
 
+// Where the firmware's power limiter settles when it may alternate between two adjacent clocks:
+// the highest clock of the list that fits (as highest_clock_within_limit), the next clock up, and
+// the fraction of time at the upper one that puts the time-averaged power exactly at the limit
+// (0 when the lower one is the requested clock or none fits). The averaged operating point moves
+// continuously with the power model, where a single clock jumps from step to step.
+struct ClockDither {
+  double lower_mhz = 0.0;
+  double upper_mhz = 0.0;
+  double upper_fraction = 0.0;  // of the time, in [0, 1)
+};
+[[nodiscard]] ClockDither dithered_clock_within_limit(const std::vector<double>& clocks_mhz, double requested_mhz,
+                                                      const std::function<double(double)>& power_at,
+                                                      double power_limit_w);
+
 // The firmware's power limiter: the highest clock of an ascending list that is <= requested and
 // whose power fits the limit (power rises with clock); the requested clock if it fits; the lowest
 // clock if none does.

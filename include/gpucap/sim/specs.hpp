@@ -133,6 +133,12 @@ struct ModelSpec {
   // layer dispatches (eager PyTorch launches conv, norm and activation separately; depthwise
   // blocks launch more small kernels per MAC than dense ones).
   double launch_scale = 1.0;
+  // The fraction of the batch's compute time that does not follow the SM clock: kernels bound by
+  // the L2, the crossbar or memory latency (depthwise and pointwise convolutions, normalisation,
+  // element-wise layers) rather than by the SMs. It depends on the model's layer mix and on the
+  // GPU (its L2 and crossbar against its SMs), so it is given per GPU id. In [0, 1); a GPU not
+  // listed has 0: compute time scales with the SM clock as the GPU's clock_scaling_exponent says.
+  std::map<std::string, double> clock_independent_fraction;
   // A training step (sim/training_step.hpp) runs forward, backward and the optimizer: its kernels
   // reach this multiple of the inference kernels' efficiency (smaller, memory-bound gradient
   // kernels; a different framework than the inference figures came from).

@@ -43,8 +43,10 @@ struct TrainingPoint {
 
 // The same with clocks left to the GPU under a board power limit: the highest supported SM clock
 // up to boost at which the power sensor's reading (averaged over its window, at the step's
-// busiest) fits the limit (the lowest one if none does). A step with host gaps thus averages
-// below the limit, as the real boards' do. The memory clock
+// busiest) fits the limit (the lowest one if none does), and, as the firmware alternates between
+// adjacent clocks, the next one up for the share of the time that brings that reading to the
+// limit on average (sim::dithered_clock_within_limit); sm_clock_mhz is the time-averaged clock.
+// A step with host gaps thus averages below the limit, as the real boards' do. The memory clock
 // stays at its default. Error(usage) for a limit outside the GPU's range.
 [[nodiscard]] TrainingPoint training_under_power_limit(const GpuSpec& gpu, const ModelSpec& model,
                                                        const DatasetSpec& dataset, Precision precision, int batch,
