@@ -381,6 +381,16 @@ void add_fitted_source(FidelityReport& report, const sim::Catalog& catalog, cons
     row.stats = error_stats(values);
     report.rows.push_back(row);
   }
+  if (source != Source::pctodl) return;
+  for (auto& [key, values] : pctodl_neighbour_errors(options.paths.pctodl_params, catalog)) {
+    FidelityRow row;
+    row.source = key.first + " fit vs itself";
+    row.quantity = key.second;
+    row.split = "the published fit's own smoothness: each interior batch size (16-128) predicted from its two "
+                "neighbours at the same clocks";
+    row.stats = error_stats(values);
+    report.rows.push_back(row);
+  }
 }
 
 }  // namespace

@@ -100,6 +100,37 @@ std::vector<Observation> pctodl_observations(const std::string& params_dir, cons
   return observations;
 }
 
+std::map<std::pair<std::string, std::string>, std::vector<double>> pctodl_neighbour_errors(
+    const std::string& params_dir, const sim::Catalog& catalog) {
+  std::map<std::pair<std::string, std::string>, std::vector<double>> errors;
+  for (const auto& set : pctodl_sets()) {
+    const auto& gpu = catalog.gpu(set.gpu);
+    const auto source = fmt::format("pctodl-{}", set.gpu);
+    for (const auto& name : predict::pctodl_models(params_dir)) {
+      if (name == "maxvit_t" && set.gpu == "a100") continue;  // as in pctodl_observations
+      const auto predictor = predict::PctodlPredictor::load(params_dir, name, set.param_set);
+      for (const double f : grid_clocks(gpu)) {
+        std::vector<predict::PctodlPrediction> along;
+        for (const int b : kBatches) {
+          const double shares[] = {100.0};
+          const int batches[] = {b};
+          along.push_back(predictor.predict(shares, batches, f));
+        }
+        for (std::size_t i = 1; i + 1 < along.size(); ++i) {
+          const auto from_neighbours = [&](double lower, double value, double upper) {
+            return std::abs(std::sqrt(lower * upper) - value) / value;
+          };
+          errors[{source, "throughput_img_s"}].push_back(
+              from_neighbours(along[i - 1].throughput, along[i].throughput, along[i + 1].throughput));
+          errors[{source, "power_w"}].push_back(
+              from_neighbours(along[i - 1].power_w, along[i].power_w, along[i + 1].power_w));
+        }
+      }
+    }
+  }
+  return errors;
+}
+
 std::vector<FitParameter> pctodl_fit_parameters(const sim::Catalog& catalog, const std::string& params_dir) {
   std::vector<FitParameter> parameters;
   for (const std::string gpu : {"rtx3080ti", "a100"}) {

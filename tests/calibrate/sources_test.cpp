@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gpucap/calibrate/calibration.hpp"
 #include "gpucap/calibrate/pctodl_source.hpp"
 #include "gpucap/calibrate/published_source.hpp"
@@ -26,6 +28,23 @@ TEST(PctodlSource, GridOfTwoQuantitiesWithAFifthHeldOut) {
     EXPECT_EQ(o.label.find("a100 maxvit_t"), std::string::npos);
   }
   EXPECT_EQ(held_out, observations.size() / 5);
+}
+
+TEST(PctodlSource, TheFitAgainstItselfPredictsEachInteriorBatchFromItsNeighbours) {
+  const auto errors = pctodl_neighbour_errors(test::shared_file("pctodl"), catalog());
+  // Batches 16, 32, 64, 128 at ten clocks: 3080 Ti 2 memory clocks × 7 models, A100 6 models.
+  const std::pair<std::string, std::string> ti{"pctodl-rtx3080ti", "throughput_img_s"};
+  const std::pair<std::string, std::string> a100{"pctodl-a100", "throughput_img_s"};
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors.at(ti).size(), 2u * 7u * 10u * 4u);
+  EXPECT_EQ(errors.at(a100).size(), 6u * 10u * 4u);
+  const auto stats = error_stats(errors.at(a100));
+  // The published A100 fit is uneven along batch size (MnasNet alternates by about 10 %).
+  EXPECT_GT(stats.mape, 2.0);
+  EXPECT_LT(stats.mape, 20.0);
+  for (const auto& [key, values] : errors) {
+    for (const double e : values) EXPECT_TRUE(std::isfinite(e) && e >= 0.0) << key.first << " " << key.second;
+  }
 }
 
 TEST(PublishedSource, CurvesLoadAndMalformedOnesAreNamed) {

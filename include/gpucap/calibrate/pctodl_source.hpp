@@ -8,7 +8,9 @@
 // fall as the clock rises, anomaly 6 of the export's README) and SM clocks from 510 MHz to the
 // GPU's highest (at 210 MHz it returns one constant for every batch).
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpucap/calibrate/model.hpp"
@@ -33,6 +35,14 @@ struct PctodlSet {
 // order) has group "held-out", the others "fit". Error(io/invalid_data/usage) as the predictor.
 [[nodiscard]] std::vector<Observation> pctodl_observations(const std::string& params_dir,
                                                            const sim::Catalog& catalog);
+
+// How smooth the published fit itself is along batch size: at every clock, each interior batch
+// of the grid (16..128) predicted from its two neighbours (their geometric mean: the midpoint in
+// log batch), as the absolute relative error against the fit's own value, per source
+// ("pctodl-<gpu>") and quantity. A model that is smooth in batch size cannot be expected to
+// come closer than this.
+[[nodiscard]] std::map<std::pair<std::string, std::string>, std::vector<double>> pctodl_neighbour_errors(
+    const std::string& params_dir, const sim::Catalog& catalog);
 
 // The RTX 3080 Ti's and A100's power and timing coefficients and the torchvision models' FP16
 // efficiency, power intensity and activation traffic.
