@@ -111,13 +111,15 @@ FitResult fit_twin(const TwinParams& start, const std::vector<FitParameter>& par
     if (p.prior_sigma > 0.0) ++priors;
   }
 
-  // From the start, then from each extra start; the lowest usable cost wins (the first on a tie).
+  // From the start, then from each extra start; the lowest cost among the converged fits wins (the
+  // first on a tie), so an extra start that stops early never turns a converged fit into a failed one.
   std::vector<double> x = x0;
   auto summary = solve_from(x, start, parameters, observations, x0, priors, options);
+  const auto converged = [](const ceres::Solver::Summary& s) { return s.termination_type == ceres::CONVERGENCE; };
   for (int k = 1; k <= options.extra_starts; ++k) {
     auto candidate = perturbed_start(x0, parameters, k, options.start_spread);
     const auto other = solve_from(candidate, start, parameters, observations, x0, priors, options);
-    if (other.IsSolutionUsable() && (!summary.IsSolutionUsable() || other.final_cost < summary.final_cost)) {
+    if (converged(other) && (!converged(summary) || other.final_cost < summary.final_cost)) {
       x = std::move(candidate);
       summary = other;
     }
