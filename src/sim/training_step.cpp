@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "gpucap/core/error.hpp"
 
@@ -86,14 +87,19 @@ TrainingPoint training_under_power_limit(const GpuSpec& gpu, const ModelSpec& mo
   }
   const auto trained = training_step_model(model);
   const double memory_mhz = gpu.default_memory_clock_mhz;
-  const auto power_at = [&](double sm_mhz) {
-    return step_of(gpu, trained, dataset, precision, batch, {sm_mhz, memory_mhz}).limiter_w;
+  // The limiter's search and the dithering visit the same clocks more than once; each step is
+  // worked out once (calibration evaluates this thousands of times per iteration).
+  std::map<double, Step> steps;
+  const auto step_at = [&](double sm_mhz) -> const Step& {
+    auto it = steps.find(sm_mhz);
+    if (it == steps.end()) it = steps.emplace(sm_mhz, step_of(gpu, trained, dataset, precision, batch, {sm_mhz, memory_mhz})).first;
+    return it->second;
   };
+  const auto power_at = [&](double sm_mhz) { return step_at(sm_mhz).limiter_w; };
   const auto dither = dithered_clock_within_limit(gpu.sm_clocks_mhz, gpu.boost_clock_mhz, power_at, power_limit_w);
-  const auto lower = step_of(gpu, trained, dataset, precision, batch, {dither.lower_mhz, memory_mhz}).point;
+  const auto& lower = step_at(dither.lower_mhz).point;
   if (dither.upper_fraction <= 0.0) return lower;
-  const auto upper = step_of(gpu, trained, dataset, precision, batch, {dither.upper_mhz, memory_mhz}).point;
-  return time_shared(lower, upper, dither.upper_fraction);
+  return time_shared(lower, step_at(dither.upper_mhz).point, dither.upper_fraction);
 }
 
 }  // namespace gpucap::sim
