@@ -240,6 +240,7 @@ double twin_run_time_s(const sim::Catalog& catalog, const bench::MatrixJob& job,
   spec.schedule = job.schedule;
   spec.pipeline = sim::PipelineMode::serial;
   spec.sim.autotune_new_shapes = true;
+  spec.sim.spawned_nvidia_smi = true;
   runtime::SimJob twin(catalog, spec);
   return twin.run({}, nullptr).duration_s;
 }

@@ -84,6 +84,7 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
   }
 
   const double averaging_s = gpu.sensor.averaging_window_s;
+  const double period_s = harness.sampler_period_s.value_or(p40_sampler(params).period_s());
   sim::Noise noise(sim::derive_seed(1, static_cast<std::uint64_t>(run.job)));
   std::size_t window_start_row = 0;  // the window of row i opened when row window_start_row was logged
   for (std::size_t i = 1; i < rows.size(); ++i) {
@@ -101,12 +102,11 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
       r.throughput = batch / (p40_step_s(params, run.model, run.dataset, batch, run.clock_mhz[i]) + autotune_s);
       std::vector<double> maxima;
       for (int k = 0; k < harness.phases; ++k) {
-        const double phase = (k + 0.5) / harness.phases * harness.sampler_period_s;
+        const double phase = (k + 0.5) / harness.phases * period_s;
         double max_w = -1.0;
         // Samples at multiples of the period (plus the phase) since the run's first row.
         const double origin = rows.front().time_s + phase;
-        for (double t = origin + std::ceil((from - origin) / harness.sampler_period_s) * harness.sampler_period_s;
-             t <= to; t += harness.sampler_period_s) {
+        for (double t = origin + std::ceil((from - origin) / period_s) * period_s; t <= to; t += period_s) {
           if (t <= from) continue;
           const double reading = wave.average(t - averaging_s, t) * (1.0 + gpu.sensor.noise_fraction * noise.gaussian());
           max_w = std::max(max_w, reading);

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "gpucap/sim/perf_model.hpp"
+#include "gpucap/sim/spawned_sampler.hpp"
 
 namespace gpucap::calibrate {
 
@@ -69,7 +71,52 @@ double idle_reference(const std::map<double, double>& idle, double clock_mhz) {
   return (clock_mhz - below->first) < (above->first - clock_mhz) ? below->second : above->second;
 }
 
+// The harness's nvidia-smi sampler in one group's timed steps (sim/spawned_sampler.hpp). Steps
+// shorter than the spacing of its processes split into a fast mode and a slow one a stall longer.
+struct StallEvidence {
+  double stall_s = 0.0;  // slow mode − fast mode
+  double rate_hz = 0.0;  // stalls per second of stepping: the time beyond the fast mode, in stalls
+};
+
+constexpr std::size_t kMinStallSteps = 200;
+constexpr double kSlowAboveS = 0.03;   // a step this much over the fast mode's floor was stalled
+constexpr double kSlowWithinS = 0.12;  // ... and one this far over it was stalled more than once
+constexpr double kMaxFastStepS = 0.12;  // longer steps catch two stalls too often to tell them apart
+
+std::optional<StallEvidence> stall_evidence(std::vector<double> steps_s) {
+  if (steps_s.size() < kMinStallSteps) return std::nullopt;
+  std::sort(steps_s.begin(), steps_s.end());
+  const double floor_s = steps_s[steps_s.size() / 10];
+  std::vector<double> fast, slow;
+  double total_s = 0.0;
+  for (const double s : steps_s) {
+    total_s += s;
+    if (s < floor_s + kSlowAboveS) fast.push_back(s);
+    else if (s < floor_s + kSlowWithinS) slow.push_back(s);
+  }
+  if (slow.size() * 10 < steps_s.size()) return std::nullopt;  // no second mode
+  const double fast_s = median(fast);
+  if (fast_s > kMaxFastStepS) return std::nullopt;
+  StallEvidence evidence;
+  evidence.stall_s = median(slow) - fast_s;
+  double beyond_fast_s = 0.0;
+  for (const double s : steps_s) beyond_fast_s += s - fast_s;
+  evidence.rate_hz = beyond_fast_s / evidence.stall_s / total_s;
+  return evidence;
+}
+
+// The CPU's part of a step: decoding the batch's JPEGs.
+double decode_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch) {
+  const auto& data = params.datasets.at(dataset);
+  return data.host_s_per_batch + sim::host_seconds_per_image(data, params.models.at(model)) * batch;
+}
+
 }  // namespace
+
+sim::SpawnedSampler p40_sampler(const TwinParams& params) {
+  const auto& host = params.gpus.at(kP40).host;
+  return sim::SpawnedSampler{host.nvidia_smi_process_s, host.nvidia_smi_stall_s};
+}
 
 double p40_idle_power_w(const TwinParams& params, double clock_mhz) {
   const auto& gpu = params.gpus.at(kP40);
@@ -113,9 +160,8 @@ P40StepPhases p40_step_phases(const TwinParams& params, const std::string& model
 
 double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch,
                   double clock_mhz) {
-  const auto& data = params.datasets.at(dataset);
-  const double host_s = data.host_s_per_batch + sim::host_seconds_per_image(data, params.models.at(model)) * batch;
-  return host_s + p40_profile(params, model, batch, clock_mhz).latency_s();
+  return p40_sampler(params).median_step_s(decode_s(params, model, dataset, batch) +
+                                           p40_profile(params, model, batch, clock_mhz).latency_s());
 }
 
 std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const P40ObservationOptions& options) {
@@ -157,7 +203,7 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
       const std::string dataset = run.dataset;
       const auto label = fmt::format("{} batch {} at {:g} MHz", run.name, b, f);
 
-      std::vector<double> caught, throughput, step;
+      std::vector<double> caught, throughput, step, timed_s;
       std::vector<std::size_t> steady;  // rows without autotuning
       const double caught_above = idle_reference(idle, f) + options.caught_margin_w;
       for (const auto i : g.rows) {
@@ -168,6 +214,7 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
         if (run.new_batch_size[i]) continue;
         steady.push_back(i);
         throughput.push_back(rows[i].throughput_img_s);
+        if (rows[i].throughput_img_s > 0.0) timed_s.push_back(b / rows[i].throughput_img_s);
         step.push_back(run.step_s(i));
       }
       if (steady.size() < options.min_rows) continue;
@@ -186,6 +233,12 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
                                            [model, b, f](const TwinParams& p) {
                                              return p40_caught_power_w(p, model, b, f);
                                            }});
+      }
+      if (const auto stalls = stall_evidence(timed_s)) {
+        observations.push_back(Observation{"p40", "sampler_stall_s", label, group, stalls->stall_s, 1.0,
+                                           [](const TwinParams& p) { return p40_sampler(p).stall_s; }});
+        observations.push_back(Observation{"p40", "sampler_stall_rate_hz", label, group, stalls->rate_hz, 1.0,
+                                           [](const TwinParams& p) { return 2.0 / p40_sampler(p).period_s(); }});
       }
       observations.push_back(Observation{"p40", "throughput_img_s", label, group, median(throughput),
                                          weight_of(throughput.size()),
@@ -247,6 +300,8 @@ std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
       {FileKind::gpu, kP40, "activity_spread", 0.01, 1.0, 2.0},
       {FileKind::gpu, kP40, "autotune_compute_factor", 0.1, 200.0, 2.0},
       {FileKind::gpu, kP40, "autotune_fixed_s", 1e-3, 10.0, 2.0},
+      {FileKind::gpu, kP40, "host.nvidia_smi_process_s", 0.01, 2.0, 1.0},
+      {FileKind::gpu, kP40, "host.nvidia_smi_stall_s", 0.001, 0.5, 1.0},
   };
   std::set<std::string> models, datasets;
   for (const auto& run : runs) {

@@ -48,6 +48,7 @@ struct RunFlags {
   std::optional<std::string> precision;
   std::string input_pipeline = "none";
   bool autotune_new_shapes = false;
+  std::string sampler = "fixed";
   std::optional<int> bobd_budget;
   std::optional<std::string> params_dir;  // pctodl, directcap: PctoDL's fits
   std::optional<std::string> fitted_path; // mpsfit: gpucap's fitted predictor
@@ -123,10 +124,11 @@ void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, co
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
   fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
-  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}\n", model.id,
+  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}{}\n", model.id,
              sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
              spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
-             spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "");
+             spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "",
+             spec.sim.spawned_nvidia_smi ? ", sampled by spawned nvidia-smi" : "");
   print_summary_lines(s);
 }
 
@@ -155,6 +157,7 @@ nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& cata
           {"cap", spec.schedule.to_string()},
           {"input_pipeline", sim::to_string(spec.pipeline)},
           {"autotune_new_shapes", spec.sim.autotune_new_shapes},
+          {"sampler", spec.sim.spawned_nvidia_smi ? "nvidia-smi" : "fixed"},
           {"seed", spec.sim.seed}});
   return out;
 }
@@ -204,6 +207,13 @@ std::optional<std::size_t> search_budget(const RunFlags& flags) {
   return static_cast<std::size_t>(*flags.bobd_budget);
 }
 
+// --sampler: fixed or nvidia-smi.
+bool spawned_nvidia_smi(const std::string& sampler) {
+  if (sampler == "fixed") return false;
+  if (sampler == "nvidia-smi") return true;
+  throw usage_error(fmt::format("--sampler '{}' must be fixed or nvidia-smi", sampler));
+}
+
 void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   flags.real.reject_on_twin();
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
@@ -230,6 +240,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   spec.sim.seed = parse_seed(flags.seed);
   spec.sim.sample_hz = flags.sample_hz;
   spec.sim.autotune_new_shapes = flags.autotune_new_shapes;
+  spec.sim.spawned_nvidia_smi = spawned_nvidia_smi(flags.sampler);
   if (const auto budget = search_budget(flags)) spec.search_budget = *budget;
   if (control::needs_mps_planning(spec.algorithm) && !control::plans_with_fitted_predictor(spec.algorithm)) {
     spec.pctodl_params_dir = resolve_pctodl_params_dir(flags.params_dir);
@@ -363,6 +374,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
+  reject_for_platform(flags.sampler != "fixed", "--sampler", "nvml");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
   reject_for_platform(flags.live.pace.has_value(), "--pace", "nvml (a real GPU runs in real time)");
   flags.live.check_address();
@@ -491,6 +503,12 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--autotune-new-shapes", flags->autotune_new_shapes,
                 "sim: the engine autotunes each batch size it has not run before (TF1 + cuDNN, PyTorch with "
                 "cudnn.benchmark): that batch takes longer, at busy power (cost from the GPU file)");
+  cmd->add_option("--sampler", flags->sampler,
+                  "sim: how power is sampled: fixed (every 1/--sample-hz) or nvidia-smi (as the BatchDVFS harness: a "
+                  "reading each time a spawned nvidia-smi process returns, two processes and a 0.1-s sleep per reading, "
+                  "each process stalling the batch running then, and a 1-s wait after a batch that found no reading "
+                  "yet; timing from the GPU file's host.nvidia_smi_*)")
+      ->capture_default_str();
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
                   "run (default 50, as upstream)");

@@ -60,6 +60,10 @@ control::PlatformLimits NvmlPlatform::controller_limits() const {
                                  info.power_limit_max_w};
 }
 
+void NvmlPlatform::wait(double seconds) {
+  if (seconds > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
 void NvmlPlatform::settle() {
   std::this_thread::sleep_for(std::chrono::duration<double>(options_.power_settle_s));
 }

@@ -76,6 +76,9 @@ class JobRun {
   RunSummary run() {
     check_permissions(platform_.device(), controller_);
     check_run_limits(config_.images, config_.duration_s);
+    if (!(config_.wait_without_sample_s >= 0.0 && config_.wait_without_sample_s <= 60.0)) {
+      throw usage_error(fmt::format("wait without a sample {:g} s must be between 0 and 60 s", config_.wait_without_sample_s));
+    }
     const auto owned_session = platform_.open_control_session();
     auto& session = *owned_session;
     knobs_ = controller_.initial_knobs(config_.schedule.cap_at(0.0));
@@ -105,8 +108,12 @@ class JobRun {
         }
       }
       window_.latency_sum_s += result.latency_s();
+      collect_samples(platform_.clock().now_s());
+      if (window_.power.count() == 0 && config_.wait_without_sample_s > 0.0) {
+        platform_.wait(config_.wait_without_sample_s);
+        collect_samples(platform_.clock().now_s());
+      }
       const double now_s = platform_.clock().now_s();
-      collect_samples(now_s);
       if (!controller_.period().due(now_s - window_.start_s, window_.batches) && !cap_changed_in_window(now_s)) {
         continue;
       }

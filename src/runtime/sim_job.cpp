@@ -76,6 +76,11 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
     throw usage_error(fmt::format("dataset {} has no host decode cost (host_s_per_image) for an input pipeline",
                                   dataset.id));
   }
+  if (options.spawned_nvidia_smi && control::needs_mps_planning(spec.algorithm)) {
+    throw usage_error(fmt::format("the spawned nvidia-smi sampler is the BatchDVFS harness's, one process at 100 %; {} "
+                                  "runs MPS tenants",
+                                  spec.algorithm));
+  }
   platform_ = std::make_unique<SimPlatform>(gpu, model, spec.precision.value_or(model.precision), options);
   auto controller_options = spec.controller;
   if (control::needs_profile(spec.algorithm) && !controller_options.profile) {
@@ -107,6 +112,8 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   config_.images = spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images);
   config_.duration_s = spec.duration_s;
   config_.schedule = spec.schedule;
+  // That harness slept 1 s before logging a step whose sample list was still empty.
+  if (options.spawned_nvidia_smi) config_.wait_without_sample_s = kSpawnedSamplerWaitS;
 }
 
 RunSummary SimJob::run(const TraceSink& sink, const std::atomic<bool>* stop) {

@@ -19,11 +19,25 @@ namespace {
 
 constexpr double kSameInstantS = 1e-9;
 
+std::optional<sim::SpawnedSampler> spawned_sampler(const sim::GpuSpec& gpu, const SimOptions& options) {
+  if (!options.spawned_nvidia_smi) return std::nullopt;
+  return sim::SpawnedSampler{gpu.host.nvidia_smi_process_s, gpu.host.nvidia_smi_stall_s};
+}
+
 }  // namespace
 
-SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz)
-    : sensor_(sensor), sample_hz_(sample_hz), latest_(sensor.latest()) {
-  check_sample_hz(sample_hz);
+SimPowerMeter::SimPowerMeter(sim::PowerSensor& sensor, double sample_hz, std::optional<sim::SpawnedSampler> spawned)
+    : sensor_(sensor), sample_hz_(sample_hz), spawned_(spawned), latest_(sensor.latest()) {
+  if (spawned_) {
+    sim::check_spawned_sampler(*spawned_);
+    sample_hz_ = 1.0 / spawned_->period_s();
+  } else {
+    check_sample_hz(sample_hz);
+  }
+}
+
+double SimPowerMeter::sample_time_s(long long k) const {
+  return spawned_ ? spawned_->reading_time_s(k - 1) : static_cast<double>(k) / sample_hz_;
 }
 
 void SimPowerMeter::collect(double end_s, const SampleSink& sink) {
@@ -31,7 +45,7 @@ void SimPowerMeter::collect(double end_s, const SampleSink& sink) {
   // Sample every 1/rate up to end_s; each sample returns the sensor's latest reading, as an
   // NVML query would (several samples may see the same reading).
   while (true) {
-    const double t = static_cast<double>(next_sample_) / sample_hz_;
+    const double t = sample_time_s(next_sample_);
     if (t > end_s) break;
     // Reading and sample times are both multiples of a period, computed apart: a reading
     // published at the sample's instant (within rounding) is the latest one.
@@ -50,8 +64,9 @@ SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, s
       clock_(twin_),
       engine_(twin_),
       device_(twin_, options.writes_permitted),
-      meter_(twin_.sensor(), options.sample_hz) {
+      meter_(twin_.sensor(), options.sample_hz, spawned_sampler(gpu, options)) {
   twin_.set_autotune_new_shapes(options.autotune_new_shapes);
+  twin_.set_spawned_sampler(spawned_sampler(gpu, options));
   if (options.pace) {
     paced_ = std::make_unique<PacedEngine>(engine_, [this] { return twin_.now_s(); }, Pacer(*options.pace));
   }
@@ -64,8 +79,9 @@ std::string SimPlatform::description() const {
                          : fmt::format(", {} input pipeline at {:.2f} ms/image", sim::to_string(pipeline.mode),
                                        pipeline.seconds_per_image * 1e3);
   const auto autotune = twin_.autotune_new_shapes() ? std::string(", autotuning each new batch size") : std::string();
-  return fmt::format("simulated {} running {} ({}{}{})", twin_.gpu().name, twin_.model().id,
-                     sim::to_string(twin_.precision()), input, autotune);
+  const auto sampler = twin_.spawned_sampler() ? std::string(", sampled by spawned nvidia-smi") : std::string();
+  return fmt::format("simulated {} running {} ({}{}{}{})", twin_.gpu().name, twin_.model().id,
+                     sim::to_string(twin_.precision()), input, autotune, sampler);
 }
 
 double SimPlatform::power_settle_s() const {

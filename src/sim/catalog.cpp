@@ -184,6 +184,10 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.host.batch_sync_s = host.non_negative("batch_sync_s");
   gpu.host.layer_launch_s = host.non_negative("layer_launch_s");
   gpu.host.training_loop_scale = host.positive_or("training_loop_scale", 1.0);
+  gpu.host.nvidia_smi_process_s = host.positive_or("nvidia_smi_process_s", gpu.host.nvidia_smi_process_s);
+  gpu.host.nvidia_smi_stall_s = host.non_negative_or("nvidia_smi_stall_s", gpu.host.nvidia_smi_stall_s);
+  require(gpu.host.nvidia_smi_stall_s < gpu.host.nvidia_smi_process_s, f, "host.nvidia_smi_stall_s",
+          "must be shorter than host.nvidia_smi_process_s");
   return gpu;
 }
 

@@ -116,7 +116,14 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
       record.host_s = std::max(0.0, host_s - profile.busy_s);
       break;
   }
+  if (spawned_sampler_) {
+    const double work_s = record.host_s + profile.prep_s + record.autotune_s + profile.busy_s;
+    record.stall_s = spawned_sampler_->stalled_duration_s(now_s_, work_s) - work_s;
+  }
   if (pipeline_.mode == PipelineMode::serial) emit(record.host_s, record.prep_power_w);
+  // The batch waits, the GPU idle with the context loaded, while the sampler's processes hold it
+  // (all at once: when exactly does not change the batch's length or energy).
+  emit(record.stall_s, record.prep_power_w);
   emit(profile.prep_s, record.prep_power_w);
   emit(record.autotune_s, record.busy_power_w);
   emit(profile.busy_s / 2.0, halves.first_w);

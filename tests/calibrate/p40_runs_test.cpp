@@ -99,6 +99,19 @@ TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
   EXPECT_GT(kinds["busy_power_w"], 100);
   EXPECT_GT(kinds["busy_s"], 50);
   EXPECT_GT(kinds["throughput_img_s"], 300);
+  // The harness's nvidia-smi stalls, from the groups of short steps: ~60 ms each, ~5.5 a second.
+  EXPECT_GT(kinds["sampler_stall_s"], 8);
+  EXPECT_EQ(kinds["sampler_stall_s"], kinds["sampler_stall_rate_hz"]);
+  for (const auto& o : observations) {
+    if (o.quantity == "sampler_stall_s") {
+      EXPECT_GT(o.target, 0.04) << o.label;
+      EXPECT_LT(o.target, 0.08) << o.label;
+    }
+    if (o.quantity == "sampler_stall_rate_hz") {
+      EXPECT_GT(o.target, 4.0) << o.label;
+      EXPECT_LT(o.target, 7.0) << o.label;
+    }
+  }
   // One per run whose first steps at new batch sizes were measurably longer (TF1 autotuning).
   EXPECT_GT(kinds["autotune_s"], 20);
   EXPECT_LE(kinds["autotune_s"], 60);

@@ -84,6 +84,24 @@ TEST(Cli, AutotuningEachNewBatchSizeCostsThroughput) {
   EXPECT_LT(tuned["throughput_img_s"].get<double>(), plain["throughput_img_s"].get<double>());
 }
 
+TEST(Cli, TheBatchDvfsHarnesssSamplerSlowsShortBatchesAndSamplesAFewTimesASecond) {
+  const auto run = [](const std::vector<std::string>& more) {
+    const auto r = gpucap(with({"run", "--model", "inception_v4", "--algorithm", "dvfs", "--batch", "1", "--power-cap",
+                                "250", "--images", "600", "--input-pipeline", "serial", "--json"},
+                               more));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto plain = run({});
+  const auto harness = run({"--sampler", "nvidia-smi"});
+  EXPECT_EQ(plain["sampler"], "fixed");
+  EXPECT_EQ(harness["sampler"], "nvidia-smi");
+  // Batch 1 of Inception-V4 (job 4 of the BatchDVFS matrix logged 9.3 img/s): its processes stall
+  // about every other batch, and most windows wait 1 s for their first reading.
+  EXPECT_LT(harness["throughput_img_s"].get<double>(), 0.7 * plain["throughput_img_s"].get<double>());
+  EXPECT_GT(harness["throughput_img_s"].get<double>(), 0.3 * plain["throughput_img_s"].get<double>());
+}
+
 TEST(Cli, RunRejectsBadInput) {
   expect_error({"run", "--gpu", "k80", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "131"}, 2,
                "unknown GPU 'k80'");
@@ -104,6 +122,10 @@ TEST(Cli, RunRejectsBadInput) {
                2, "unknown dataset 'coco'");
   expect_error(with(kRun, {"--power-cap", "131", "--precision", "int4"}), 2, "--precision");
   expect_error({"run", "--algorithm", "batchdvfs"}, 2, "--model");
+  expect_error(with(kRun, {"--power-cap", "131", "--sampler", "nvml"}), 2, "--sampler 'nvml' must be fixed or nvidia-smi");
+  expect_error({"run", "--gpu", "a100", "--model", "resnet50", "--algorithm", "mpsfit", "--power-cap", "200", "--sampler",
+                "nvidia-smi"},
+               2, "one process at 100 %; mpsfit runs MPS tenants");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
 }
 

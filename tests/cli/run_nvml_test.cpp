@@ -126,6 +126,8 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
                "notes.txt: not a JPEG image");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--gpu", "p40"}), 2,
                "--gpu does not apply to --platform nvml");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--sampler", "nvidia-smi"}), 2,
+               "--sampler does not apply to --platform nvml");
   expect_error(with(real_run("batchsizer"), {}), 2, "give --images N or --duration S");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--dataset", "caltech256"}), 2,
                "--dataset does not apply to --platform nvml");

@@ -24,6 +24,7 @@ class ScriptedPlatform final : public Platform {
   [[nodiscard]] device::Device& device() override { return device_; }
   [[nodiscard]] PowerMeter& meter() override { return meter_; }
   [[nodiscard]] control::PlatformLimits controller_limits() const override { return {}; }
+  void wait(double seconds) override { now_s += seconds; }
 
   double now_s = 0.0;
 
@@ -128,6 +129,41 @@ TEST(RunnerOnScript, AFinalWindowWithoutSamplesIsNotAWindow) {
   EXPECT_EQ(summary.windows, 1);
   EXPECT_EQ(summary.images, 9) << "the last batch's image still counts";
   EXPECT_NEAR(summary.duration_s, 3.6, 1e-12);
+}
+
+TEST(RunnerOnScript, ABatchThatLeavesTheWindowWithoutASampleIsFollowedByTheWait) {
+  // 0.1-s batches of one image (90 W holds Clipper in its band), a sample every 0.5 s, 3-s
+  // windows. With the wait, a batch that ends before its window's first sample is followed by 1 s
+  // idle, as the BatchDVFS harness slept before logging an empty sample list.
+  const auto run = [](double wait_s, std::vector<TraceRow>* rows) {
+    ScriptedPlatform platform(0.1, 2.0, [](double) { return 90.0; });
+    const auto controller = clipper_every(3.0);
+    RunConfig config;
+    config.images = 60;
+    config.schedule = CapSchedule::constant(100);
+    config.wait_without_sample_s = wait_s;
+    return run_job(platform, *controller, config, [rows](const TraceRow& r) { rows->push_back(r); });
+  };
+  std::vector<TraceRow> plain_rows, rows;
+  const auto plain = run(0.0, &plain_rows);
+  EXPECT_NEAR(plain.duration_s, 6.0, 1e-9);
+  const auto waiting = run(1.0, &rows);
+  EXPECT_EQ(waiting.images, 60);
+  // The first batch (to 0.1 s, then 1 s idle) and the first after each decision end before a
+  // sample: the windows close at 3.0 and 6.1 s (the first batch end 3 s after each start), so
+  // three waits in all.
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_NEAR(rows[0].time_s, 3.0, 1e-9);
+  EXPECT_NEAR(rows[1].time_s, 6.1, 1e-9);
+  EXPECT_NEAR(waiting.duration_s, 9.0, 1e-9);
+  for (const auto& row : rows) EXPECT_GT(row.samples, 0u);
+
+  RunConfig bad;
+  bad.images = 1;
+  bad.wait_without_sample_s = -1.0;
+  ScriptedPlatform platform(0.1, 2.0, [](double) { return 90.0; });
+  const auto controller = clipper_every(3.0);
+  EXPECT_THROW((void)run_job(platform, *controller, bad), Error);
 }
 
 TEST(RunnerOnScript, DurationLimitStopsAtTheNextBatchBoundary) {

@@ -80,6 +80,22 @@ TEST_F(SimPlatformTest, SamplesReflectTheWorkload) {
   EXPECT_NEAR(platform.device().read(device::Signal::power_w), mean_w, 0.1 * mean_w);
 }
 
+TEST_F(SimPlatformTest, ASpawnedNvidiaSmiSamplerReadsWhenEachCyclesFirstProcessExits) {
+  SimOptions options;
+  options.spawned_nvidia_smi = true;
+  const auto& gpu = catalog.gpu("p40");
+  SimPlatform platform(gpu, catalog.model("resnet_v2_50"), sim::Precision::fp32, options);
+  const sim::SpawnedSampler sampler{gpu.host.nvidia_smi_process_s, gpu.host.nvidia_smi_stall_s};
+  EXPECT_NEAR(platform.meter().sample_hz(), 1.0 / sampler.period_s(), 1e-12);
+  while (platform.clock().now_s() < 3.0) (void)platform.engine().run_batch(4);
+  const auto samples = collect(platform.meter(), platform.clock().now_s());
+  ASSERT_GE(samples.size(), 5u);
+  for (std::size_t j = 0; j < samples.size(); ++j) {
+    EXPECT_NEAR(samples[j].time_s, sampler.reading_time_s(static_cast<long long>(j)), 1e-9);
+  }
+  EXPECT_NE(platform.description().find("spawned nvidia-smi"), std::string::npos);
+}
+
 TEST_F(SimPlatformTest, InvalidRateIsAUsageError) {
   EXPECT_THROW(make(0.0), Error);
   EXPECT_THROW(make(-5.0), Error);

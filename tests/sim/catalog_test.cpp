@@ -124,6 +124,26 @@ TEST(Catalog, ActivitySpreadAboveOneIsRejected) {
   }
 }
 
+TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
+  const auto at = text.find("\"nvidia_smi_stall_s\":");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find_first_of(",}\n", at) - at, "\"nvidia_smi_stall_s\": 5.0");
+  const auto root = data_dir_with(dir, "gpus/p40.json", text);
+  try {
+    (void)Catalog::load(root);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: host.nvidia_smi_stall_s: must be shorter than"),
+              std::string::npos)
+        << e.what();
+  }
+  // A GPU file without them gets the P40 host's.
+  const auto& a100 = Catalog::load(test::data_dir()).gpu("a100");
+  EXPECT_GT(a100.host.nvidia_smi_process_s, a100.host.nvidia_smi_stall_s);
+}
+
 TEST(Catalog, ClockIndependentFractionMustBeBelowOnePerGpu) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/models/mobilenet_v2.json");

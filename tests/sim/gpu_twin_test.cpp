@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
@@ -107,6 +108,30 @@ TEST_F(GpuTwinTest, AutotunesOnlyTheFirstBatchOfEachSizeAndOnlyWhenAsked) {
     return r.time_s < first.end_s && r.power_w > 0.9 * first.busy_power_w;
   });
   EXPECT_GT(static_cast<double>(busy) * p40_sensor_period_s(), 0.8 * first.autotune_s);
+}
+
+TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {
+  // Processes start at 0, 0.1, 0.3, 0.4, ...; each costs the batch running then 40 ms.
+  const SpawnedSampler sampler{0.1, 0.04, 0.1};
+  auto plain = make("p40", "resnet_v2_50");
+  auto twin = make("p40", "resnet_v2_50");
+  twin.set_spawned_sampler(sampler);
+  int stalled = 0;
+  while (twin.now_s() < 3.0) {
+    const auto unstalled = plain.run_batch(4);
+    const auto batch = twin.run_batch(4);
+    const double work_s = unstalled.latency_s();
+    const double stalls = std::round(batch.stall_s / sampler.stall_s);
+    EXPECT_NEAR(batch.stall_s, stalls * sampler.stall_s, 1e-12);
+    EXPECT_EQ(static_cast<long long>(stalls), sampler.process_starts(batch.start_s, batch.end_s - 1e-12));
+    EXPECT_NEAR(batch.latency_s(), work_s + batch.stall_s, 1e-6 * work_s) << "the same noise stream, stalls added";
+    if (stalls > 0) ++stalled;
+  }
+  EXPECT_GT(stalled, 10);
+  // While stalled the GPU idles with the context loaded: the twin's energy over the run is the
+  // plain one's plus the stalls at that power.
+  EXPECT_GT(twin.energy_j(), plain.energy_j());
+  EXPECT_EQ(plain.run_batch(4).stall_s, 0.0) << "no sampler, no stall";
 }
 
 }  // namespace

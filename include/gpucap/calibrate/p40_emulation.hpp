@@ -5,11 +5,12 @@
 // Each logged step keeps its logged length, batch and clock; within it the twin places its own
 // compute phase at the end (the harness decoded the batch first, then computed), after the
 // autotuning on a step that ran a new batch size, and idle-with-context power before it. The
-// harness's power list was filled by a sampler that read the (averaging) sensor every
-// `sampler_period_s` and was cleared whenever the controller closed a window; the logged value
+// harness's power list was filled by a sampler that read the (averaging) sensor once per cycle of
+// its nvidia-smi processes and was cleared whenever the controller closed a window; the logged value
 // of a row is the list's maximum. The sampler's phase is unknown, so the prediction is the
 // median over evenly spread phases.
 
+#include <optional>
 #include <vector>
 
 #include "gpucap/calibrate/model.hpp"
@@ -18,7 +19,8 @@
 namespace gpucap::calibrate {
 
 struct HarnessParams {
-  double sampler_period_s = 0.3;  // upstream: two nvidia-smi processes + 0.1 s sleep per sample
+  // Default: the P40 file's spawned sampler, two nvidia-smi processes + 0.1 s sleep per sample.
+  std::optional<double> sampler_period_s;
   int phases = 16;
 };
 

@@ -11,17 +11,25 @@
 //   throughput_img_s logged per-step throughput (decode + compute: the twin's serial pipeline)
 //   autotune_s       per run, how much longer than their groups' steady steps the first steps at new
 //                    batch sizes took (median)
+//   sampler_stall_s, sampler_stall_rate_hz
+//                    per group of short steps: how much a process of the harness's nvidia-smi
+//                    sampler stalled a step, and how many stalls a second of stepping held
+//                    (sim/spawned_sampler.hpp)
 
 #include <vector>
 
 #include "gpucap/calibrate/model.hpp"
 #include "gpucap/calibrate/p40_runs.hpp"
 #include "gpucap/sim/perf_model.hpp"
+#include "gpucap/sim/spawned_sampler.hpp"
 
 namespace gpucap::calibrate {
 
 inline constexpr const char* kP40 = "p40";
 inline constexpr double kP40MemoryClockMhz = 3615.0;
+
+// The harness's nvidia-smi sampler on the P40 host, from the P40 file.
+[[nodiscard]] sim::SpawnedSampler p40_sampler(const TwinParams& params);
 
 // Twin predictions for one step of a P40 run (the clock is snapped to a supported one).
 [[nodiscard]] double p40_idle_power_w(const TwinParams& params, double clock_mhz);
@@ -44,7 +52,8 @@ struct P40StepPhases {
 };
 [[nodiscard]] P40StepPhases p40_step_phases(const TwinParams& params, const std::string& model, int batch,
                                             double clock_mhz, bool new_batch_size);
-// Host decode + input copy + compute: the step time of the serial input pipeline.
+// Host decode + input copy + compute: the step time of the serial input pipeline, as the median
+// step under the harness's nvidia-smi sampler (whose processes stall some steps).
 [[nodiscard]] double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset,
                                 int batch, double clock_mhz);
 

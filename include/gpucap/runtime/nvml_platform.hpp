@@ -53,6 +53,7 @@ class NvmlPlatform final : public Platform {
   [[nodiscard]] control::PlatformLimits controller_limits() const override;
   [[nodiscard]] double power_settle_s() const override { return options_.power_settle_s; }
   void settle() override;
+  void wait(double seconds) override;
   [[nodiscard]] std::unique_ptr<device::ControlSession> open_control_session() override;
 
   [[nodiscard]] const device::NvmlDevice& gpu() const { return *device_; }

@@ -53,6 +53,8 @@ class Platform {
   // Waits power_settle_s(), idle at the knobs just applied, so that a job's first samples do not
   // report the GPU as it was before gpucap configured it.
   virtual void settle() {}
+  // Lets `seconds` pass with nothing running (the GPU idle at its current knobs).
+  virtual void wait(double seconds) = 0;
   // The session every write of a run goes through. A real GPU's is journaled, so that a killed
   // run's changes are undone by the next gpucap start (device/restore_journal.hpp).
   [[nodiscard]] virtual std::unique_ptr<device::ControlSession> open_control_session() {

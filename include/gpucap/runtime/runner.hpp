@@ -28,6 +28,10 @@ struct RunConfig {
   // Set (by a signal handler) to end the run at the next batch boundary; the run's settings are
   // restored as at any end.
   const std::atomic<bool>* stop = nullptr;
+  // After a batch that leaves the window without a power sample, wait this long before the next
+  // one (0: never). The BatchDVFS harness slept 1 s before logging a step whose sample list was
+  // still empty, which its short steps right after a decision often found.
+  double wait_without_sample_s = 0.0;
 };
 
 // One row per window.

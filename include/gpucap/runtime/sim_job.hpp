@@ -31,6 +31,9 @@ struct SimJobSpec {
   SimOptions sim;
 };
 
+// How long the BatchDVFS harness slept before logging a step with no power sample yet.
+inline constexpr double kSpawnedSamplerWaitS = 1.0;
+
 // The least the twin draws with a model loaded: idle at its lowest SM and memory clocks.
 [[nodiscard]] double lowest_loaded_power_w(const sim::GpuSpec& gpu);
 

@@ -20,14 +20,18 @@ void check_sample_hz(double sample_hz);
 
 class SimPowerMeter final : public PowerMeter {
  public:
-  SimPowerMeter(sim::PowerSensor& sensor, double sample_hz);
+  // Samples every 1/sample_hz, or, with `spawned`, when each of its controller's processes exits.
+  SimPowerMeter(sim::PowerSensor& sensor, double sample_hz, std::optional<sim::SpawnedSampler> spawned = std::nullopt);
   [[nodiscard]] double sample_hz() const override { return sample_hz_; }
   void collect(double end_s, const SampleSink& sink) override;
 
  private:
+  [[nodiscard]] double sample_time_s(long long k) const;
+
   sim::PowerSensor& sensor_;
   double sample_hz_;
-  long long next_sample_ = 1;  // sample k is taken at k / sample_hz
+  std::optional<sim::SpawnedSampler> spawned_;
+  long long next_sample_ = 1;  // sample k is taken at sample_time_s(k)
   std::deque<sim::SensorReading> readings_;
   sim::SensorReading latest_;
 };
@@ -37,6 +41,9 @@ struct SimOptions {
   sim::InputPipeline pipeline;   // default: inputs ready, no host-side decode
   bool autotune_new_shapes = false;  // the engine autotunes each new batch size (GpuTwin)
   double sample_hz = 100.0;      // power meter sampling rate
+  // Sample as the BatchDVFS harness did, by spawning nvidia-smi (sim/spawned_sampler.hpp, timing
+  // from the GPU file's host): replaces sample_hz, and its processes stall the batches.
+  bool spawned_nvidia_smi = false;
   bool writes_permitted = true;  // false: an unprivileged process (batch size only)
   // Virtual seconds per wall second (--pace): the engine waits for the wall clock after each
   // batch. nullopt: as fast as the host computes.
@@ -62,6 +69,7 @@ class SimPlatform final : public Platform {
   // sooner than that after a change can still show the knobs before it.
   [[nodiscard]] double power_settle_s() const override;
   void settle() override;
+  void wait(double seconds) override { twin_.idle(seconds); }
   [[nodiscard]] sim::GpuTwin& twin() { return twin_; }
 
  private:

@@ -11,6 +11,7 @@
 #include "gpucap/sim/noise.hpp"
 #include "gpucap/sim/perf_model.hpp"
 #include "gpucap/sim/power_sensor.hpp"
+#include "gpucap/sim/spawned_sampler.hpp"
 #include "gpucap/sim/specs.hpp"
 
 namespace gpucap::sim {
@@ -25,6 +26,7 @@ struct BatchRecord {
   double busy_power_w = 0.0;
   double host_s = 0.0;             // host-side input preparation that kept the GPU idle
   double autotune_s = 0.0;         // the engine benchmarking algorithms for a batch size it had not seen
+  double stall_s = 0.0;            // stalled by the processes of a spawned nvidia-smi sampler
   bool power_limited = false;      // the firmware lowered the clock for this batch
   int tenant = 0;                  // which MPS tenant ran it (run_tenants); 0 for run_batch
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
@@ -43,6 +45,10 @@ class GpuTwin {
   // first batch of each batch size costs extra GPU time (sim::autotune_s).
   void set_autotune_new_shapes(bool on) { autotune_new_shapes_ = on; }
   [[nodiscard]] bool autotune_new_shapes() const { return autotune_new_shapes_; }
+  // A harness that samples power by spawning nvidia-smi (sim/spawned_sampler.hpp): each process
+  // that starts while a batch runs (run_batch) stalls it. nullopt: no such sampler (default).
+  void set_spawned_sampler(std::optional<SpawnedSampler> sampler) { spawned_sampler_ = sampler; }
+  [[nodiscard]] const std::optional<SpawnedSampler>& spawned_sampler() const { return spawned_sampler_; }
 
   // Controls. nullopt = not locked / driver default. Values must already be validated against
   // the ranges; clocks snap to the nearest supported clock, as the driver does.
@@ -124,6 +130,7 @@ class GpuTwin {
   Precision precision_;
   InputPipeline pipeline_;
   bool autotune_new_shapes_ = false;
+  std::optional<SpawnedSampler> spawned_sampler_;
   std::set<int> tuned_batch_sizes_;
   PowerSensor sensor_;
   Noise latency_noise_;

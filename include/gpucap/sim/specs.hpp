@@ -51,6 +51,11 @@ struct HostParams {
   // this GPU sits in, relative to the datasets' figures (sim/training_step.hpp): Zeus measured each
   // GPU in its own server.
   double training_loop_scale = 1.0;
+  // The BatchDVFS harness's nvidia-smi sampler on this machine (sim/spawned_sampler.hpp): one
+  // process from spawn to exit, and the stall each one causes. Defaults: the P40 host's, from its
+  // logs (docs/simulator.md).
+  double nvidia_smi_process_s = 0.139;
+  double nvidia_smi_stall_s = 0.061;
 };
 
 struct GpuSpec {
