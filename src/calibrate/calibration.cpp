@@ -343,7 +343,7 @@ void add_p40(FidelityReport& report, const sim::Catalog& catalog, const Fidelity
   if (!run_time_errors.empty()) {
     report.rows.push_back({"p40 run times", "job_seconds",
                            fmt::format("{}; each whole job of runtimes.csv replayed as its harness ran it (JPEG decode in "
-                                       "the step, autotuning of new batch sizes)",
+                                       "the step, autotuning of new batch sizes, its nvidia-smi sampler)",
                                        options.p40_cross_validate ? "leave-one-job-out" : "the current data files"),
                            error_stats(run_time_errors), 8.0, 20.0, std::nullopt});
   }

@@ -147,8 +147,17 @@ std::string where_the_misses_come_from(const FidelityReport& report) {
   (`activity_spread`), approximate that mixture of layers, and the fit trades small-batch power
   against large-batch power.
 - **Small MobileNets** (V1 0.25/0.5): a compute phase of a few milliseconds is shorter than the
-  sensor's averaging, so whether a 0.3-s sampler catches it, and how much of it, is mostly chance
+  sensor's averaging, so whether a 0.37-s sampler catches it, and how much of it, is mostly chance
   (the log-vs-itself column of the table above shows the same spread).
+- **Whole-job run times**: the long jobs at batch 1–4 (Inception-V4 and NASNet-A-Large at 83–84 W,
+  Inception-V3 at 80 W) spend a third of their time in the harness itself: every nvidia-smi
+  process stalls the step it starts in (the logged steps split into modes ~55 ms apart), and a
+  window whose first step ends before the sampler's first reading sleeps 1 s (gaps of 1.0 s in
+  the time stamps, every 3–6 s). The twin replays both. What is left is Clipper's additive search:
+  it stops where the window maximum enters its band, so a twin a few percent low at the batch
+  sizes where the real GPU stopped keeps searching, and autotunes every new batch size it tries
+  (ResNet-V2-152 and Inception-V4 at 237–245 W); a twin that is a model's only job keeps the
+  model's prior power intensity.
 - **PctoDL grid** (3080 Ti, A100): the published fit makes MobileNetV2 and MnasNet throughput
   almost independent of both clocks and, above batch 16, of batch size — MobileNetV2 on the
   3080 Ti at batch 32: 2,342 img/s at 510 MHz, 2,412 at 2,100 MHz, +0.8 % from memory clock
@@ -204,7 +213,7 @@ std::string p40_run_time_table(const FidelityReport& report) {
       "\n## P40 whole-job run times\n\nEach job of `runtimes.csv` (the whole dataset: 15,000 ImageNet or 20,000 "
       "Caltech-256 images) replayed {}, as the harness ran it: `gpucap run --gpu p40 "
       "--model M --dataset D --power-cap W --algorithm batchdvfs|clipper|dvfs --input-pipeline serial "
-      "--autotune-new-shapes` (dvfs256 is dvfs at its fixed batch 256).\n\n"
+      "--autotune-new-shapes --sampler nvidia-smi` (dvfs256 is dvfs at its fixed batch 256).\n\n"
       "| job | model | approach | logged s | twin s | error |\n|---:|---|---|---:|---:|---:|\n",
       report.p40_cross_validated ? "by a twin fitted without that job" : "by the twin of the current data files");
   for (const auto& t : report.p40_run_times) {
@@ -243,9 +252,14 @@ Sources, in the order they are fitted:
   each batch before the GPU computes it, as the TF1 harness did), and nvidia-smi's idle power with
   a model loaded, per clock; per run, how much longer its first steps at new batch sizes took than
   the later ones (TF1 autotuning the convolutions for each new shape; those steps are left out of
-  the other quantities). Fits the P40's power and timing coefficients, its activity spread and
-  autotuning cost, each TF-slim model's power intensity, FP32 efficiency and activation traffic,
-  and the datasets' decode costs.
+  the other quantities); per group of short steps (at least 200, under 0.12 s), the harness's
+  nvidia-smi stalls: the steps split into modes one stall apart, and a second of stepping holds
+  as many stalls as processes started in it (docs/simulator.md, "The BatchDVFS harness's
+  sampler"). A logged step's median is predicted with those stalls. Fits the P40's power and
+  timing coefficients, its activity spread and autotuning cost, the sampler's process time and
+  stall, each TF-slim model's power intensity, FP32 efficiency and activation traffic, and the
+  datasets' decode costs per image, per megapixel and per step (TF1 re-initialises the input
+  iterator and calls the session each step).
 - **PctoDL's fitted predictor** (`../shared/data/pctodl`, a published fit of real RTX 3080 Ti and
   A100 measurements), evaluated single-tenant over batches 8–256 and ten SM clocks from 510 MHz to
   the top, at each shipped memory clock; the twin runs PctoDL's profiling harness (FP16, the input
@@ -273,9 +287,10 @@ prior); every fifth point of the PctoDL grid is held out of a fit on the rest. F
 logged step is replayed at its logged batch size, clock, length and cap: the twin puts its compute
 phase at the end of the step (the harness decoded first; the busy phase's two halves at their
 different power, see docs/simulator.md), preceded on a step at a new batch size by the
-autotuning, and idle-with-context power before that; it samples the sensor every 0.3 s like
-upstream's nvidia-smi loop, clears the sample list where the controller closed a window, and
-predicts the row's logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any folder of logs this way with the current data files.
+autotuning, and idle-with-context power before that; it samples the sensor once per cycle of
+upstream's nvidia-smi loop (two processes and a 0.1-s sleep: 0.37 s with the fitted process
+time), clears the sample list where the controller closed a window, and predicts the row's
+logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any folder of logs this way with the current data files.
 
 )";
   out += "## Results\n\nAbsolute percentage error of the twin's prediction against the measurement.\n\n";

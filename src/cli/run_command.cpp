@@ -504,10 +504,10 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                 "sim: the engine autotunes each batch size it has not run before (TF1 + cuDNN, PyTorch with "
                 "cudnn.benchmark): that batch takes longer, at busy power (cost from the GPU file)");
   cmd->add_option("--sampler", flags->sampler,
-                  "sim: how power is sampled: fixed (every 1/--sample-hz) or nvidia-smi (as the BatchDVFS harness: a "
-                  "reading each time a spawned nvidia-smi process returns, two processes and a 0.1-s sleep per reading, "
-                  "each process stalling the batch running then, and a 1-s wait after a batch that found no reading "
-                  "yet; timing from the GPU file's host.nvidia_smi_*)")
+                  "sim: how power is sampled: fixed (every 1/--sample-hz) or nvidia-smi (as the BatchDVFS harness: "
+                  "cycles of two spawned nvidia-smi processes and a 0.1-s sleep, a reading when the first process "
+                  "returns, each process stalling the batch running when it starts, and a 1-s wait after a batch "
+                  "that leaves its window without a reading; timing from the GPU file's host.nvidia_smi_*)")
       ->capture_default_str();
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
