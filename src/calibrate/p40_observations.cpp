@@ -285,7 +285,7 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
 
 std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
   std::vector<FitParameter> parameters = {
-      {FileKind::gpu, kP40, "voltage.min_v", 0.6, 1.06, 0.0},
+      {FileKind::gpu, kP40, "voltage.min_v", 0.6, 1.06, 0.1},
       {FileKind::gpu, kP40, "voltage.knee_mhz", 560.0, 1500.0, 0.0},
       {FileKind::gpu, kP40, "power_model.constant_w", 1.0, 80.0, 0.0},
       {FileKind::gpu, kP40, "power_model.static_w", 1.0, 80.0, 0.0},
