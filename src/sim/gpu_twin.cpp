@@ -25,6 +25,11 @@ GpuTwin::GpuTwin(GpuSpec gpu, ModelSpec model, Precision precision, std::uint64_
   current_power_w_ = idle_loaded_power_w(gpu_, OperatingPoint{current_sm_mhz_, memory_clock_mhz()});
 }
 
+void GpuTwin::set_spawned_sampler(std::optional<SpawnedSampler> sampler) {
+  if (sampler) check_spawned_sampler(*sampler);
+  spawned_sampler_ = sampler;
+}
+
 void GpuTwin::lock_sm_clock(std::optional<double> mhz) {
   sm_lock_mhz_ = mhz ? std::optional<double>(nearest_clock_mhz(gpu_.sm_clocks_mhz, *mhz)) : std::nullopt;
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "gpucap/core/error.hpp"
 
@@ -81,7 +80,6 @@ void check_spawned_sampler(const SpawnedSampler& s) {
   if (!(s.sleep_s >= 0.0 && s.sleep_s <= 10.0)) {
     throw usage_error(fmt::format("sampler sleep {:g} s must be in [0, 10] s", s.sleep_s));
   }
-
 }
 
 }  // namespace gpucap::sim

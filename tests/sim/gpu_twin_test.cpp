@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpucap/core/error.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
 
@@ -132,6 +133,8 @@ TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {
   // plain one's plus the stalls at that power.
   EXPECT_GT(twin.energy_j(), plain.energy_j());
   EXPECT_EQ(plain.run_batch(4).stall_s, 0.0) << "no sampler, no stall";
+  // A stall as long as a process could never end a batch: refused.
+  EXPECT_THROW(plain.set_spawned_sampler(SpawnedSampler{0.1, 0.1, 0.1}), Error);
 }
 
 }  // namespace

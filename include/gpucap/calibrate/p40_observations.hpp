@@ -2,13 +2,14 @@
 // Calibration observations from the P40 runs, and the twin's predictions they are compared with.
 //
 // The BatchDVFS harness decoded each batch's JPEGs on one CPU thread before computing it, so the
-// GPU idled most of each step (mean utilisation 1–25 %). Four kinds of observation follow, each
-// per run and (batch size, clock) group of steps:
+// GPU idled most of each step (mean utilisation 1–25 %). The observations, each per run and
+// (batch size, clock) group of steps unless said otherwise:
 //   idle_power_w     1-Hz nvidia-smi samples with 0 % utilisation (model loaded, nothing running)
 //   busy_power_w     logged window maxima that caught a compute phase (above idle + a margin);
 //                    half weight for Clipper runs, whose clocks the GPU chose
 //   busy_s           GPU busy time per step: mean utilisation × step time (nvidia-smi)
-//   throughput_img_s logged per-step throughput (decode + compute: the twin's serial pipeline)
+//   throughput_img_s logged per-step throughput (decode + compute: the twin's serial pipeline, its
+//                    median step with the harness sampler's stalls)
 //   autotune_s       per run, how much longer than their groups' steady steps the first steps at new
 //                    batch sizes took (median)
 //   sampler_stall_s, sampler_stall_rate_hz

@@ -47,7 +47,8 @@ class GpuTwin {
   [[nodiscard]] bool autotune_new_shapes() const { return autotune_new_shapes_; }
   // A harness that samples power by spawning nvidia-smi (sim/spawned_sampler.hpp): each process
   // that starts while a batch runs (run_batch) stalls it. nullopt: no such sampler (default).
-  void set_spawned_sampler(std::optional<SpawnedSampler> sampler) { spawned_sampler_ = sampler; }
+  // Throws Error(usage) for impossible timings (check_spawned_sampler).
+  void set_spawned_sampler(std::optional<SpawnedSampler> sampler);
   [[nodiscard]] const std::optional<SpawnedSampler>& spawned_sampler() const { return spawned_sampler_; }
 
   // Controls. nullopt = not locked / driver default. Values must already be validated against

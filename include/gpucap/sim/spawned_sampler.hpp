@@ -6,13 +6,11 @@
 // On the P40 host each process stalled the step running when it started: at batch 1-4 the logged
 // steps of one (batch size, clock) split into two modes about 60 ms apart, the slow ones some 5.5
 // per second of stepping, and steps of 0.1-0.2 s into three modes, 0, 1 and 2 stalls long
-// (docs/simulator.md, "The harness's sampler"). A step stalls once for each process that starts in
-// it, CPU decode or GPU work alike.
+// (docs/simulator.md, "The BatchDVFS harness's sampler"). A step stalls once for each process that
+// starts in it, CPU decode or GPU work alike.
 //
 // The schedule is periodic from time 0: cycle j starts its first process at j·period and its
 // second at j·period + process_s; the controller's reading is taken when the first one exits.
-
-#include <cstdint>
 
 namespace gpucap::sim {
 
