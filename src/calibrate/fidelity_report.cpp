@@ -252,11 +252,12 @@ Sources, in the order they are fitted:
   each batch before the GPU computes it, as the TF1 harness did), and nvidia-smi's idle power with
   a model loaded, per clock; per run, how much longer its first steps at new batch sizes took than
   the later ones (TF1 autotuning the convolutions for each new shape; those steps are left out of
-  the other quantities); per group of short steps (at least 200, under 0.12 s), the harness's
+  the other quantities) and what its first row read (the graph load and the first shape's
+  autotuning); per group of short steps (at least 200, under 0.12 s), the harness's
   nvidia-smi stalls: the steps split into modes one stall apart, and a second of stepping holds
   as many stalls as processes started in it (docs/simulator.md, "The BatchDVFS harness's
   sampler"). A logged step's median is predicted with those stalls. Fits the P40's power and
-  timing coefficients, its activity spread and autotuning cost, the sampler's process time and
+  timing coefficients, its activity spread, autotuning cost and first-shape activity, the sampler's process time and
   stall, each TF-slim model's power intensity, FP32 efficiency and activation traffic, and the
   datasets' decode costs per image, per megapixel and per step (TF1 re-initialises the input
   iterator and calls the session each step).

@@ -264,6 +264,21 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
         }
       }
     }
+    // The first row: the graph load and the first step, batch 1 at the start clock (a DVFS run
+    // starts at batch 256, where the batch's own activity decides). Its maximum decided whether
+    // BatchDVFS lowered the clock at once on the tight caps.
+    {
+      const int b = rows.front().batch_size;
+      const double f = run.clock_mhz.front();
+      const double certainty = run.log.kind == bench::P40LogKind::clipper ? 0.5 : 1.0;
+      observations.push_back(Observation{"p40", "first_step_power_w", fmt::format("{} first step", run.name), group,
+                                         rows.front().power_w, certainty,
+                                         [model = run.model, b, f](const TwinParams& p) {
+                                           const auto& gpu = p.gpus.at(kP40);
+                                           return sim::first_autotune_power_w(gpu, p.models.at(model), p40_point(gpu, f),
+                                                                              p40_profile(p, model, b, f));
+                                         }});
+    }
     // One observation per run: the median autotuning time of its first steps at new batch sizes
     // (single steps are noisy, and a run that changes batch size often should not outweigh the rest).
     if (first_steps.size() >= options.min_rows) {
@@ -300,6 +315,7 @@ std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
       {FileKind::gpu, kP40, "activity_spread", 0.01, 1.0, 2.0},
       {FileKind::gpu, kP40, "autotune_compute_factor", 0.1, 200.0, 2.0},
       {FileKind::gpu, kP40, "autotune_fixed_s", 1e-3, 10.0, 2.0},
+      {FileKind::gpu, kP40, "first_autotune_activity", 0.01, 1.0, 2.0},
       // Bounds that keep a stall shorter than a process (check_spawned_sampler).
       {FileKind::gpu, kP40, "host.nvidia_smi_process_s", 0.08, 2.0, 1.0},
       {FileKind::gpu, kP40, "host.nvidia_smi_stall_s", 0.001, 0.079, 1.0},

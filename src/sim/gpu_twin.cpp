@@ -106,8 +106,11 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   // The halves' power depends on activity, not on the busy time the jitter scales.
   const auto halves = model.halves;
   record.busy_power_w = halves.mean_w();
+  const bool first_shape = tuned_batch_sizes_.empty();
+  double autotune_w = record.busy_power_w;
   if (autotune_new_shapes_ && tuned_batch_sizes_.insert(batch_size).second) {
     record.autotune_s = autotune_s(gpu_, profile);
+    if (first_shape) autotune_w = first_autotune_power_w(gpu_, model_, point, model.profile);
   }
   const double host_s = pipeline_.seconds_per_batch + pipeline_.seconds_per_image * batch_size;
   switch (pipeline_.mode) {
@@ -130,7 +133,7 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   // (all at once: when exactly does not change the batch's length or energy).
   emit(record.stall_s, record.prep_power_w);
   emit(profile.prep_s, record.prep_power_w);
-  emit(record.autotune_s, record.busy_power_w);
+  emit(record.autotune_s, autotune_w);
   emit(profile.busy_s / 2.0, halves.first_w);
   emit(profile.busy_s / 2.0, halves.second_w);
   if (pipeline_.mode == PipelineMode::overlapped) emit(record.host_s, record.prep_power_w);

@@ -93,6 +93,12 @@ double autotune_s(const GpuSpec& gpu, const BatchProfile& profile) {
   return gpu.autotune_compute_factor * profile.compute_s + gpu.autotune_fixed_s;
 }
 
+double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, OperatingPoint point,
+                              const BatchProfile& profile) {
+  const double activity = std::max(profile.sm_activity, gpu.first_autotune_activity * model.power_intensity);
+  return busy_power_w(gpu, point, activity, profile.memory_activity);
+}
+
 BusyHalves busy_halves_w(const GpuSpec& gpu, OperatingPoint point, const BatchProfile& profile) {
   const double a = profile.sm_activity;
   const double d = profile.activity_spread;

@@ -112,6 +112,8 @@ TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
       EXPECT_LT(o.target, 7.0) << o.label;
     }
   }
+  // One per run: its first row, the graph load and the first step.
+  EXPECT_EQ(kinds["first_step_power_w"], static_cast<int>(shared_runs().size()));
   // One per run whose first steps at new batch sizes were measurably longer (TF1 autotuning).
   EXPECT_GT(kinds["autotune_s"], 20);
   EXPECT_LE(kinds["autotune_s"], 60);

@@ -124,6 +124,23 @@ TEST(Catalog, ActivitySpreadAboveOneIsRejected) {
   }
 }
 
+TEST(Catalog, AFirstShapeActivityAboveOneIsRejected) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
+  const auto at = text.find("\"first_autotune_activity\":");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find_first_of(",}\n", at) - at, "\"first_autotune_activity\": 1.2");
+  const auto root = data_dir_with(dir, "gpus/p40.json", text);
+  try {
+    (void)Catalog::load(root);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: first_autotune_activity: must be in [0, 1]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/gpus/p40.json");

@@ -111,6 +111,38 @@ TEST_F(GpuTwinTest, AutotunesOnlyTheFirstBatchOfEachSizeAndOnlyWhenAsked) {
   EXPECT_GT(static_cast<double>(busy) * p40_sensor_period_s(), 0.8 * first.autotune_s);
 }
 
+TEST_F(GpuTwinTest, TheFirstShapesAutotuningRunsAtTheGpusFirstShapeActivity) {
+  auto gpu = catalog.gpu("p40");
+  const auto& model = catalog.model("inception_v4");
+  gpu.first_autotune_activity = 0.8;
+  GpuTwin twin(gpu, model, model.precision, 1);
+  twin.set_autotune_new_shapes(true);
+  const auto first = twin.run_batch(1);
+  const auto second_shape = twin.run_batch(2);
+  ASSERT_GT(first.autotune_s, 0.1);
+  // Mean power over each autotuning: the first at 0.8 of full activity, the next at the batch's own.
+  const auto mean_between = [&](double from, double to) {
+    double sum = 0.0;
+    int n = 0;
+    for (const auto& r : twin.sensor().take_readings()) {
+      if (r.time_s > from && r.time_s <= to) {
+        sum += r.power_w;
+        ++n;
+      }
+    }
+    return n > 0 ? sum / n : 0.0;
+  };
+  const double first_w = mean_between(first.end_s - first.autotune_s * 0.9 - 0.04, first.end_s - 0.05);
+  const OperatingPoint point{first.sm_clock_mhz, first.memory_clock_mhz};
+  const auto profile = profile_batch(gpu, model, model.precision, 1, point);
+  EXPECT_NEAR(first_w, first_autotune_power_w(gpu, model, point, profile), 0.05 * first_w);
+  EXPECT_GT(first_autotune_power_w(gpu, model, point, profile), 1.2 * first.busy_power_w)
+      << "batch 1 fills the GPU poorly; the first shape's autotuning does not";
+  EXPECT_GT(second_shape.autotune_s, 0.0);
+  gpu.first_autotune_activity = 0.0;
+  EXPECT_NEAR(first_autotune_power_w(gpu, model, point, profile), first.busy_power_w, 1e-9) << "0: the batch's own";
+}
+
 TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {
   // Processes start at 0, 0.1, 0.3, 0.4, ...; each costs the batch running then 40 ms.
   const SpawnedSampler sampler{0.1, 0.04, 0.1};
