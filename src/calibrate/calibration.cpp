@@ -28,12 +28,13 @@ const char* to_string(Source source) {
     case Source::pctodl: return "pctodl";
     case Source::published: return "published";
     case Source::zeus: return "zeus";
+    case Source::real: return "real";
   }
   return "?";
 }
 
 std::vector<Source> parse_sources(const std::string& text) {
-  if (trim(text) == "all") return {Source::p40, Source::pctodl, Source::published, Source::zeus};
+  if (trim(text) == "all") return {Source::p40, Source::pctodl, Source::published, Source::zeus, Source::real};
   std::vector<Source> sources;
   for (const auto item : split(text, ',')) {
     const auto name = to_lower(trim(item));
@@ -46,8 +47,11 @@ std::vector<Source> parse_sources(const std::string& text) {
       source = Source::published;
     } else if (name == "zeus") {
       source = Source::zeus;
+    } else if (name == "real") {
+      source = Source::real;
     } else {
-      throw usage_error(fmt::format("unknown calibration source '{}'; known: p40, pctodl, published, zeus, all", name));
+      throw usage_error(
+          fmt::format("unknown calibration source '{}'; known: p40, pctodl, published, zeus, real, all", name));
     }
     if (std::find(sources.begin(), sources.end(), source) != sources.end()) {
       throw usage_error(fmt::format("calibration source '{}' is listed twice", name));
@@ -66,6 +70,7 @@ SourcePaths default_source_paths(const std::string& data_dir, const std::string&
   paths.published = (calibration / "published.json").string();
   paths.zeus_traces = (shared / "zeus" / "nsdi23").string();
   paths.zeus_setup = (calibration / "zeus.json").string();
+  paths.real_sweeps = (calibration / "real.json").string();
   return paths;
 }
 
@@ -102,6 +107,13 @@ Problem build_problem(Source source, const sim::Catalog& catalog, const SourcePa
       // starts, every parameter ±0.4 in log space, find lower costs.
       problem.options.extra_starts = 3;
       problem.options.start_spread = 0.4;
+      break;
+    }
+    case Source::real: {
+      const auto points = load_real_sweeps(paths.real_sweeps, catalog);
+      problem.observations = real_observations(points);
+      problem.parameters = real_fit_parameters(points, catalog);
+      problem.options.huber_delta = 0.25;
       break;
     }
   }
@@ -364,7 +376,9 @@ void add_fitted_source(FidelityReport& report, const sim::Catalog& catalog, cons
   std::map<std::pair<std::string, std::string>, std::vector<double>> errors;
   for (const auto& o : problem.observations) {
     if (source == Source::pctodl && o.group != "held-out") continue;
-    const auto name = source == Source::published ? fmt::format("published ({})", o.group == "fit" ? "fitted curves" : "check curves") : o.source;
+    const auto name = source == Source::published
+                          ? fmt::format("published ({})", o.group == "fit" ? "fitted curves" : "check curves")
+                          : o.source;
     errors[{name, o.quantity}].push_back(std::abs(relative_error(o, fitted)));
   }
   for (auto& [key, values] : errors) {
@@ -376,11 +390,26 @@ void add_fitted_source(FidelityReport& report, const sim::Catalog& catalog, cons
       row.target_mape_pct = 5.0;
     } else if (key.first == "published (fitted curves)") {
       row.split = "in-sample: these curves are what the GPU is fitted to";
+    } else if (source == Source::real && key.second == "window_max_power_w") {
+      row.split = "never fitted: the highest single reading (the fit takes the mean power)";
+    } else if (source == Source::real && key.first.ends_with("(fitted)")) {
+      row.split = "in-sample: the \"fit\" folders the GPU's coefficients and the models' scales for it are fitted to";
+    } else if (source == Source::real) {
+      row.split = "held out: a \"check\" folder of data/calibration/real.json, never fitted";
     } else {
       row.split = "not fitted: a check only";
     }
     row.stats = error_stats(values);
     report.rows.push_back(row);
+  }
+  if (source == Source::real) {
+    const auto points = load_real_sweeps(options.paths.real_sweeps, catalog);
+    for (const auto& point : points) report.real.push_back({point, predict_real_point(fitted, point)});
+    for (auto& [key, values] : real_repeat_errors(points)) {
+      report.rows.push_back({key.first, key.second,
+                             "the same (model, precision, batch) measured in two folders: the later against the first",
+                             error_stats(values), std::nullopt, std::nullopt, std::nullopt});
+    }
   }
   if (source != Source::pctodl) return;
   for (auto& [key, values] : pctodl_neighbour_errors(options.paths.pctodl_params, catalog)) {

@@ -16,15 +16,6 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-const std::string& source_file(const TwinParams& params, const FitParameter& p) {
-  switch (p.kind) {
-    case FileKind::gpu: return params.gpus.at(p.id).source_file;
-    case FileKind::model: return params.models.at(p.id).source_file;
-    case FileKind::dataset: return params.datasets.at(p.id).source_file;
-  }
-  throw Error(ErrorCode::internal, "calibration: unknown file kind");
-}
-
 ordered_json& at_path(ordered_json& object, const std::string& dotted) {
   ordered_json* node = &object;
   for (const auto part : split(dotted, '.')) node = &(*node)[std::string(part)];
@@ -32,6 +23,15 @@ ordered_json& at_path(ordered_json& object, const std::string& dotted) {
 }
 
 }  // namespace
+
+const std::string& data_file_of(const TwinParams& params, const FitParameter& p) {
+  switch (p.kind) {
+    case FileKind::gpu: return params.gpus.at(p.id).source_file;
+    case FileKind::model: return params.models.at(p.id).source_file;
+    case FileKind::dataset: return params.datasets.at(p.id).source_file;
+  }
+  throw Error(ErrorCode::internal, "calibration: unknown file kind");
+}
 
 double round_for_file(double value) {
   if (value == 0.0 || !std::isfinite(value)) return value;
@@ -41,10 +41,11 @@ double round_for_file(double value) {
 }
 
 void write_fitted_parameters(const TwinParams& start, const TwinParams& fitted,
-                             const std::vector<FitParameter>& parameters, const std::string& note) {
+                             const std::vector<FitParameter>& parameters,
+                             const std::function<std::string(const std::string& file)>& note_for) {
   std::map<std::string, std::vector<const FitParameter*>> by_file;
   for (const auto& p : parameters) {
-    const auto& file = source_file(fitted, p);
+    const auto& file = data_file_of(fitted, p);
     if (file.empty()) throw Error(ErrorCode::internal, fmt::format("calibration: {} has no data file", p.name()));
     by_file[file].push_back(&p);
   }
@@ -60,7 +61,7 @@ void write_fitted_parameters(const TwinParams& start, const TwinParams& fitted,
       if (prior.is_null()) prior = parameter_value(start, *p);
       at_path(json, p->key) = round_for_file(parameter_value(fitted, *p));
     }
-    json["_calibration"] = note;
+    json["_calibration"] = note_for(file);
     write_text_file(file, json.dump(2) + "\n");
   }
 }

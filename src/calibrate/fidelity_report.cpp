@@ -280,6 +280,14 @@ Sources, in the order they are fitted:
   limit, and the traces cannot show what the lowest clocks draw). This fit has several basins, so
   it also starts from three points around the priors (every parameter ±0.4 in log space) and
   keeps the lowest cost.
+- **Real-GPU sweeps** (`docs/measurements/*/sweep-*.json`, listed by `data/calibration/real.json`):
+  gpucap's own LibTorch engine on a real GPU, each batch size run back to back at the GPU's own
+  clocks (`gpucap tune --platform nvml`, `scripts/gpu-measure.sh`): throughput and mean power per
+  point, run by the twin at its boost clock under the board's default power limit with the input
+  already on the GPU. The folders marked "fit" fit that GPU's power levels, FP32 and FP16
+  efficiencies, occupancy, per-batch and per-layer launch costs and busy overlap (the models keep
+  the values the other sources fitted); the folders marked "check" are held out. The highest
+  single reading is compared, never fitted.
 
 **Fidelity** (`gpucap fidelity`) measures errors on data the twin was not fitted on: each P40
 job's logs (BatchDVFS, Clipper and DVFS run of one model and dataset) are predicted by a twin
@@ -335,6 +343,7 @@ logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any
     }
   }
   out += zeus_markdown(report.zeus);
+  out += real_markdown(report.real);
   out += where_the_misses_come_from(report);
   out += qualitative_facts(catalog);
   out += "\n## Calibrated parameters\n\nEvery fitted key of the data files: its prior (hand estimate, "

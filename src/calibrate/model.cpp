@@ -60,6 +60,17 @@ auto& gpu_field(Gpu& g, const std::string& key) {
 }
 
 constexpr std::string_view kClockIndependentPrefix = "clock_independent_fraction.";
+constexpr std::string_view kGpuEfficiencyPrefix = "gpu_efficiency_scale.";
+
+// A per-GPU entry of a model file: it must be in the file for calibration to start from it.
+template <typename Model, typename Map>
+auto& per_gpu_field(Model& m, Map& by_gpu, const std::string& key, std::string_view prefix) {
+  const auto it = by_gpu.find(key.substr(prefix.size()));
+  if (it == by_gpu.end()) {
+    throw usage_error(fmt::format("calibration: model {} has no '{}' to start from (add it to the file)", m.id, key));
+  }
+  return it->second;
+}
 
 template <typename Model>
 auto& model_field(Model& m, const std::string& key) {
@@ -69,13 +80,9 @@ auto& model_field(Model& m, const std::string& key) {
   if (key == "activation_melems") return m.activation_melems;
   if (key == "launch_scale") return m.launch_scale;
   if (key.starts_with(kClockIndependentPrefix)) {
-    const auto gpu = key.substr(kClockIndependentPrefix.size());
-    const auto it = m.clock_independent_fraction.find(gpu);
-    if (it == m.clock_independent_fraction.end()) {
-      throw usage_error(fmt::format("calibration: model {} has no '{}' to start from (add it to the file)", m.id, key));
-    }
-    return it->second;
+    return per_gpu_field(m, m.clock_independent_fraction, key, kClockIndependentPrefix);
   }
+  if (key.starts_with(kGpuEfficiencyPrefix)) return per_gpu_field(m, m.gpu_efficiency_scale, key, kGpuEfficiencyPrefix);
   if (key == "training_efficiency_scale") return m.training_efficiency_scale;
   throw usage_error(fmt::format("calibration cannot fit model key '{}'", key));
 }
@@ -139,7 +146,8 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "autotune_fixed_s", "first_autotune_activity"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
                                                  "power_intensity", "activation_melems", "launch_scale",
-                                                 "training_efficiency_scale", "clock_independent_fraction.<gpu id>"};
+                                                 "training_efficiency_scale", "clock_independent_fraction.<gpu id>",
+                                                 "gpu_efficiency_scale.<gpu id>"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch"};
   switch (kind) {
     case FileKind::gpu: return gpu;

@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <vector>
 
 #include "gpucap/calibrate/calibration.hpp"
 #include "gpucap/calibrate/data_files.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
 #include "gpucap/sim/catalog.hpp"
 
 namespace gpucap::cli {
@@ -43,7 +47,7 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
       "calibrate",
       "Fit the twin's GPU, model and dataset parameters to measurements (Ceres least squares) and write them to the "
       "data files; every fit starts from the hand estimates kept under \"_prior\"");
-  cmd->add_option("--sources", flags->sources, "p40, pctodl, published, zeus (comma-separated) or all")
+  cmd->add_option("--sources", flags->sources, "p40, pctodl, published, zeus, real (comma-separated) or all")
       ->capture_default_str();
   cmd->add_option("--p40-logs", flags->p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
   cmd->add_option("--pctodl-params", flags->pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
@@ -89,11 +93,24 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                                      {"final_cost", r.final_cost}, {"parameters", params}});
                    }
                    if (!flags->dry_run) {
+                     // A file several sources fit (a model the zeus and real data both fit) names them all.
+                     std::map<std::string, std::vector<std::string>> sources_by_file;
                      for (const auto& fit : fits) {
-                       calibrate::write_fitted_parameters(
-                           fit.start, fit.result.params, fit.parameters,
-                           fmt::format("fitted by `gpucap calibrate` to the {} data (docs/fidelity.md)",
-                                       calibrate::to_string(fit.source)));
+                       for (const auto& p : fit.parameters) {
+                         auto& fitted_by = sources_by_file[calibrate::data_file_of(fit.result.params, p)];
+                         const std::string source = calibrate::to_string(fit.source);
+                         if (std::find(fitted_by.begin(), fitted_by.end(), source) == fitted_by.end()) fitted_by.push_back(source);
+                       }
+                     }
+                     const auto note_for = [&sources_by_file](const std::string& file) {
+                       auto names = sources_by_file.at(file);
+                       const auto last = names.back();
+                       names.pop_back();
+                       const auto listed = names.empty() ? last : join(names, ", ") + " and " + last;
+                       return fmt::format("fitted by `gpucap calibrate` to the {} data (docs/fidelity.md)", listed);
+                     };
+                     for (const auto& fit : fits) {
+                       calibrate::write_fitted_parameters(fit.start, fit.result.params, fit.parameters, note_for);
                      }
                    }
                    if (flags->json) {

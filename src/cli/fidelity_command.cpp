@@ -45,7 +45,7 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
       "Measure the twin's error against measurements it was not fitted on: P40 logs (leave-one-job-out), the PctoDL "
       "fit (held-out grid points), published curves, Zeus's training traces under power limits (the P100 held out)");
   cmd->add_option("--sources", flags->sources,
-                  "p40, pctodl, published, zeus (comma-separated) or all (default: all; only p40 with --p40-logs)");
+                  "p40, pctodl, published, zeus, real (comma-separated) or all (default: all; only p40 with --p40-logs)");
   cmd->add_option("--p40-logs", flags->p40_logs,
                   "Evaluate this folder of logs in the batchdvfs-p40 layout with the current data files, without "
                   "refitting (new measurements need no code change)");

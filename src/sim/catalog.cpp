@@ -231,6 +231,13 @@ ModelSpec load_model_spec(const std::string& path) {
       model.clock_independent_fraction[gpu] = u;
     }
   }
+  if (f.has("gpu_efficiency_scale")) {
+    if (!f.at("gpu_efficiency_scale").is_object()) {
+      throw f.error("gpu_efficiency_scale", "must be an object of GPU id: scale");
+    }
+    const auto by_gpu = f.object("gpu_efficiency_scale");
+    for (const auto& [gpu, value] : f.at("gpu_efficiency_scale").items()) model.gpu_efficiency_scale[gpu] = by_gpu.positive(gpu);
+  }
   model.training_efficiency_scale = f.positive_or("training_efficiency_scale", 1.0);
   return model;
 }

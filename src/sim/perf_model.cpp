@@ -13,8 +13,10 @@ constexpr double kBytesFp16 = 2.0;
 double bytes_per_value(Precision precision) { return precision == Precision::fp16 ? kBytesFp16 : kBytesFp32; }
 
 double efficiency(const GpuSpec& gpu, const ModelSpec& model, Precision precision) {
-  return precision == Precision::fp16 ? model.fp16_efficiency * gpu.fp16_efficiency_scale
-                                      : model.fp32_efficiency * gpu.fp32_efficiency_scale;
+  const auto listed = model.gpu_efficiency_scale.find(gpu.id);
+  const double on_this_gpu = listed == model.gpu_efficiency_scale.end() ? 1.0 : listed->second;
+  return on_this_gpu * (precision == Precision::fp16 ? model.fp16_efficiency * gpu.fp16_efficiency_scale
+                                                     : model.fp32_efficiency * gpu.fp32_efficiency_scale);
 }
 
 // Busy time from its three limits: the maximum (roofline) or a p-norm when the GPU file asks for

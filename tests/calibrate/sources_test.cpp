@@ -68,7 +68,8 @@ TEST(PublishedSource, CurvesLoadAndMalformedOnesAreNamed) {
 }
 
 TEST(Calibration, SourcesParseAndPriorsRestore) {
-  EXPECT_EQ(parse_sources("all").size(), 4u);
+  EXPECT_EQ(parse_sources("all").size(), 5u);
+  EXPECT_EQ(parse_sources("real").front(), Source::real);
   EXPECT_EQ(parse_sources("p40, published").size(), 2u);
   EXPECT_THROW((void)parse_sources("p40,p40"), Error);
   EXPECT_THROW((void)parse_sources("mlperf"), Error);

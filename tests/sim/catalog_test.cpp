@@ -179,6 +179,22 @@ TEST(Catalog, ClockIndependentFractionMustBeBelowOnePerGpu) {
   EXPECT_EQ(Catalog::load(test::data_dir()).model("mobilenet_v2").clock_independent_fraction.count("rtx3080ti"), 1U);
 }
 
+TEST(Catalog, GpuEfficiencyScaleMustBePositivePerGpu) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/models/vgg19.json");
+  const auto at = text.rfind("\"gpu_efficiency_scale\":");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('}', at) + 1 - at, "\"gpu_efficiency_scale\": {\"h200\": -1}");
+  const auto root = data_dir_with(dir, "models/vgg19.json", text);
+  try {
+    (void)Catalog::load(root);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("models/vgg19.json: gpu_efficiency_scale.h200"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Catalog::load(test::data_dir()).model("vgg19").gpu_efficiency_scale.count("h200"), 1U);
+}
+
 TEST(Catalog, DuplicateNamesAreRejected) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/models/resnet50.json");

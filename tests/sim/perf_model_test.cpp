@@ -173,6 +173,19 @@ TEST_F(PerfModel, ClockIndependentComputeDoesNotFollowTheSmClock) {
   EXPECT_NEAR(compute_s(model, 510), low, 1e-12) << "another GPU's fraction does not apply";
 }
 
+TEST_F(PerfModel, AModelsEfficiencyOnOneGpuScalesOnlyThatGpusCompute) {
+  auto model = catalog.model("vgg19");
+  model.gpu_efficiency_scale.clear();
+  const auto compute_s = [&](const ModelSpec& m, const std::string& gpu) {
+    const auto& spec = catalog.gpu(gpu);
+    return profile_batch(spec, m, Precision::fp16, 64, {spec.boost_clock_mhz, spec.default_memory_clock_mhz}).compute_s;
+  };
+  const double h200 = compute_s(model, "h200"), a100 = compute_s(model, "a100");
+  model.gpu_efficiency_scale["h200"] = 2.0;
+  EXPECT_NEAR(compute_s(model, "h200"), h200 / 2.0, 1e-15) << "twice as efficient: half the compute time";
+  EXPECT_NEAR(compute_s(model, "a100"), a100, 1e-15) << "another GPU keeps the model's own efficiency";
+}
+
 TEST_F(PerfModel, NearestClock) {
   EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 1000.4), 1000);
   EXPECT_DOUBLE_EQ(nearest_clock_mhz(p40.sm_clocks_mhz, 100), 544);

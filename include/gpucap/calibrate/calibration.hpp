@@ -14,14 +14,15 @@
 #include "gpucap/calibrate/model.hpp"
 #include "gpucap/calibrate/p40_emulation.hpp"
 #include "gpucap/calibrate/p40_runs.hpp"
+#include "gpucap/calibrate/real_source.hpp"
 #include "gpucap/calibrate/zeus_source.hpp"
 
 namespace gpucap::calibrate {
 
-enum class Source { p40, pctodl, published, zeus };
+enum class Source { p40, pctodl, published, zeus, real };
 
 [[nodiscard]] const char* to_string(Source source);
-// "p40,pctodl,published,zeus" or "all"; Error(usage).
+// "p40,pctodl,published,zeus,real" or "all"; Error(usage).
 [[nodiscard]] std::vector<Source> parse_sources(const std::string& text);
 
 struct SourcePaths {
@@ -30,6 +31,7 @@ struct SourcePaths {
   std::string published;      // data/calibration/published.json
   std::string zeus_traces;    // folder of summary_power_<gpu>.csv (../shared/data/zeus/nsdi23)
   std::string zeus_setup;     // data/calibration/zeus.json
+  std::string real_sweeps;    // data/calibration/real.json: measurement folders of real-GPU sweeps
 };
 
 // Where each source's data lies by default: the shared reference data (`shared_dir`, e.g.
@@ -151,6 +153,7 @@ struct FidelityReport {
   std::vector<P40Run> p40_data;
   bool p40_cross_validated = true;  // false: evaluated with the current data files (--p40-logs)
   ErrorStats p40_power;             // the headline: per-step window-max power
+  std::vector<RealPointFidelity> real;  // every real-GPU sweep point, the twin fitted on the "fit" folders
 };
 
 struct FidelityOptions {

@@ -1,6 +1,7 @@
 #pragma once
 // Writing fitted values back into the twin's data files.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,10 +11,19 @@ namespace gpucap::calibrate {
 
 // Sets every parameter's key in its data file to the fitted value (6 significant digits) and
 // records the fit's starting value under "_prior" unless a prior is already there (so repeated
-// calibrations always start from the hand estimate). `note` goes to "_calibration". Each file is
-// rewritten atomically with its keys in their original order. Error(io/invalid_data).
+// calibrations always start from the hand estimate). `note_for(file)` goes to the file's
+// "_calibration". Each file is rewritten atomically with its keys in their original order.
+// Error(io/invalid_data).
 void write_fitted_parameters(const TwinParams& start, const TwinParams& fitted,
-                             const std::vector<FitParameter>& parameters, const std::string& note);
+                             const std::vector<FitParameter>& parameters,
+                             const std::function<std::string(const std::string& file)>& note_for);
+inline void write_fitted_parameters(const TwinParams& start, const TwinParams& fitted,
+                                    const std::vector<FitParameter>& parameters, const std::string& note) {
+  write_fitted_parameters(start, fitted, parameters, [&note](const std::string&) { return note; });
+}
+
+// The data file a parameter lives in.
+[[nodiscard]] const std::string& data_file_of(const TwinParams& params, const FitParameter& parameter);
 
 // A value rounded to 6 significant digits, as written to the files.
 [[nodiscard]] double round_for_file(double value);

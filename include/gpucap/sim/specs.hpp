@@ -149,6 +149,11 @@ struct ModelSpec {
   // GPU (its L2 and crossbar against its SMs), so it is given per GPU id. In [0, 1); a GPU not
   // listed has 0: compute time scales with the SM clock as the GPU's clock_scaling_exponent says.
   std::map<std::string, double> clock_independent_fraction;
+  // Per GPU id: how efficiently the engine that GPU was measured with runs this model there,
+  // relative to compute_efficiency (cuDNN's kernel choices differ by architecture and by layer
+  // mix: a Hopper's tensor cores suit VGG's large convolutions more than MobileNet's depthwise
+  // ones). A GPU not listed has 1; calibrated from real-GPU sweeps (data/calibration/real.json).
+  std::map<std::string, double> gpu_efficiency_scale;
   // A training step (sim/training_step.hpp) runs forward, backward and the optimizer: its kernels
   // reach this multiple of the inference kernels' efficiency (smaller, memory-bound gradient
   // kernels; a different framework than the inference figures came from).
