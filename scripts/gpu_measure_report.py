@@ -105,15 +105,17 @@ def capped_section(out, sweeps, twin):
         return
     engine = runs[0][2]["engine"]
     model_file = runs[0][2]["model_file"]
-    sweep = next((load(p) for p in sweeps if load(p)["setup"]["model_file"] == model_file and
-                  load(p)["setup"]["precision"] in engine), None)
+    sweep_path = next((p for p in sweeps if load(p)["setup"]["model_file"] == model_file and
+                       load(p)["setup"]["precision"] in engine), None)
+    sweep = load(sweep_path) if sweep_path else None
     model = os.path.splitext(os.path.basename(model_file))[0]
     precision = sweep["setup"]["precision"] if sweep else "fp16"
     print(f"## 2. Under software caps ({model}, {precision})\n")
     writes = sum(r.get("device_writes", 0) for _, _, r in runs)
     print(f"The cap is gpucap's own target, not the GPU's power limit (writes to the GPU in these runs: {writes}). "
           "**over** is the share of the run's time whose power samples were above the cap; the best static batch is "
-          "the sweep's fastest batch size whose window maximum stayed under the cap.\n")
+          "the sweep's fastest batch size whose window maximum stayed under the cap. The twin's capfit takes the "
+          "same profile, the real sweep.\n")
     print("| cap W | algorithm | s | img/s | over | max W | best static batch | its img/s | / static | twin img/s "
           "| twin over |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -121,6 +123,10 @@ def capped_section(out, sweeps, twin):
         feasible = [t for t in (sweep["trials"] if sweep else []) if t["max_power_w"] <= cap]
         best = max(feasible, key=lambda t: t["throughput_img_s"]) if feasible else None
         algorithm, options, label = CAPPED[kind]
+        # capfit on the twin takes the profile the real run took (the real sweep: batch sizes at
+        # the GPU's own clocks), not a profile of the twin with its clocks locked.
+        if algorithm == "capfit" and sweep_path:
+            options = [*options, "--profile", sweep_path]
         tw = twin.run(model, precision, r["duration_s"], cap, "--algorithm", algorithm, *options)
         over = f"{100 * r['time_over_cap_s'] / r['duration_s']:.1f} %"
         ratio = f"{r['throughput_img_s'] / best['throughput_img_s']:.2f}" if best else "–"
