@@ -8,10 +8,10 @@
 #
 # make packs BUILD_DIR's gpucap (default build-ci), the shared libraries it needs beyond glibc and
 # the compiler's runtime, libgpucap_lib.a, and the fmt and libjpeg-turbo headers and library:
-# about 20 MB compressed. install unpacks it, keeps only the libraries the machine lacks, builds the
+# about 15 MB compressed. install unpacks it, builds the
 # LibTorch engine plugin against the machine's PyTorch (scripts/torch-plugin/CMakeLists.txt) beside
-# the binary, and writes DIR/env.sh (LD_LIBRARY_PATH, and GPUCAP_DATA_DIR = this repository's
-# data/). The repository itself (sources, data/) must be on the GPU machine too.
+# the binary, and writes DIR/env.sh (LD_LIBRARY_PATH to the bundle's libraries, and GPUCAP_DATA_DIR
+# = this repository's data/). The repository itself (sources, data/) must be on the GPU machine too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,14 +56,10 @@ install_bundle() {
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   tar -C "$dir" -xJf "$bundle"
-  # Libraries the machine has itself stay its own; the rest come from the bundle.
-  mkdir -p "$dir/missing"
-  local lib
-  for lib in "$dir"/lib/*; do
-    ldconfig -p | grep -q " $(basename "$lib") " || ln -sf "$lib" "$dir/missing/"
-  done
+  # gpucap runs with the very libraries it was built against (the machine's C library and compiler
+  # runtime aside): a machine's own copy of one of them may be older or built otherwise.
   cat > "$dir/env.sh" <<ENV
-export LD_LIBRARY_PATH="$dir/missing\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$dir/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export GPUCAP_DATA_DIR="$PWD/data"
 ENV
   local python=${PYTHON:-python3} torch_dir
