@@ -1,8 +1,10 @@
 #include "gpucap/calibrate/real_source.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -68,6 +70,37 @@ sim::OperatingPoint operating_point(const sim::GpuSpec& gpu, const sim::ModelSpe
 
 std::string row_source(const RealSweepPoint& p) {
   return fmt::format("real-{} ({})", p.gpu, p.use == "fit" ? "fitted" : "held out");
+}
+
+// Per (GPU, model, precision), the mean signed error of throughput and mean power over its points;
+// the paragraph names the three largest of each, computed from the table above.
+std::string where_the_twin_misses(const std::vector<RealPointFidelity>& points) {
+  struct Errors {
+    double throughput = 0.0;
+    double power = 0.0;
+    int n = 0;
+  };
+  std::map<std::string, Errors> by_sweep;
+  for (const auto& [p, twin] : points) {
+    auto& e = by_sweep[fmt::format("{} {} {}", p.gpu, p.model, sim::to_string(p.precision))];
+    e.throughput += twin.throughput_img_s / p.throughput_img_s - 1.0;
+    e.power += twin.mean_power_w / p.mean_power_w - 1.0;
+    ++e.n;
+  }
+  const auto largest = [&](auto field, const char* what) {
+    std::vector<std::pair<double, std::string>> ranked;
+    for (const auto& [name, e] : by_sweep) ranked.emplace_back(field(e) / e.n, name);
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return std::abs(a.first) > std::abs(b.first); });
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, ranked.size()); ++i) {
+      parts.push_back(fmt::format("{} {:+.0f} %", ranked[i].second, 100.0 * ranked[i].first));
+    }
+    return fmt::format("{}: {}", what, fmt::join(parts, "; "));
+  };
+  return fmt::format("\n**Where the twin misses on real GPUs** (mean signed error over each sweep's points, the "
+                     "largest three). {}. {}.\n",
+                     largest([](const Errors& e) { return e.throughput; }, "Throughput"),
+                     largest([](const Errors& e) { return e.power; }, "Mean power"));
 }
 
 }  // namespace
@@ -196,7 +229,7 @@ std::string real_markdown(const std::vector<RealPointFidelity>& points) {
                        p.mean_power_w, twin.mean_power_w, 100.0 * (twin.mean_power_w / p.mean_power_w - 1.0), p.max_power_w,
                        twin.max_power_w, 100.0 * (twin.max_power_w / p.max_power_w - 1.0));
   }
-  return out;
+  return out + where_the_twin_misses(points);
 }
 
 }  // namespace gpucap::calibrate

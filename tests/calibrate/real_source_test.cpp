@@ -109,6 +109,8 @@ TEST(RealSource, FittingTheFittedFolderBringsTheHeldOutOneCloserThanThePriors) {
   EXPECT_EQ(row("real-h200 vs itself", "throughput_img_s").n, 5u);
   const auto markdown = fidelity_markdown(report, catalog(), "cmd");
   EXPECT_NE(markdown.find("## Real GPUs"), std::string::npos);
+  EXPECT_NE(markdown.find("**Where the twin misses on real GPUs**"), std::string::npos);
+  EXPECT_NE(markdown.find("Mean power: h200 "), std::string::npos);
   EXPECT_NE(markdown.find("| 2026-11-26-NVIDIA_H200-run2 (held out) | resnet50 | fp16 | 128 |"), std::string::npos);
 }
 
