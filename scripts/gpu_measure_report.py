@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 # Real GPU names (as NVML reports them) -> the twin's GPU ids.
-TWINS = [("H200", "h200"), ("H100", "h100"), ("A100", "a100"), ("A40", "a40"), ("V100", "v100"),
+TWINS = [("H200", "h200"), ("H100", "h100"), ("A100", "a100"), ("A40", "a40"), ("V100-PCIE", "v100-pcie"), ("V100", "v100"),
          ("3080 Ti", "rtx3080ti"), ("P100", "p100"), ("P40", "p40"), ("RTX 6000", "rtx6000")]
 # How each capped run was made: (algorithm, extra gpucap options, what the table calls it).
 CAPPED = {
@@ -61,6 +61,15 @@ class Twin:
                    "--power-cap", f"{cap_w:g}", "--duration", f"{seconds:g}", "--json", *options]
         done = subprocess.run(command, capture_output=True, text=True)
         return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def twin_max_limit(gpucap, gpu):
+    """The twin GPU's largest power limit (`gpucap list gpus --json`); 0 without gpucap or GPU."""
+    if not gpucap or not gpu:
+        return 0.0
+    done = subprocess.run([gpucap, "list", "gpus", "--json"], capture_output=True, text=True)
+    gpus = json.loads(done.stdout) if done.returncode == 0 else []
+    return next((g["power_limit_w"]["max"] for g in gpus if g["id"] == gpu), 0.0)
 
 
 def model_of(setup):
@@ -176,7 +185,7 @@ def main():
     devices = load(os.path.join(out, "devices.json"))
     twin_gpu = twin_of(gpu)
     # The twin's sweep points run at the GPU's largest power limit, as the real sweep did.
-    twin_cap_w = devices["devices"][0]["power_limit_w"]["max"] if devices else 700.0
+    twin_cap_w = devices["devices"][0]["power_limit_w"]["max"] if devices else twin_max_limit(args.gpucap, twin_gpu)
     twin = Twin(args.gpucap, twin_gpu)
     # DIR/notes.md, where there is one, says how the folder was measured: it replaces the title.
     notes_path = os.path.join(out, "notes.md")
