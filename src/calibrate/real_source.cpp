@@ -216,7 +216,7 @@ std::string real_markdown(const std::vector<RealPointFidelity>& points) {
   std::string out =
       "\n## Real GPUs\n\nThe sweeps of `docs/measurements/` that `data/calibration/real.json` lists: each batch size "
       "run back to back at the GPU's own clocks by gpucap's LibTorch engine (`gpucap tune --platform nvml`, "
-      "synthetic input on the GPU, 2 s measured), beside the twin fitted on the \"fit\" folders only. **real**: "
+      "synthetic input on the GPU), beside the twin fitted on the \"fit\" folders only. **real**: "
       "measured; **twin**: simulated. Max W is the highest single reading of the measurement: the twin's is its "
       "sensor's highest reading of steady batches.\n\n";
   out += "| folder | model | precision | batch | real img/s | twin img/s | error | real mean W | twin mean W | error "
