@@ -32,9 +32,8 @@ make_bundle() {
   [ -x "$build/gpucap" ] || die "no gpucap in $build (build it first: cmake --preset ci && cmake --build build-ci)"
   [ -f "$build/src/libgpucap_lib.a" ] || die "no $build/src/libgpucap_lib.a"
   [ -f /usr/include/turbojpeg.h ] && [ -d /usr/include/fmt ] || die "needs libfmt-dev and libturbojpeg0-dev (scripts/setup.sh)"
-  local stage
-  stage=$(mktemp -d)
-  trap 'rm -rf "$stage"' RETURN
+  stage=$(mktemp -d)  # global: the EXIT trap removes it however the script ends
+  trap 'rm -rf "$stage"' EXIT
   mkdir -p "$stage/bin" "$stage/lib" "$stage/static" "$stage/include"
   cp "$build/gpucap" "$stage/bin/"
   strip "$stage/bin/gpucap"
