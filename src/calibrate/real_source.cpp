@@ -173,7 +173,6 @@ std::vector<FitParameter> real_fit_parameters(const std::vector<RealSweepPoint>&
   }
   std::vector<FitParameter> parameters;
   for (const auto& gpu : gpus) {
-    (void)catalog.gpu(gpu);
     // The sweeps run at the GPU's own clocks only: the voltage curve and the clock-dependent
     // split of power are not seen, so only the levels are fitted.
     parameters.push_back({FileKind::gpu, gpu, "power_model.constant_w", 1.0, 250.0, 1.0});

@@ -161,37 +161,32 @@ TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {
   EXPECT_GT(a100.host.nvidia_smi_process_s, a100.host.nvidia_smi_stall_s);
 }
 
-TEST(Catalog, ClockIndependentFractionMustBeBelowOnePerGpu) {
+// The error loading the data folder gives once the model file's per-GPU object `field` is
+// replaced by `replacement` ("" if it loads).
+std::string error_with_per_gpu_entry(const std::string& model, const std::string& field, const std::string& replacement) {
   test::TempDir dir;
-  auto text = read_text_file(test::data_dir() + "/models/mobilenet_v2.json");
-  const auto at = text.rfind("\"clock_independent_fraction\":");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, text.find('}', at) + 1 - at, "\"clock_independent_fraction\": {\"a100\": 1.0}");
-  const auto root = data_dir_with(dir, "models/mobilenet_v2.json", text);
+  auto text = read_text_file(test::data_dir() + "/models/" + model + ".json");
+  const auto at = text.rfind("\"" + field + "\":");
+  if (at == std::string::npos) return "no " + field + " in " + model + ".json";
+  text.replace(at, text.find('}', at) + 1 - at, "\"" + field + "\": " + replacement);
   try {
-    (void)Catalog::load(root);
-    FAIL();
+    (void)Catalog::load(data_dir_with(dir, "models/" + model + ".json", text));
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("models/mobilenet_v2.json: clock_independent_fraction.a100: must be in [0, 1)"),
-              std::string::npos)
-        << e.what();
+    return e.what();
   }
+  return "";
+}
+
+TEST(Catalog, ClockIndependentFractionMustBeBelowOnePerGpu) {
+  const auto error = error_with_per_gpu_entry("mobilenet_v2", "clock_independent_fraction", "{\"a100\": 1.0}");
+  EXPECT_NE(error.find("models/mobilenet_v2.json: clock_independent_fraction.a100: must be in [0, 1)"), std::string::npos)
+      << error;
   EXPECT_EQ(Catalog::load(test::data_dir()).model("mobilenet_v2").clock_independent_fraction.count("rtx3080ti"), 1U);
 }
 
 TEST(Catalog, GpuEfficiencyScaleMustBePositivePerGpu) {
-  test::TempDir dir;
-  auto text = read_text_file(test::data_dir() + "/models/vgg19.json");
-  const auto at = text.rfind("\"gpu_efficiency_scale\":");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, text.find('}', at) + 1 - at, "\"gpu_efficiency_scale\": {\"h200\": -1}");
-  const auto root = data_dir_with(dir, "models/vgg19.json", text);
-  try {
-    (void)Catalog::load(root);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("models/vgg19.json: gpu_efficiency_scale.h200"), std::string::npos) << e.what();
-  }
+  const auto error = error_with_per_gpu_entry("vgg19", "gpu_efficiency_scale", "{\"h200\": -1}");
+  EXPECT_NE(error.find("models/vgg19.json: gpu_efficiency_scale.h200"), std::string::npos) << error;
   EXPECT_EQ(Catalog::load(test::data_dir()).model("vgg19").gpu_efficiency_scale.count("h200"), 1U);
 }
 
