@@ -79,6 +79,8 @@ auto& model_field(Model& m, const std::string& key) {
   if (key == "power_intensity") return m.power_intensity;
   if (key == "activation_melems") return m.activation_melems;
   if (key == "launch_scale") return m.launch_scale;
+  if (key == "power_saturation_scale") return m.power_saturation_scale;
+  if (key == "power_phase_spread") return m.power_phase_spread;
   if (key.starts_with(kClockIndependentPrefix)) {
     return per_gpu_field(m, m.clock_independent_fraction, key, kClockIndependentPrefix);
   }
@@ -92,6 +94,7 @@ auto& dataset_field(Dataset& d, const std::string& key) {
   if (key == "host_s_per_image") return d.host_s_per_image;
   if (key == "host_s_per_mpixel") return d.host_s_per_mpixel;
   if (key == "host_s_per_batch") return d.host_s_per_batch;
+  if (key == "padding_growth") return d.padding_growth;
   throw usage_error(fmt::format("calibration cannot fit dataset key '{}'", key));
 }
 
@@ -145,10 +148,11 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "sensor.averaging_window_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
       "autotune_fixed_s", "first_autotune_activity"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
-                                                 "power_intensity", "activation_melems", "launch_scale",
+                                                 "power_intensity", "activation_melems", "launch_scale", "power_saturation_scale", "power_phase_spread",
                                                  "training_efficiency_scale", "clock_independent_fraction.<gpu id>",
                                                  "gpu_efficiency_scale.<gpu id>"};
-  static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch"};
+  static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch",
+                                                   "padding_growth"};
   switch (kind) {
     case FileKind::gpu: return gpu;
     case FileKind::model: return model;

@@ -171,11 +171,16 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
         parameters.push_back({FileKind::model, m.model, "power_intensity", 0.05, 5.0, 1.0});
         parameters.push_back({FileKind::model, m.model, "launch_scale", 0.01, 20.0, 2.0});
         parameters.push_back({FileKind::model, m.model, "activation_melems", 1e-5, 1e4, 2.0});
+        parameters.push_back({FileKind::model, m.model, "power_saturation_scale", 1e-3, 4.0, 2.0});
+        parameters.push_back({FileKind::model, m.model, "power_phase_spread", 1e-3, 0.9, 2.0});
       }
     }
     if (datasets.insert(m.twin_dataset).second) {
       parameters.push_back({FileKind::dataset, m.twin_dataset, "host_s_per_image", 1e-9, 1.0, 3.0});
       parameters.push_back({FileKind::dataset, m.twin_dataset, "host_s_per_batch", 1e-5, 10.0, 3.0});
+      if (catalog.dataset(m.twin_dataset).padding_growth > 0.0) {
+        parameters.push_back({FileKind::dataset, m.twin_dataset, "padding_growth", 1e-4, 2.0, 2.0});
+      }
     }
   }
   return parameters;

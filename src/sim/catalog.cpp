@@ -221,6 +221,9 @@ ModelSpec load_model_spec(const std::string& path) {
   model.fp16_efficiency = efficiency.fraction("fp16");
   model.power_intensity = f.positive_or("power_intensity", 1.0);
   model.launch_scale = f.positive_or("launch_scale", 1.0);
+  model.power_saturation_scale = f.positive_or("power_saturation_scale", 1.0);
+  model.power_phase_spread = f.non_negative_or("power_phase_spread", 0.0);
+  require(model.power_phase_spread <= 1.0, f, "power_phase_spread", "must be in [0, 1]");
   if (f.has("clock_independent_fraction")) {
     const auto& fractions = f.at("clock_independent_fraction");
     if (!fractions.is_object()) throw f.error("clock_independent_fraction", "must be an object of GPU id: fraction");
@@ -255,6 +258,7 @@ DatasetSpec load_dataset_spec(const std::string& path) {
   dataset.host_s_per_image = f.non_negative_or("host_s_per_image", 0.0);
   dataset.host_s_per_mpixel = f.non_negative_or("host_s_per_mpixel", 0.0);
   dataset.host_s_per_batch = f.non_negative_or("host_s_per_batch", 0.0);
+  dataset.padding_growth = f.non_negative_or("padding_growth", 0.0);
   return dataset;
 }
 

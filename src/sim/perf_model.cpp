@@ -84,10 +84,13 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
   profile.prep_s = gpu.host.batch_sync_s + (copy_input ? input_bytes / (gpu.host.pcie_gbps * 1e9) : 0.0);
   profile.busy_s = combine_busy_s(gpu, compute_s, memory_s, launch_s);
   profile.compute_s = compute_s;
-  const double occupancy = b / (b + b_half);
+  // The share of the SMs drawing busy power (model.power_saturation_scale: not all of the
+  // small-batch slowdown is idle SMs).
+  const double occupancy = b / (b + b_half * model.power_saturation_scale);
   profile.sm_activity = std::min(1.0, occupancy * compute_s / profile.busy_s) * model.power_intensity;
   profile.memory_activity = std::min(1.0, bytes / (profile.busy_s * bandwidth_bps));
-  profile.activity_spread = std::clamp(gpu.activity_spread * (1.0 - occupancy), 0.0, 1.0);
+  profile.activity_spread =
+      std::clamp(gpu.activity_spread * (1.0 - occupancy) + model.power_phase_spread, 0.0, 1.0);
   return profile;
 }
 

@@ -28,6 +28,14 @@ struct Step {
   double limiter_w = 0.0;  // what the board's power limiter compares with the limit
 };
 
+// The trained model with each sample's work stretched by the padding of its batch.
+ModelSpec padded_to_batch(ModelSpec trained, const DatasetSpec& dataset, int batch) {
+  const double stretch = 1.0 + dataset.padding_growth * std::log(static_cast<double>(batch));
+  trained.gmacs *= stretch;
+  trained.activation_melems *= stretch;
+  return trained;
+}
+
 Step step_of(const GpuSpec& gpu, const ModelSpec& trained, const DatasetSpec& dataset, Precision precision, int batch,
              OperatingPoint point) {
   const auto profile = profile_batch(gpu, trained, precision, batch, point, /*copy_input=*/true);
@@ -75,7 +83,8 @@ void check_batch(int batch) {
 TrainingPoint training_step(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset, Precision precision,
                             int batch, OperatingPoint point) {
   check_batch(batch);
-  return step_of(gpu, training_step_model(model), dataset, precision, batch, point).point;
+  return step_of(gpu, padded_to_batch(training_step_model(model), dataset, batch), dataset, precision, batch, point)
+      .point;
 }
 
 TrainingPoint training_under_power_limit(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
@@ -85,7 +94,7 @@ TrainingPoint training_under_power_limit(const GpuSpec& gpu, const ModelSpec& mo
     throw usage_error(fmt::format("power limit {:g} W is outside the {}'s range {:g}-{:g} W", power_limit_w, gpu.name,
                                   gpu.power_limit_min_w, gpu.power_limit_max_w));
   }
-  const auto trained = training_step_model(model);
+  const auto trained = padded_to_batch(training_step_model(model), dataset, batch);
   const double memory_mhz = gpu.default_memory_clock_mhz;
   // The limiter's search and the dithering visit the same clocks more than once; each step is
   // worked out once (calibration evaluates this thousands of times per iteration).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "gpucap/calibrate/calibration.hpp"
 #include "gpucap/core/error.hpp"
@@ -61,6 +62,24 @@ TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
   EXPECT_EQ(check, 2u * 270u);
   // Nothing of the held-out GPU is fitted.
   for (const auto& p : zeus_fit_parameters(s, traces(), catalog())) EXPECT_NE(p.id, "p100") << p.name();
+}
+
+TEST(ZeusSource, PaddingIsFittedForSequenceDatasetsOnlyAndPhasesForTrainingModelsOnly) {
+  std::set<std::string> padded, phased, busy_small_batches;
+  for (const auto& p : zeus_fit_parameters(setup(), traces(), catalog())) {
+    if (p.key == "padding_growth") padded.insert(p.id);
+    if (p.key == "power_phase_spread") phased.insert(p.id);
+    if (p.key == "power_saturation_scale") busy_small_batches.insert(p.id);
+  }
+  // Images are one size: no padding for CIFAR-100, ImageNet or MovieLens.
+  EXPECT_EQ(padded, (std::set<std::string>{"librispeech_train", "sentiment140_train", "squad_train"}));
+  // ResNet-50 is shared with the inference sources, whose power keeps following occupancy.
+  const std::set<std::string> training_models = {"bert_base_seq128", "bert_base_seq384", "deepspeech2", "ncf",
+                                                 "shufflenet_v2_cifar"};
+  EXPECT_EQ(phased, training_models);
+  EXPECT_EQ(busy_small_batches, training_models);
+  EXPECT_DOUBLE_EQ(catalog().model("resnet50").power_saturation_scale, 1.0);
+  EXPECT_DOUBLE_EQ(catalog().model("resnet50").power_phase_spread, 0.0);
 }
 
 TEST(ZeusSource, TheTwinNeverAveragesAboveTheLimitOnAnyTrace) {

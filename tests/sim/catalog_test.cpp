@@ -190,6 +190,37 @@ TEST(Catalog, GpuEfficiencyScaleMustBePositivePerGpu) {
   EXPECT_EQ(Catalog::load(test::data_dir()).model("vgg19").gpu_efficiency_scale.count("h200"), 1U);
 }
 
+TEST(Catalog, APhaseSpreadAboveOneAndANegativePaddingGrowthAreRejected) {
+  {
+    test::TempDir dir;
+    auto text = read_text_file(test::data_dir() + "/models/deepspeech2.json");
+    const auto at = text.rfind("\"power_phase_spread\":");  // the value, after its "_prior"
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, text.find_first_of(",\n}", at) - at, "\"power_phase_spread\": 1.5");
+    try {
+      (void)Catalog::load(data_dir_with(dir, "models/deepspeech2.json", text));
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("models/deepspeech2.json: power_phase_spread: must be in [0, 1]"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  {
+    test::TempDir dir;
+    auto text = read_text_file(test::data_dir() + "/datasets/squad_train.json");
+    const auto at = text.rfind("\"padding_growth\":");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, text.find_first_of(",\n}", at) - at, "\"padding_growth\": -0.1");
+    try {
+      (void)Catalog::load(data_dir_with(dir, "datasets/squad_train.json", text));
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("datasets/squad_train.json: padding_growth"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Catalog, DuplicateNamesAreRejected) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/models/resnet50.json");

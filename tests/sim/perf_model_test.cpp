@@ -100,6 +100,41 @@ TEST_F(PerfModel, BusyHalvesKeepTheMeanAndSpreadOnlyWhenTheGpuIsNotFull) {
   }
 }
 
+TEST_F(PerfModel, PowerSaturationScaleRaisesSmallBatchPowerAndLeavesTimeAlone) {
+  const auto& model = catalog.model("inception_v4");
+  ASSERT_DOUBLE_EQ(model.power_saturation_scale, 1.0);  // inference models: power follows occupancy
+  auto busy_small_batches = model;
+  busy_small_batches.power_saturation_scale = 0.2;
+  const OperatingPoint point{1531, p40.default_memory_clock_mhz};
+  for (const int batch : {1, 4, 16}) {
+    const auto idle_sms = profile_batch(p40, model, model.precision, batch, point);
+    const auto busy_sms = profile_batch(p40, busy_small_batches, model.precision, batch, point);
+    EXPECT_DOUBLE_EQ(busy_sms.busy_s, idle_sms.busy_s) << batch;
+    EXPECT_GT(busy_sms.sm_activity, idle_sms.sm_activity) << batch;
+    EXPECT_LT(busy_sms.activity_spread, idle_sms.activity_spread) << batch;  // fuller: less spread
+  }
+  // Once the batch fills the GPU both read alike.
+  const auto full = profile_batch(p40, model, model.precision, 4096, point);
+  const auto full_scaled = profile_batch(p40, busy_small_batches, model.precision, 4096, point);
+  EXPECT_NEAR(full_scaled.sm_activity, full.sm_activity, 0.01 * full.sm_activity);
+}
+
+TEST_F(PerfModel, APhaseSpreadSplitsTheBusyHalvesAtEveryBatchAndKeepsTheMean) {
+  auto model = catalog.model("resnet50");
+  ASSERT_DOUBLE_EQ(model.power_phase_spread, 0.0);
+  const OperatingPoint point{1531, p40.default_memory_clock_mhz};
+  const auto plain = profile_batch(p40, model, model.precision, 4096, point);
+  model.power_phase_spread = 0.2;
+  const auto phased = profile_batch(p40, model, model.precision, 4096, point);
+  EXPECT_NEAR(phased.activity_spread, plain.activity_spread + 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(phased.sm_activity, plain.sm_activity);
+  const auto halves = busy_halves_w(p40, point, phased);
+  EXPECT_NEAR(halves.mean_w(), busy_power_w(p40, point, phased.sm_activity, phased.memory_activity), 1e-9);
+  const auto plain_halves = busy_halves_w(p40, point, plain);
+  EXPECT_GT(halves.first_w, plain_halves.first_w + 1.0);  // a batch that fills the GPU still has a busier phase
+  EXPECT_LT(halves.second_w, plain_halves.second_w - 1.0);
+}
+
 TEST_F(PerfModel, PeakReadingAveragesWhatTheSensorWindowCovers) {
   BatchProfile profile;
   profile.busy_s = 0.010;

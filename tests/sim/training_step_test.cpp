@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gpucap/core/error.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
@@ -94,6 +96,35 @@ TEST_F(TrainingStep, BadBatchOrLimitIsAUsageError) {
   EXPECT_THROW((void)training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 0, 200.0), Error);
   EXPECT_THROW((void)training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 64, 90.0), Error);
   EXPECT_THROW((void)training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 64, 300.0), Error);
+}
+
+TEST_F(TrainingStep, PaddedSamplesStretchLargerBatchesAndNotASingleSample) {
+  const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
+  auto padded = imagenet;
+  ASSERT_DOUBLE_EQ(imagenet.padding_growth, 0.0);  // images are all one size
+  padded.padding_growth = 0.1;
+  const auto single = training_step(v100, resnet50, imagenet, Precision::fp32, 1, point);
+  EXPECT_DOUBLE_EQ(training_step(v100, resnet50, padded, Precision::fp32, 1, point).gpu_busy_s, single.gpu_busy_s);
+  for (const int batch : {8, 64, 256}) {
+    const auto fixed = training_step(v100, resnet50, imagenet, Precision::fp32, batch, point);
+    const auto stretched = training_step(v100, resnet50, padded, Precision::fp32, batch, point);
+    // Padded work grows as 1 + g·ln(batch); the weight traffic and the launches do not.
+    EXPECT_GT(stretched.gpu_busy_s, fixed.gpu_busy_s) << batch;
+    EXPECT_LT(stretched.gpu_busy_s, fixed.gpu_busy_s * (1.0 + 0.1 * std::log(batch)) + 1e-12) << batch;
+  }
+  const auto limited = training_under_power_limit(v100, resnet50, padded, Precision::fp32, 64, 150.0);
+  EXPECT_GT(limited.epoch_s, training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 64, 150.0).epoch_s);
+}
+
+TEST_F(TrainingStep, ALimiterHoldsTheBusierPhaseSoAPhasedStepAveragesBelowTheLimit) {
+  auto phased = resnet50;
+  phased.power_phase_spread = 0.3;
+  const double limit = 150.0;
+  const auto even = training_under_power_limit(v100, resnet50, imagenet, Precision::fp32, 256, limit);
+  const auto uneven = training_under_power_limit(v100, phased, imagenet, Precision::fp32, 256, limit);
+  EXPECT_LT(uneven.average_power_w, even.average_power_w - 5.0);
+  EXPECT_GT(uneven.epoch_s, even.epoch_s);
+  EXPECT_LT(uneven.sm_clock_mhz, even.sm_clock_mhz);
 }
 
 }  // namespace

@@ -143,6 +143,16 @@ struct ModelSpec {
   // layer dispatches (eager PyTorch launches conv, norm and activation separately; depthwise
   // blocks launch more small kernels per MAC than dense ones).
   double launch_scale = 1.0;
+  // How much of the small-batch slowdown leaves SMs idle: the batch at which the SMs draw half
+  // their busy power is this multiple of the batch that half-fills the GPU in time (1: all of it,
+  // power follows occupancy; towards 0: the SMs stay busy at small batches, running smaller and
+  // less efficient kernels, so power barely falls with the batch).
+  double power_saturation_scale = 1.0;
+  // Spread of SM activity between the phases of a step that does not fade as the batch grows
+  // (convolutions against recurrent or attention layers, forward against optimizer): added to the
+  // GPU's occupancy-driven activity_spread. A power limiter holds the busier phase to the limit,
+  // so the step averages below it. In [0, 1]; 0 for a model of one kind of layer.
+  double power_phase_spread = 0.0;
   // The fraction of the batch's compute time that does not follow the SM clock: kernels bound by
   // the L2, the crossbar or memory latency (depthwise and pointwise convolutions, normalisation,
   // element-wise layers) rather than by the SMs. It depends on the model's layer mix and on the
@@ -174,6 +184,10 @@ struct DatasetSpec {
   double host_s_per_image = 0.0;
   double host_s_per_mpixel = 0.0;
   double host_s_per_batch = 0.0;  // fixed host cost of a batch in the pipeline (e.g. re-creating an iterator)
+  // Variable-length samples (sentences, utterances) padded to the longest of their batch: a
+  // training step's work per sample grows as 1 + padding_growth · ln(batch), the expected longest
+  // of a batch growing about logarithmically with its size. 0 for fixed-size inputs (images).
+  double padding_growth = 0.0;
 };
 
 // Whether the host's per-image input preparation is part of a batch, and how.
