@@ -148,7 +148,8 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "sensor.averaging_window_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
       "autotune_fixed_s", "first_autotune_activity"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
-                                                 "power_intensity", "activation_melems", "launch_scale", "power_saturation_scale", "power_phase_spread",
+                                                 "power_intensity", "activation_melems", "launch_scale",
+                                                 "power_saturation_scale", "power_phase_spread",
                                                  "training_efficiency_scale", "clock_independent_fraction.<gpu id>",
                                                  "gpu_efficiency_scale.<gpu id>"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch",

@@ -190,35 +190,28 @@ TEST(Catalog, GpuEfficiencyScaleMustBePositivePerGpu) {
   EXPECT_EQ(Catalog::load(test::data_dir()).model("vgg19").gpu_efficiency_scale.count("h200"), 1U);
 }
 
+// The error loading the data folder gives once the number of `field` in `file` (the value, not
+// its "_prior") reads `value` ("" if it loads).
+std::string error_with_value(const std::string& file, const std::string& field, const std::string& value) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/" + file);
+  const auto at = text.rfind("\"" + field + "\":");
+  if (at == std::string::npos) return "no " + field + " in " + file;
+  text.replace(at, text.find_first_of(",\n}", at) - at, "\"" + field + "\": " + value);
+  try {
+    (void)Catalog::load(data_dir_with(dir, file, text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Catalog, APhaseSpreadAboveOneAndANegativePaddingGrowthAreRejected) {
-  {
-    test::TempDir dir;
-    auto text = read_text_file(test::data_dir() + "/models/deepspeech2.json");
-    const auto at = text.rfind("\"power_phase_spread\":");  // the value, after its "_prior"
-    ASSERT_NE(at, std::string::npos);
-    text.replace(at, text.find_first_of(",\n}", at) - at, "\"power_phase_spread\": 1.5");
-    try {
-      (void)Catalog::load(data_dir_with(dir, "models/deepspeech2.json", text));
-      FAIL();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("models/deepspeech2.json: power_phase_spread: must be in [0, 1]"),
-                std::string::npos)
-          << e.what();
-    }
-  }
-  {
-    test::TempDir dir;
-    auto text = read_text_file(test::data_dir() + "/datasets/squad_train.json");
-    const auto at = text.rfind("\"padding_growth\":");
-    ASSERT_NE(at, std::string::npos);
-    text.replace(at, text.find_first_of(",\n}", at) - at, "\"padding_growth\": -0.1");
-    try {
-      (void)Catalog::load(data_dir_with(dir, "datasets/squad_train.json", text));
-      FAIL();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("datasets/squad_train.json: padding_growth"), std::string::npos) << e.what();
-    }
-  }
+  auto error = error_with_value("models/deepspeech2.json", "power_phase_spread", "1.5");
+  EXPECT_NE(error.find("models/deepspeech2.json: power_phase_spread: must be in [0, 1]"), std::string::npos) << error;
+  EXPECT_EQ(error_with_value("models/deepspeech2.json", "power_phase_spread", "0.5"), "");
+  error = error_with_value("datasets/squad_train.json", "padding_growth", "-0.1");
+  EXPECT_NE(error.find("datasets/squad_train.json: padding_growth"), std::string::npos) << error;
 }
 
 TEST(Catalog, DuplicateNamesAreRejected) {
