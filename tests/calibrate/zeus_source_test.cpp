@@ -134,6 +134,44 @@ TEST(ZeusSource, ATraceIsComparedRowByRowAndUnknownWorkloadsAreCounted) {
   EXPECT_NE(text.find("SIMULATED"), std::string::npos);
 }
 
+TEST(ZeusSource, TheReportComparesEachTracesHostBoundStepsWithTheReferenceTestbeds) {
+  // Two workloads each: the smallest batch both traces ran is compared, at the highest limit.
+  const auto point = [](const std::string& network, int batch, double limit_w, double real_s, double twin_s) {
+    ZeusTracePoint p;
+    p.row = {"data", network, "adam", batch, limit_w, real_s, 100.0, 0};
+    p.twin.epoch_s = twin_s;
+    p.twin.average_power_w = 90.0;
+    return p;
+  };
+  const auto trace = [](const std::string& gpu, const std::string& split) {
+    ZeusTraceFidelity f;
+    f.trace_gpu = f.twin_gpu = gpu;
+    f.split = split;
+    return f;
+  };
+  auto reference = trace("v100", "in-sample");
+  reference.points = {point("ncf", 4, 250, 100.0, 110.0), point("ncf", 8, 250, 50.0, 55.0),
+                      point("cnn", 8, 200, 10.0, 10.0), point("cnn", 8, 250, 20.0, 20.0)};
+  auto fitted = trace("rtx6000", "in-sample");
+  fitted.points = {point("ncf", 8, 250, 120.0, 88.0), point("ncf", 4, 250, 236.0, 187.0),
+                   point("cnn", 8, 250, 32.0, 40.0), point("cnn", 8, 200, 30.0, 30.0)};
+  auto held_out = trace("p100", "held out");
+  held_out.points = {point("ncf", 4, 250, 178.0, 102.0)};
+  held_out.points[0].row.average_power_w = 180.0;
+  held_out.points[0].twin.average_power_w = 237.0;
+  const auto text = zeus_markdown({reference, fitted, held_out});
+  EXPECT_NE(text.find("on the rtx6000 (fitted).** One host speed"), std::string::npos) << text;
+  EXPECT_NE(text.find("against the v100: data/ncf 2.36× (twin 1.70×) at batch 4; data/cnn 1.60× (twin 2.00×) at batch 8."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("the p100 never averaged more than 180 W at any limit, the twin (datasheet figures and hand "
+                      "priors, nothing fitted) up to 237 W"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("against the v100: data/ncf 1.78× (twin 0.93×) at batch 4."), std::string::npos) << text;
+  EXPECT_EQ(text.find("on the v100 ("), std::string::npos) << "the reference is not compared with itself";
+}
+
 TEST(ZeusSource, MalformedTracesAndSetupsAreNamed) {
   test::TempDir dir;
   const auto bad_number = dir.write("summary_power_v100.csv", std::string(kHeader) + "imagenet,resnet50,256,adadelta,250,x,220\n");
