@@ -146,7 +146,8 @@ struct ModelSpec {
   // How much of the small-batch slowdown leaves SMs idle: the batch at which the SMs draw half
   // their busy power is this multiple of the batch that half-fills the GPU in time (1: all of it,
   // power follows occupancy; towards 0: the SMs stay busy at small batches, running smaller and
-  // less efficient kernels, so power barely falls with the batch).
+  // less efficient kernels, so power barely falls with the batch; above 1: power saturates at
+  // larger batches than time does).
   double power_saturation_scale = 1.0;
   // Spread of SM activity between the phases of a step that does not fade as the batch grows
   // (convolutions against recurrent or attention layers, forward against optimizer): added to the
