@@ -37,7 +37,8 @@ struct TrainingPoint {
 // dataset's host_s_per_batch + batch × host_s_per_image) runs beside the GPU's work (a data
 // loader's workers prepare the next batch while this one computes), so the step lasts about as
 // long as the slower of the two (kHostOverlapExponent); the GPU idles at its clocks for the rest.
-// Error(usage) for batch < 1.
+// A dataset's samples padded to the longest of their batch stretch its work per sample
+// (DatasetSpec::padding_growth). Error(usage) for batch < 1.
 [[nodiscard]] TrainingPoint training_step(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
                                           Precision precision, int batch, OperatingPoint point);
 
