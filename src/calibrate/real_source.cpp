@@ -13,6 +13,7 @@
 #include "gpucap/calibrate/calibration.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/json_file.hpp"
+#include "gpucap/runtime/platform_tuning.hpp"
 #include "gpucap/sim/perf_model.hpp"
 
 namespace gpucap::calibrate {
@@ -28,34 +29,32 @@ sim::Precision precision_of(const JsonFields& setup) {
   throw setup.error("precision", fmt::format("'{}': the twin runs fp32 and fp16 only", text));
 }
 
-// The points of one trial file (`gpucap tune --platform nvml --out`).
+// The points of one trial file (`gpucap tune --platform nvml --out`, read as the tuner reads it).
 std::vector<RealSweepPoint> load_sweep(const fs::path& path, const std::string& folder, const std::string& use,
                                        const std::string& gpu, const sim::Catalog& catalog) {
   const auto file = path.string();
-  const auto json = load_json_file(file);
-  if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a trial file must be a JSON object", file));
-  const JsonFields top(json, file);
-  const auto setup = top.object("setup");
+  const auto contents = runtime::read_trial_file(file);
+  if (!contents.setup.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: setup: must be an object", file));
+  const JsonFields setup(contents.setup, file, "setup.");
   if (setup.has("clocks_locked") && setup.at("clocks_locked").is_boolean() && setup.at("clocks_locked").get<bool>()) {
     throw setup.error("clocks_locked", "a sweep at locked clocks: the real-GPU source takes the GPU's own clocks only");
   }
   const auto model = catalog.model(fs::path(setup.string("model_file")).stem().string()).id;
   const auto precision = precision_of(setup);
-  const auto& trials = top.at("trials");
-  if (!trials.is_array() || trials.empty()) throw top.error("trials", "must be a non-empty array");
+  if (contents.trials.empty()) throw Error(ErrorCode::invalid_data, fmt::format("{}: trials: must be a non-empty array", file));
   std::vector<RealSweepPoint> points;
-  for (std::size_t i = 0; i < trials.size(); ++i) {
-    if (!trials[i].is_object()) throw top.error("trials", fmt::format("entry {} is not an object", i));
-    const JsonFields t(trials[i], file, fmt::format("trials[{}].", i));
-    RealSweepPoint p{folder, use, gpu, model, precision};
-    const auto batch = t.positive_integer("batch_size");
-    if (batch > 100'000) throw t.error("batch_size", "must be at most 100000");
-    p.batch = static_cast<int>(batch);
-    p.throughput_img_s = t.positive("throughput_img_s");
-    p.mean_power_w = t.positive("mean_power_w");
-    p.max_power_w = t.positive("max_power_w");
-    if (p.max_power_w < p.mean_power_w) throw t.error("max_power_w", "is below mean_power_w");
-    points.push_back(p);
+  for (std::size_t i = 0; i < contents.trials.size(); ++i) {
+    const auto& [point, trial] = contents.trials[i];
+    const auto bad = [&](std::string_view field, std::string_view message) {
+      return Error(ErrorCode::invalid_data, fmt::format("{}: trials[{}].{}: {}", file, i, field, message));
+    };
+    if (point.batch_size > 100'000) throw bad("batch_size", "must be at most 100000");
+    const auto& r = trial.result;
+    if (!(r.throughput_img_s > 0.0)) throw bad("throughput_img_s", "must be > 0");
+    if (!(r.mean_power_w > 0.0)) throw bad("mean_power_w", "must be > 0");
+    if (r.max_power_w < r.mean_power_w) throw bad("max_power_w", "is below mean_power_w");
+    points.push_back({folder, use, gpu, model, precision, point.batch_size, r.throughput_img_s, r.mean_power_w,
+                      r.max_power_w});
   }
   return points;
 }

@@ -109,21 +109,30 @@ std::pair<tune::ConfigPoint, PlatformTrial> parse_record(const JsonFields& f) {
 
 }  // namespace
 
-TrialFile::TrialFile(std::string path, nlohmann::json setup) : path_(std::move(path)), setup_(std::move(setup)) {
-  if (!std::filesystem::exists(path_)) return;
-  const auto json = load_json_file(path_);
-  if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a trial file must be a JSON object", path_));
-  const JsonFields top(json, path_);
-  if (!top.has("setup") || top.at("setup") != setup_) {
-    throw usage_error(fmt::format("{} holds the trials of another search (setup {}, this one {}): use another file",
-                                  path_, top.has("setup") ? top.at("setup").dump() : std::string("missing"), setup_.dump()));
-  }
+TrialFileContents read_trial_file(const std::string& path) {
+  const auto json = load_json_file(path);
+  if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a trial file must be a JSON object", path));
+  const JsonFields top(json, path);
+  TrialFileContents contents;
+  if (top.has("setup")) contents.setup = top.at("setup");
   const auto& trials = top.at("trials");
   if (!trials.is_array()) throw top.error("trials", "must be an array");
   for (std::size_t i = 0; i < trials.size(); ++i) {
     if (!trials[i].is_object()) throw top.error("trials", fmt::format("entry {} is not an object", i));
-    trials_.push_back(parse_record(JsonFields(trials[i], path_, fmt::format("trials[{}].", i))));
+    contents.trials.push_back(parse_record(JsonFields(trials[i], path, fmt::format("trials[{}].", i))));
   }
+  return contents;
+}
+
+TrialFile::TrialFile(std::string path, nlohmann::json setup) : path_(std::move(path)), setup_(std::move(setup)) {
+  if (!std::filesystem::exists(path_)) return;
+  auto contents = read_trial_file(path_);
+  if (contents.setup != setup_) {
+    throw usage_error(fmt::format("{} holds the trials of another search (setup {}, this one {}): use another file",
+                                  path_, contents.setup.is_null() ? std::string("missing") : contents.setup.dump(),
+                                  setup_.dump()));
+  }
+  trials_ = std::move(contents.trials);
 }
 
 std::optional<PlatformTrial> TrialFile::find(const tune::ConfigPoint& point) const {

@@ -17,7 +17,8 @@ const sim::Catalog& catalog() {
 
 std::string repository_setup() { return test::data_dir() + "/calibration/real.json"; }
 
-// A trial file as `gpucap tune --platform nvml --out` writes it (only the fields the source reads).
+// A trial file as `gpucap tune --platform nvml --out` writes it (the setup: only the fields the
+// source reads).
 std::string sweep(const std::string& model, const std::string& precision, const std::string& trials,
                   bool locked = false) {
   return R"({"setup": {"gpu": "NVIDIA H200", "model_file": "/tmp/models/)" + model + R"(.pt", "precision": ")" +
@@ -25,8 +26,10 @@ std::string sweep(const std::string& model, const std::string& precision, const 
 }
 
 std::string trial(int batch, double throughput, double mean_w, double max_w) {
-  return "{\"batch_size\": " + std::to_string(batch) + ", \"throughput_img_s\": " + std::to_string(throughput) +
-         ", \"mean_power_w\": " + std::to_string(mean_w) + ", \"max_power_w\": " + std::to_string(max_w) + "}";
+  return "{\"batch_size\": " + std::to_string(batch) +
+         ", \"sm_clock_mhz\": 1980, \"memory_clock_mhz\": null, \"throughput_img_s\": " + std::to_string(throughput) +
+         ", \"max_power_w\": " + std::to_string(max_w) + ", \"mean_power_w\": " + std::to_string(mean_w) +
+         ", \"cost_s\": 3.0, \"measured_sm_clock_mhz\": 1980, \"measured_memory_clock_mhz\": 3201}";
 }
 
 // A setup of two folders (fit, check) in a temporary directory.

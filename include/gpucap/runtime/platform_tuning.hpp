@@ -56,6 +56,14 @@ class PlatformTrialRunner {
 // {"setup": {...}, "trials": [{"batch_size", "sm_clock_mhz", "memory_clock_mhz",
 // "throughput_img_s", "max_power_w", "mean_power_w", "cost_s", "measured_sm_clock_mhz",
 // "measured_memory_clock_mhz"}, ...]}. Written durably after every trial.
+struct TrialFileContents {
+  nlohmann::json setup;  // null when the file has none
+  std::vector<std::pair<tune::ConfigPoint, PlatformTrial>> trials;  // in the order they were measured
+};
+// Reads a trial file. Error(io) for a file that cannot be read, Error(invalid_data)
+// "FILE: trials[i].FIELD: ..." for a malformed one.
+[[nodiscard]] TrialFileContents read_trial_file(const std::string& path);
+
 class TrialFile {
  public:
   // Loads `path` if it exists. Error(usage) if it holds the trials of another setup (any field of
