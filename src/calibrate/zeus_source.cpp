@@ -14,6 +14,7 @@ namespace gpucap::calibrate {
 namespace {
 
 constexpr double kOverLimitWeight = 30.0;  // nearly a hard constraint
+constexpr double kKneeMarginMhz = 15.0;
 
 std::vector<std::string> gpu_names(const JsonFields& f, std::string_view key) {
   auto names = f.strings_or_empty(key);
@@ -43,6 +44,11 @@ std::pair<double, double> limit_range(const std::vector<bench::ZeusPowerRow>& ro
     hi = std::max(hi, r.power_limit_w);
   }
   return {lo, hi};
+}
+
+bool uses(const ZeusSetup& setup, sim::Precision precision) {
+  return std::any_of(setup.workloads.begin(), setup.workloads.end(),
+                     [&](const ZeusWorkloadMapping& m) { return m.precision == precision; });
 }
 
 }  // namespace
@@ -151,17 +157,26 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
     const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces_dir, setup.fit_gpus[i]));
     const auto& gpu = zeus_twin_gpu(catalog, setup.fit_gpus[i], rows);
     parameters.push_back({FileKind::gpu, gpu.id, "voltage.min_v", 0.4, gpu.voltage.max_v, 1.0});
-    parameters.push_back({FileKind::gpu, gpu.id, "voltage.knee_mhz", gpu.min_sm_clock_mhz(), gpu.max_sm_clock_mhz(), 1.0});
+    // The knee stays inside the clock range (the catalogue rejects one at the highest clock).
+    parameters.push_back({FileKind::gpu, gpu.id, "voltage.knee_mhz", gpu.min_sm_clock_mhz() + kKneeMarginMhz,
+                          gpu.max_sm_clock_mhz() - kKneeMarginMhz, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "power_model.static_w", 1.0, 150.0, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "clock_scaling_exponent", 0.2, 1.5, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "power_model.constant_w", 1.0, 150.0, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "power_model.sm_dynamic_w", 20.0, 800.0, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "power_model.memory_dynamic_w", 1.0, 300.0, 1.0});
-    parameters.push_back({FileKind::gpu, gpu.id, "fp32_efficiency_scale", 0.05, 5.0, 2.0});
-    parameters.push_back({FileKind::gpu, gpu.id, "fp16_efficiency_scale", 0.01, 5.0, 2.0});
     parameters.push_back({FileKind::gpu, gpu.id, "host.layer_launch_s", 1e-7, 1e-3, 2.0});
-    // Host speed is relative: the first fitted testbed is the reference the datasets' figures are in.
-    if (i > 0) parameters.push_back({FileKind::gpu, gpu.id, "host.training_loop_scale", 0.1, 10.0, 2.0});
+    // Host speed and compute efficiency are relative: the first fitted testbed is the reference
+    // that the datasets' host figures and the models' training efficiencies are in, and a GPU
+    // fitted to no trace (the held-out P100) runs as efficiently as the reference for its peak.
+    if (i == 0) continue;
+    parameters.push_back({FileKind::gpu, gpu.id, "host.training_loop_scale", 0.1, 10.0, 2.0});
+    if (uses(setup, sim::Precision::fp32)) {
+      parameters.push_back({FileKind::gpu, gpu.id, "fp32_efficiency_scale", 0.05, 5.0, 2.0});
+    }
+    if (uses(setup, sim::Precision::fp16)) {
+      parameters.push_back({FileKind::gpu, gpu.id, "fp16_efficiency_scale", 0.01, 5.0, 2.0});
+    }
   }
   std::set<std::string> models, datasets;
   for (const auto& m : setup.workloads) {

@@ -109,9 +109,9 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                        const auto listed = names.empty() ? last : join(names, ", ") + " and " + last;
                        return fmt::format("fitted by `gpucap calibrate` to the {} data (docs/fidelity.md)", listed);
                      };
-                     for (const auto& fit : fits) {
-                       calibrate::write_fitted_parameters(fit.start, fit.result.params, fit.parameters, note_for);
-                     }
+                     std::vector<calibrate::FittedValues> values;
+                     for (const auto& fit : fits) values.push_back({&fit.start, &fit.result.params, &fit.parameters});
+                     calibrate::write_fitted_parameters(values, note_for);
                    }
                    if (flags->json) {
                      std::cout << json.dump(2) << "\n";

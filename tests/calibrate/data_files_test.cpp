@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
@@ -40,6 +41,37 @@ TEST(DataFiles, FittedValuesAndPriorsAreWrittenAndReadBack) {
   EXPECT_DOUBLE_EQ(third.gpu("h100").priors.at("power_model.constant_w"), original_constant);
   EXPECT_DOUBLE_EQ(TwinParams::priors_from(third).gpus.at("h100").power.constant_w, original_constant);
   EXPECT_NE(read_text_file(third.gpu("h100").source_file).find("\"_calibration\": \"second fit\""), std::string::npos);
+}
+
+TEST(DataFiles, AFitThatWouldLeaveAFileInvalidChangesNoFile) {
+  test::TempDir dir;
+  std::filesystem::copy(test::data_dir(), dir.path(), std::filesystem::copy_options::recursive);
+  const auto catalog = sim::Catalog::load(dir.path());
+  const auto start = TwinParams::from(catalog);
+  const std::vector<FitParameter> first = {{FileKind::model, "pnasnet_5_large", "power_intensity", 0.1, 5, 0}};
+  const std::vector<FitParameter> second = {{FileKind::gpu, "h100", "voltage.knee_mhz", 100, 5000, 0}};
+  auto fitted = start;
+  fitted.models.at("pnasnet_5_large").power_intensity = 1.5;
+  // The catalogue takes a knee only below the highest SM clock.
+  fitted.gpus.at("h100").voltage.knee_mhz = catalog.gpu("h100").max_sm_clock_mhz();
+  const auto model_file = read_text_file(catalog.model("pnasnet_5_large").source_file);
+  const auto gpu_file = read_text_file(catalog.gpu("h100").source_file);
+
+  try {
+    write_fitted_parameters({{&start, &fitted, &first}, {&start, &fitted, &second}},
+                            [](const std::string&) { return "bad fit"; });
+    FAIL() << "an invalid knee was written";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find("h100.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("knee_mhz"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_text_file(catalog.model("pnasnet_5_large").source_file), model_file) << "the valid file is unchanged too";
+  EXPECT_EQ(read_text_file(catalog.gpu("h100").source_file), gpu_file);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    EXPECT_NE(entry.path().extension(), ".fitted") << entry.path() << " left behind";
+  }
+  EXPECT_NO_THROW((void)sim::Catalog::load(dir.path()));
 }
 
 TEST(DataFiles, RoundingKeepsSixSignificantDigits) {

@@ -82,6 +82,30 @@ TEST(ZeusSource, PaddingIsFittedForSequenceDatasetsOnlyAndPhasesForTrainingModel
   EXPECT_DOUBLE_EQ(catalog().model("resnet50").power_phase_spread, 0.0);
 }
 
+TEST(ZeusSource, TheFirstFittedTestbedIsTheReferenceForHostSpeedAndEfficiency) {
+  auto s = setup();
+  ASSERT_EQ(s.fit_gpus, (std::vector<std::string>{"v100", "rtx6000"}));
+  const auto relative_keys = [&](const ZeusSetup& with) {
+    std::map<std::string, std::set<std::string>> keys;
+    for (const auto& p : zeus_fit_parameters(with, traces(), catalog())) {
+      const bool relative = p.key == "host.training_loop_scale" || p.key.ends_with("_efficiency_scale");
+      if (p.kind == FileKind::gpu && relative) keys[p.id].insert(p.key);
+      if (p.key == "voltage.knee_mhz") {
+        EXPECT_LT(p.upper, catalog().gpu(p.id).max_sm_clock_mhz()) << "the catalogue rejects a knee at the top";
+      }
+    }
+    return keys;
+  };
+  // The V100 is the reference: a GPU fitted to no trace runs like it for its datasheet peak.
+  // Only the precisions the workloads train in are fitted (DeepSpeech2 with AMP, the rest FP32).
+  EXPECT_EQ(relative_keys(s), (std::map<std::string, std::set<std::string>>{
+                                  {"rtx6000", {"host.training_loop_scale", "fp32_efficiency_scale",
+                                               "fp16_efficiency_scale"}}}));
+  for (auto& w : s.workloads) w.precision = sim::Precision::fp32;
+  EXPECT_EQ(relative_keys(s), (std::map<std::string, std::set<std::string>>{
+                                  {"rtx6000", {"host.training_loop_scale", "fp32_efficiency_scale"}}}));
+}
+
 TEST(ZeusSource, TheTwinNeverAveragesAboveTheLimitOnAnyTrace) {
   const auto s = setup();
   const auto params = TwinParams::from(catalog());
