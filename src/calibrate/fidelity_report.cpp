@@ -273,7 +273,8 @@ Sources, in the order they are fitted:
   twin by `data/calibration/zeus.json`): time per epoch and average power of six training
   workloads at every (batch size, power limit), through the twin's training step
   (`sim/training_step.hpp`; Huber δ = 0.3). The V100 (PCIe) and RTX 6000 traces fit those GPUs'
-  power and compute coefficients, the RTX 6000 testbed's host speed relative to the V100's, and
+  power and clock coefficients, the RTX 6000 testbed's host speed and compute efficiency relative
+  to the V100's (the reference: a GPU fitted to no trace runs like it for its datasheet peak), and
   each workload's training efficiency, power intensity, launch cost, activation traffic and host
   loop; the P100's trace is held out. Every row at a trace's lowest limit also checks that the
   twin averages no more than the limit (weight 30, zero when it holds: the boards hold every
