@@ -91,7 +91,12 @@ void write_fitted_parameters(const std::vector<FittedValues>& fits,
     const auto path = file + kStagedSuffix;
     try {
       write_text_file(path, update.json.dump(2) + "\n");
-      staged.push_back(path);
+    } catch (const Error&) {
+      discard_staged();  // a file that cannot be written: its own error, nothing changed
+      throw;
+    }
+    staged.push_back(path);
+    try {
       load_as(update.kind, path);
     } catch (const Error& e) {
       discard_staged();
