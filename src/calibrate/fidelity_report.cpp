@@ -256,8 +256,14 @@ Sources, in the order they are fitted:
   autotuning); per group of short steps (at least 200, under 0.12 s), the harness's
   nvidia-smi stalls: the steps split into modes one stall apart, and a second of stepping holds
   as many stalls as processes started in it (docs/simulator.md, "The BatchDVFS harness's
-  sampler"). A logged step's median is predicted with those stalls. Fits the P40's power and
-  timing coefficients, its activity spread, autotuning cost and first-shape activity, the sampler's process time and
+  sampler"). A logged step's median is predicted with those stalls. Per run, two shares: the
+  mean nvidia-smi utilisation over its steady steps (weight 10: one 1-Hz sample sees a
+  0.1-s compute phase or not at all, so the per-group busy times scatter tenfold on the light
+  models, and the run's mean pins their compute phase down), and the share of its window maxima
+  that caught a compute phase, against the twin's chance of catching one with its compute
+  phases, the sampler's period and the sensor's hold (weight 3). Fits the P40's power and
+  timing coefficients, its activity spread, autotuning cost and first-shape activity, its
+  sensor's hold, the sampler's process time and
   stall, each TF-slim model's power intensity, FP32 efficiency and activation traffic, and the
   datasets' decode costs per image, per megapixel and per step (TF1 re-initialises the input
   iterator and calls the session each step).
@@ -298,8 +304,8 @@ logged step is replayed at its logged batch size, clock, length and cap: the twi
 phase at the end of the step (the harness decoded first; the busy phase's two halves at their
 different power, see docs/simulator.md), preceded on a step at a new batch size by the
 autotuning, and idle-with-context power before that; it samples the sensor once per cycle of
-upstream's nvidia-smi loop (two processes and a 0.1-s sleep: 0.37 s with the fitted process
-time), clears the sample list where the controller closed a window, and predicts the row's
+upstream's nvidia-smi loop (two processes and a 0.1-s sleep: 0.33 s with the fitted process
+time), each reading the highest 20-ms mean within the sensor's fitted hold before it, clears the sample list where the controller closed a window, and predicts the row's
 logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any folder of logs this way with the current data files.
 
 )";

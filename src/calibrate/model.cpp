@@ -51,6 +51,7 @@ auto& gpu_field(Gpu& g, const std::string& key) {
   if (key == "host.nvidia_smi_process_s") return g.host.nvidia_smi_process_s;
   if (key == "host.nvidia_smi_stall_s") return g.host.nvidia_smi_stall_s;
   if (key == "sensor.averaging_window_s") return g.sensor.averaging_window_s;
+  if (key == "sensor.hold_s") return g.sensor.hold_s;
   if (key == "clock_scaling_exponent") return g.clock_scaling_exponent;
   if (key == "activity_spread") return g.activity_spread;
   if (key == "autotune_compute_factor") return g.autotune_compute_factor;
@@ -145,7 +146,7 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "power_model.memory_dynamic_w", "saturation_kelems_per_sm", "busy_overlap_exponent", "fp16_efficiency_scale",
       "fp32_efficiency_scale", "memory_efficiency", "host.batch_sync_s", "host.layer_launch_s", "host.training_loop_scale",
       "host.nvidia_smi_process_s", "host.nvidia_smi_stall_s",
-      "sensor.averaging_window_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
+      "sensor.averaging_window_s", "sensor.hold_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
       "autotune_fixed_s", "first_autotune_activity"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
                                                  "power_intensity", "activation_melems", "launch_scale",

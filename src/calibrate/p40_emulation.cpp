@@ -40,6 +40,27 @@ class Waveform {
     return covered > 0.0 ? energy / covered : power_at(to);
   }
 
+  // The highest mean over any `window` that ends within [from, to]: what a sensor that holds its
+  // highest reading for to − from shows at `to`. The mean is piecewise linear in the window's end,
+  // so its maximum lies at `from`, `to`, or where either edge of the window crosses a boundary.
+  [[nodiscard]] double highest_average(double from, double to, double window) const {
+    double best = average(to - window, to);
+    if (to <= from) return best;
+    const auto consider = [&](double end) {
+      if (end > from && end < to) best = std::max(best, average(end - window, end));
+    };
+    consider(from + 1e-12);
+    auto it = std::upper_bound(segments_.begin(), segments_.end(), from - window,
+                               [](double t, const Segment& s) { return t < s.end_s; });
+    for (; it != segments_.end() && it->start_s < to; ++it) {
+      for (const double b : {it->start_s, it->end_s}) {
+        consider(b);
+        consider(b + window);
+      }
+    }
+    return best;
+  }
+
   [[nodiscard]] double power_at(double t) const {
     auto it = std::upper_bound(segments_.begin(), segments_.end(), t,
                                [](double x, const Segment& s) { return x < s.end_s; });
@@ -108,7 +129,8 @@ std::vector<EmulatedRow> emulate_p40_run(const P40Run& run, const TwinParams& pa
         const double origin = rows.front().time_s + phase;
         for (double t = origin + std::ceil((from - origin) / period_s) * period_s; t <= to; t += period_s) {
           if (t <= from) continue;
-          const double reading = wave.average(t - averaging_s, t) * (1.0 + gpu.sensor.noise_fraction * noise.gaussian());
+          const double reading = wave.highest_average(t - gpu.sensor.hold_s, t, averaging_s) *
+                                 (1.0 + gpu.sensor.noise_fraction * noise.gaussian());
           max_w = std::max(max_w, reading);
         }
         // An empty list: upstream waited 1 s for a sample, which saw the GPU idle.

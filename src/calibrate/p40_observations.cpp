@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "gpucap/sim/perf_model.hpp"
 #include "gpucap/sim/spawned_sampler.hpp"
@@ -164,6 +165,129 @@ double p40_step_s(const TwinParams& params, const std::string& model, const std:
                                            p40_profile(params, model, batch, clock_mhz).latency_s());
 }
 
+double p40_caught_chance(double visible_s, double step_s, double window_s, double period_s) {
+  const double per_try = std::min(1.0, visible_s / std::max(1e-6, std::min(period_s, step_s)));
+  const double tries = std::max(1.0, window_s / std::max(period_s, step_s));
+  return 1.0 - std::pow(1.0 - per_try, tries);
+}
+
+namespace {
+
+// A run-level share needs this many samples or windows behind it.
+constexpr std::size_t kMinRunSamples = 20;
+
+// Per run: the share of its steady steps' time the GPU was busy, from the mean utilisation
+// nvidia-smi reported over them. One 1-Hz sample sees a compute phase of a tenth of a second or
+// not at all, so the per-group busy times scatter by a factor of ten on the light models; the run's
+// mean over hundreds of samples is what pins their compute phase down.
+std::optional<Observation> busy_fraction_observation(const P40Run& run, const std::string& group, double weight) {
+  struct Span {
+    int batch = 0;
+    double clock_mhz = 0.0;
+    double seconds = 0.0;
+    int steps = 0;
+  };
+  const auto& rows = run.log.rows;
+  std::map<GroupKey, Span> spans;
+  double util_sum = 0.0;
+  std::size_t util_n = 0;
+  for (std::size_t i = 1; i + 1 < rows.size(); ++i) {
+    if (run.new_batch_size[i]) continue;
+    const double from = rows[i - 1].time_s;
+    const double to = rows[i].time_s;
+    auto& span = spans[{rows[i].batch_size, run.clock_mhz[i]}];
+    span.batch = rows[i].batch_size;
+    span.clock_mhz = run.clock_mhz[i];
+    span.seconds += to - from;
+    ++span.steps;
+    const auto first = std::lower_bound(run.smi.begin(), run.smi.end(), from,
+                                        [](const bench::SmiSample& s, double t) { return s.time_s < t; });
+    for (auto it = first; it != run.smi.end() && it->time_s <= to; ++it) {
+      util_sum += it->gpu_util_pct / 100.0;
+      ++util_n;
+    }
+  }
+  if (util_n < kMinRunSamples || !(util_sum > 0.0)) return std::nullopt;
+  std::vector<Span> list;
+  for (const auto& [key, span] : spans) list.push_back(span);
+  return Observation{"p40", "busy_fraction", fmt::format("{} busy fraction", run.name), group,
+                     util_sum / static_cast<double>(util_n), weight, [model = run.model, list](const TwinParams& p) {
+                       double busy_s = 0.0, total_s = 0.0;
+                       for (const auto& span : list) {
+                         busy_s += std::min(span.seconds, span.steps * p40_busy_s(p, model, span.batch, span.clock_mhz));
+                         total_s += span.seconds;
+                       }
+                       return busy_s / total_s;
+                     }};
+}
+
+// Per run: the share of its logged window maxima that caught a compute phase, against the twin's
+// chance of catching one with its compute phases, its sampler period and the sensor's hold.
+std::optional<Observation> caught_fraction_observation(const P40Run& run, const std::string& group,
+                                                       const std::map<double, double>& idle, double margin_w,
+                                                       double weight) {
+  // Windows alike to 5 % in step and window length share one entry (a run of 15,000 short
+  // steps holds a few hundred kinds): the fit evaluates this for every parameter it moves.
+  struct Kind {
+    int batch = 0;
+    double clock_mhz = 0.0;
+    long step_bin = 0;
+    long window_bin = 0;
+    bool operator<(const Kind& o) const {
+      return std::tie(batch, clock_mhz, step_bin, window_bin) < std::tie(o.batch, o.clock_mhz, o.step_bin, o.window_bin);
+    }
+  };
+  struct Windows {
+    int batch = 0;
+    double clock_mhz = 0.0;
+    double window_s = 0.0;  // mean over the windows of this kind
+    double step_s = 0.0;
+    double count = 0.0;
+  };
+  const auto bin = [](double seconds) { return std::lround(20.0 * std::log(std::max(seconds, 1e-3))); };
+  const auto& rows = run.log.rows;
+  std::map<Kind, Windows> kinds;
+  double caught = 0.0, total = 0.0;
+  std::size_t window_start = 0;  // the row after which the current window opened
+  for (std::size_t i = 1; i + 1 < rows.size(); ++i) {
+    if (run.window_closed[i - 1]) window_start = i - 1;
+    const double f = run.clock_mhz[i];
+    if (rows[i].power_w > idle_reference(idle, f) + margin_w) caught += 1.0;
+    total += 1.0;
+    const double window_s = rows[i].time_s - rows[window_start].time_s;
+    const double step_s = run.step_s(i);
+    auto& k = kinds[{rows[i].batch_size, f, bin(step_s), bin(window_s)}];
+    k.batch = rows[i].batch_size;
+    k.clock_mhz = f;
+    k.window_s += window_s;
+    k.step_s += step_s;
+    k.count += 1.0;
+  }
+  if (total < static_cast<double>(kMinRunSamples) || !(caught > 0.0)) return std::nullopt;
+  std::vector<Windows> list;
+  for (auto& [kind, w] : kinds) {
+    w.window_s /= w.count;
+    w.step_s /= w.count;
+    list.push_back(w);
+  }
+  return Observation{"p40", "caught_fraction", fmt::format("{} caught fraction", run.name), group, caught / total,
+                     weight, [model = run.model, list, total](const TwinParams& p) {
+                       const double period_s = p40_sampler(p).period_s();
+                       const double hold_s = p.gpus.at(kP40).sensor.hold_s;
+                       std::map<std::pair<int, double>, double> busy_s;  // per (batch, clock)
+                       double sum = 0.0;
+                       for (const auto& w : list) {
+                         const auto key = std::make_pair(w.batch, w.clock_mhz);
+                         auto it = busy_s.find(key);
+                         if (it == busy_s.end()) it = busy_s.emplace(key, p40_busy_s(p, model, w.batch, w.clock_mhz)).first;
+                         sum += w.count * p40_caught_chance(it->second + hold_s, w.step_s, w.window_s, period_s);
+                       }
+                       return sum / total;
+                     }};
+}
+
+}  // namespace
+
 std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const P40ObservationOptions& options) {
   std::vector<Observation> observations;
   const auto idle = measured_idle_by_clock(runs);
@@ -264,6 +388,10 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
         }
       }
     }
+    if (auto o = busy_fraction_observation(run, group, options.busy_fraction_weight)) observations.push_back(std::move(*o));
+    if (auto o = caught_fraction_observation(run, group, idle, options.caught_margin_w, options.caught_fraction_weight)) {
+      observations.push_back(std::move(*o));
+    }
     // The first row: the graph load and the first step, batch 1 at the start clock (a DVFS run
     // starts at batch 256, where the batch's own activity decides). Its maximum decided whether
     // BatchDVFS lowered the clock at once on the tight caps.
@@ -312,6 +440,7 @@ std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
       {FileKind::gpu, kP40, "host.layer_launch_s", 1e-6, 1e-3, 2.0},
       {FileKind::gpu, kP40, "busy_overlap_exponent", 1.0, 16.0, 1.0},
       {FileKind::gpu, kP40, "sensor.averaging_window_s", 0.02, 1.0, 1.0},
+      {FileKind::gpu, kP40, "sensor.hold_s", 0.001, 0.5, 0.0},
       {FileKind::gpu, kP40, "activity_spread", 0.01, 1.0, 2.0},
       {FileKind::gpu, kP40, "autotune_compute_factor", 0.1, 200.0, 2.0},
       {FileKind::gpu, kP40, "autotune_fixed_s", 1e-3, 10.0, 2.0},

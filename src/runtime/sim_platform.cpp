@@ -86,7 +86,7 @@ std::string SimPlatform::description() const {
 
 double SimPlatform::power_settle_s() const {
   const auto& sensor = twin_.gpu().sensor;
-  return sensor.averaging_window_s + sensor.update_period_s;
+  return sensor.averaging_window_s + sensor.hold_s + sensor.update_period_s;
 }
 
 void SimPlatform::settle() { twin_.idle(power_settle_s()); }

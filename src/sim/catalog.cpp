@@ -178,6 +178,7 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.sensor.update_period_s = sensor.positive("update_period_s");
   gpu.sensor.averaging_window_s = sensor.positive("averaging_window_s");
   gpu.sensor.noise_fraction = sensor.non_negative("noise_fraction");
+  gpu.sensor.hold_s = sensor.non_negative_or("hold_s", 0.0);
   require(gpu.sensor.averaging_window_s >= gpu.sensor.update_period_s, f, "sensor.averaging_window_s",
           "must be >= update_period_s");
 

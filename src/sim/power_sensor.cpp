@@ -14,6 +14,8 @@ PowerSensor::PowerSensor(const SensorParams& params, double initial_power_w, std
   const double bucket_energy = initial_power_w * params.update_period_s;
   window_energy_j_.assign(buckets_per_window_, bucket_energy);
   window_sum_j_ = bucket_energy * static_cast<double>(buckets_per_window_);
+  const auto held_buckets = static_cast<std::size_t>(std::lround(params.hold_s / params.update_period_s));
+  recent_average_w_.assign(held_buckets + 1, initial_power_w);
   latest_ = SensorReading{0.0, initial_power_w};
 }
 
@@ -24,7 +26,10 @@ void PowerSensor::complete_bucket() {
   bucket_energy_j_ = 0.0;
   ++bucket_index_;
   const double average_w = window_sum_j_ / (static_cast<double>(buckets_per_window_) * params_.update_period_s);
-  const double reading_w = average_w * (1.0 + params_.noise_fraction * noise_.gaussian());
+  recent_average_w_.pop_front();
+  recent_average_w_.push_back(average_w);
+  const double shown_w = *std::max_element(recent_average_w_.begin(), recent_average_w_.end());
+  const double reading_w = shown_w * (1.0 + params_.noise_fraction * noise_.gaussian());
   latest_ = SensorReading{static_cast<double>(bucket_index_) * params_.update_period_s, reading_w};
   pending_.push_back(latest_);
 }

@@ -99,6 +99,17 @@ TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
   EXPECT_GT(kinds["busy_power_w"], 100);
   EXPECT_GT(kinds["busy_s"], 50);
   EXPECT_GT(kinds["throughput_img_s"], 300);
+  // One busy fraction (mean utilisation) and one caught fraction of window maxima per run.
+  EXPECT_GT(kinds["busy_fraction"], 50);
+  EXPECT_GT(kinds["caught_fraction"], 50);
+  for (const auto& o : observations) {
+    if (o.quantity == "busy_fraction" || o.quantity == "caught_fraction") {
+      EXPECT_LE(o.target, 1.0) << o.label;
+      const double predicted = o.predict(params);
+      EXPECT_GE(predicted, 0.0) << o.label;
+      EXPECT_LE(predicted, 1.0) << o.label;
+    }
+  }
   // The harness's nvidia-smi stalls, from the groups of short steps: ~60 ms each, ~5.5 a second.
   EXPECT_GT(kinds["sampler_stall_s"], 8);
   EXPECT_EQ(kinds["sampler_stall_s"], kinds["sampler_stall_rate_hz"]);
@@ -124,6 +135,60 @@ TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
       EXPECT_LT(o.target, 75.0) << o.label;
     }
   }
+}
+
+TEST(P40Observations, CaughtChanceFollowsThePhaseThePeriodAndTheWindow) {
+  // Long steps (3 s, one 0.1-s phase each) read every 0.4 s: a phase is caught a quarter of the time.
+  EXPECT_NEAR(p40_caught_chance(0.1, 3.0, 3.0, 0.4), 0.25, 1e-12);
+  // A window of two such steps has two tries.
+  EXPECT_NEAR(p40_caught_chance(0.1, 3.0, 6.0, 0.4), 1.0 - 0.75 * 0.75, 1e-12);
+  // Short steps (0.2 s with 0.05 s of compute): each of the window's five readings lands in a
+  // phase with chance 1/4.
+  EXPECT_NEAR(p40_caught_chance(0.05, 0.2, 2.0, 0.4), 1.0 - std::pow(0.75, 5.0), 1e-12);
+  // A phase as long as the period is always caught.
+  EXPECT_DOUBLE_EQ(p40_caught_chance(0.5, 3.0, 3.0, 0.4), 1.0);
+}
+
+TEST(P40Observations, TheSensorsHoldRaisesThePredictedCaughtFraction) {
+  auto params = TwinParams::from(catalog());
+  auto held = params;
+  params.gpus.at(kP40).sensor.hold_s = 0.0;
+  held.gpus.at(kP40).sensor.hold_s = 0.1;
+  int checked = 0;
+  for (const auto& o : p40_observations(shared_runs())) {
+    if (o.quantity != "caught_fraction") continue;
+    const double without = o.predict(params);
+    const double with = o.predict(held);
+    EXPECT_GE(with, without) << o.label;
+    if (without < 0.9) {
+      EXPECT_GT(with, without + 0.01) << o.label << ": short phases are caught more often when held";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
+TEST(P40Emulation, TheSensorsHoldCatchesShortPhasesMoreOften) {
+  auto params = TwinParams::from(catalog());
+  auto held = params;
+  params.gpus.at(kP40).sensor.hold_s = 0.0;
+  held.gpus.at(kP40).sensor.hold_s = 0.15;
+  for (const auto& run : shared_runs()) {
+    if (run.name != "01_InceptionV1_DVFS") continue;
+    // Inception-V1 at batch 256: a ~0.1-s compute phase in 3-s steps, read every ~0.37 s.
+    const auto plain = emulate_p40_run(run, params);
+    const auto holding = emulate_p40_run(run, held);
+    ASSERT_EQ(plain.size(), holding.size());
+    double plain_sum = 0.0, held_sum = 0.0;
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_GE(holding[i].power_w, plain[i].power_w * 0.97) << "row " << plain[i].row;
+      plain_sum += plain[i].power_w;
+      held_sum += holding[i].power_w;
+    }
+    EXPECT_GT(held_sum, plain_sum * 1.1) << "more windows show the compute phase";
+    return;
+  }
+  FAIL() << "01_InceptionV1_DVFS not found";
 }
 
 TEST(P40Emulation, PredictsEveryLoggedRowDeterministically) {

@@ -108,54 +108,38 @@ TEST(Catalog, MalformedFilesAreNamed) {
   }
 }
 
-TEST(Catalog, ActivitySpreadAboveOneIsRejected) {
+// Loads the project's data with one field of gpus/p40.json set to `value` and expects the load to
+// fail with `message` in its error.
+void expect_p40_field_rejected(const std::string& key, const std::string& value, const std::string& message) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
-  const auto at = text.find("\"activity_spread\":");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, text.find(',', at) - at, "\"activity_spread\": 1.5");
+  const auto field = "\"" + key + "\":";
+  const auto at = text.find(field);
+  ASSERT_NE(at, std::string::npos) << key;
+  text.replace(at, text.find_first_of(",}\n", at) - at, field + " " + value);
   const auto root = data_dir_with(dir, "gpus/p40.json", text);
   try {
     (void)Catalog::load(root);
-    FAIL();
+    FAIL() << key << " = " << value << " was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: activity_spread: must be in [0, 1]"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: " + message), std::string::npos) << e.what();
   }
+}
+
+TEST(Catalog, ActivitySpreadAboveOneIsRejected) {
+  expect_p40_field_rejected("activity_spread", "1.5", "activity_spread: must be in [0, 1]");
+}
+
+TEST(Catalog, ANegativeSensorHoldIsRejected) {
+  expect_p40_field_rejected("hold_s", "-0.1", "sensor.hold_s: must be >= 0");
 }
 
 TEST(Catalog, AFirstShapeActivityAboveOneIsRejected) {
-  test::TempDir dir;
-  auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
-  const auto at = text.find("\"first_autotune_activity\":");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, text.find_first_of(",}\n", at) - at, "\"first_autotune_activity\": 1.2");
-  const auto root = data_dir_with(dir, "gpus/p40.json", text);
-  try {
-    (void)Catalog::load(root);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: first_autotune_activity: must be in [0, 1]"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_p40_field_rejected("first_autotune_activity", "1.2", "first_autotune_activity: must be in [0, 1]");
 }
 
 TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {
-  test::TempDir dir;
-  auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
-  const auto at = text.find("\"nvidia_smi_stall_s\":");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, text.find_first_of(",}\n", at) - at, "\"nvidia_smi_stall_s\": 5.0");
-  const auto root = data_dir_with(dir, "gpus/p40.json", text);
-  try {
-    (void)Catalog::load(root);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("gpus/p40.json: host.nvidia_smi_stall_s: must be shorter than"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_p40_field_rejected("nvidia_smi_stall_s", "5.0", "host.nvidia_smi_stall_s: must be shorter than");
   // A GPU file without them gets the P40 host's.
   const auto& a100 = Catalog::load(test::data_dir()).gpu("a100");
   EXPECT_GT(a100.host.nvidia_smi_process_s, a100.host.nvidia_smi_stall_s);

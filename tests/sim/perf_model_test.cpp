@@ -67,9 +67,10 @@ TEST_F(PerfModel, MemoryBoundModelsGainLessFromClock) {
 }
 
 TEST_F(PerfModel, P40IdleWithContextMatchesTheLogs) {
-  // nvidia-smi logs of the BatchDVFS runs: ~47-52 W with a loaded context at 1063-1303 MHz.
-  EXPECT_NEAR(idle_loaded_power_w(p40, {1063, 3615}), 47.0, 3.0);
-  EXPECT_NEAR(idle_loaded_power_w(p40, {1303, 3615}), 50.0, 3.0);
+  // nvidia-smi logs of the BatchDVFS runs, samples at 0 % utilisation: median 47.4 W at 1063 MHz
+  // (1,551 samples) and 51.1 W at 1303 MHz (445); warm runs read up to ~57 W.
+  EXPECT_NEAR(idle_loaded_power_w(p40, {1063, 3615}), 47.4, 0.05 * 47.4);
+  EXPECT_NEAR(idle_loaded_power_w(p40, {1303, 3615}), 51.1, 0.05 * 51.1);
   EXPECT_LT(idle_loaded_power_w(p40, {544, 3615}), idle_loaded_power_w(p40, {1531, 3615}));
 }
 

@@ -33,6 +33,28 @@ TEST(PowerSensor, AveragingSensorSmoothsSpikes) {
   EXPECT_NEAR(readings[19].power_w, 60.0, 1e-9) << "the spike has left the window";
 }
 
+TEST(PowerSensor, AHoldShowsTheHighestAverageOfTheLastHoldSeconds) {
+  // Instant readings every 0.1 s held for 0.2 s: a 0.1-s spike shows in three readings, not one.
+  SensorParams params{0.1, 0.1, 0.0};
+  params.hold_s = 0.2;
+  PowerSensor sensor(params, 50.0, 1);
+  sensor.add_segment(0.0, 0.2, 50.0);
+  sensor.add_segment(0.2, 0.3, 200.0);
+  sensor.add_segment(0.3, 1.0, 50.0);
+  const auto readings = sensor.take_readings();
+  ASSERT_EQ(readings.size(), 10u);
+  EXPECT_NEAR(readings[1].power_w, 50.0, 1e-9) << "[0.1, 0.2): before the spike";
+  for (const std::size_t i : {2u, 3u, 4u}) EXPECT_NEAR(readings[i].power_w, 200.0, 1e-9) << "reading " << i;
+  EXPECT_NEAR(readings[5].power_w, 50.0, 1e-9) << "0.2 s after the spike it has left the hold";
+
+  PowerSensor without(SensorParams{0.1, 0.1, 0.0}, 50.0, 1);
+  without.add_segment(0.0, 0.2, 50.0);
+  without.add_segment(0.2, 0.3, 200.0);
+  without.add_segment(0.3, 1.0, 50.0);
+  const auto plain = without.take_readings();
+  EXPECT_NEAR(plain[3].power_w, 50.0, 1e-9) << "without a hold only the spike's own reading shows it";
+}
+
 TEST(PowerSensor, NoiseIsSeeded) {
   const auto run = [](std::uint64_t seed) {
     PowerSensor sensor(SensorParams{0.01, 0.01, 0.02}, 80.0, seed);

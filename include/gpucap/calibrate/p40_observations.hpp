@@ -58,11 +58,22 @@ struct P40StepPhases {
 [[nodiscard]] double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset,
                                 int batch, double clock_mhz);
 
+// The chance that the harness's sampler (one reading every `period_s`) caught a compute phase in a
+// window of `window_s` made of steps of `step_s`, each ending in a phase that readings show for
+// `visible_s` (its length plus the sensor's hold). Steps longer than the period: each phase is
+// caught with chance visible/period. Shorter steps: each reading lands in a phase with chance
+// visible/step.
+[[nodiscard]] double p40_caught_chance(double visible_s, double step_s, double window_s, double period_s);
+
 struct P40ObservationOptions {
   double caught_margin_w = 10.0;  // a window maximum this far above idle caught a compute phase
   std::size_t min_rows = 3;       // steps a (batch, clock) group needs
   std::size_t min_smi_samples = 10;
   double min_autotune_s = 0.05;   // a first step this much longer than the steady ones autotuned
+  // Weights of the two run-level shares (one observation per run, against one per group for the
+  // rest): chosen by the leave-one-job-out figures of docs/fidelity.md.
+  double busy_fraction_weight = 10.0;
+  double caught_fraction_weight = 3.0;
 };
 
 // Observations from these runs; their group is "job N".

@@ -3,7 +3,9 @@
 // phase); the sensor publishes a reading every update period, each the average of the true
 // power over its averaging window, with relative Gaussian noise. NVML documents instantaneous
 // readings up to GA100 and 1-second averages on later GPUs; both are this model with different
-// parameters.
+// parameters. A sensor with a hold (hold_s > 0) shows the highest of those averages over the last
+// hold_s: the P40's logs catch short compute phases more often than their length allows
+// (docs/simulator.md).
 
 #include <cstdint>
 #include <deque>
@@ -41,6 +43,7 @@ class PowerSensor {
   Noise noise_;
   std::deque<double> window_energy_j_;  // energy of the last buckets in the averaging window
   std::size_t buckets_per_window_ = 1;
+  std::deque<double> recent_average_w_;  // the averages of the held buckets, the latest last
   double window_sum_j_ = 0.0;
   long long bucket_index_ = 0;           // bucket covers [index·T, (index+1)·T)
   double bucket_energy_j_ = 0.0;

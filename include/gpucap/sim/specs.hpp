@@ -35,11 +35,13 @@ struct PowerParams {
 };
 
 // The on-board power sensor as NVML reports it: a new reading every update_period_s, each the
-// average of the true power over the last averaging_window_s, with relative Gaussian noise.
+// average of the true power over the last averaging_window_s, with relative Gaussian noise; with
+// hold_s > 0, the highest such average of the last hold_s.
 struct SensorParams {
   double update_period_s = 0.0;
   double averaging_window_s = 0.0;
   double noise_fraction = 0.0;
+  double hold_s = 0.0;  // optional in a GPU file; 0: none
 };
 
 // Host-side costs of one batch (framework, launches, input copy).
