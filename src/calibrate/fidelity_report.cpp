@@ -261,7 +261,8 @@ Sources, in the order they are fitted:
   0.1-s compute phase or not at all, so the per-group busy times scatter tenfold on the light
   models, and the run's mean pins their compute phase down), and the share of its window maxima
   that caught a compute phase, against the twin's chance of catching one with its compute
-  phases, the sampler's period and the sensor's hold (weight 3). Fits the P40's power and
+  phases, the sampler's period and the sensor's hold (weight 3; both weights were chosen by the
+  leave-one-job-out figures below, which makes those slightly optimistic). Fits the P40's power and
   timing coefficients, its activity spread, autotuning cost and first-shape activity, its
   sensor's hold, the sampler's process time and
   stall, each TF-slim model's power intensity, FP32 efficiency and activation traffic, and the
