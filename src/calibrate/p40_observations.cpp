@@ -112,6 +112,15 @@ double decode_s(const TwinParams& params, const std::string& model, const std::s
   return data.host_s_per_batch + sim::host_seconds_per_image(data, params.models.at(model)) * batch;
 }
 
+// Appends the GPU utilisation (0-1) of the nvidia-smi samples the run logged during step `row`.
+void append_step_utilisation(const P40Run& run, std::size_t row, std::vector<double>& out) {
+  const double from = run.log.rows[row - 1].time_s;
+  const double to = run.log.rows[row].time_s;
+  const auto first = std::lower_bound(run.smi.begin(), run.smi.end(), from,
+                                      [](const bench::SmiSample& s, double t) { return s.time_s < t; });
+  for (auto it = first; it != run.smi.end() && it->time_s <= to; ++it) out.push_back(it->gpu_util_pct / 100.0);
+}
+
 }  // namespace
 
 sim::SpawnedSampler p40_sampler(const TwinParams& params) {
@@ -189,29 +198,23 @@ std::optional<Observation> busy_fraction_observation(const P40Run& run, const st
   };
   const auto& rows = run.log.rows;
   std::map<GroupKey, Span> spans;
-  double util_sum = 0.0;
-  std::size_t util_n = 0;
+  std::vector<double> util;
   for (std::size_t i = 1; i + 1 < rows.size(); ++i) {
     if (run.new_batch_size[i]) continue;
-    const double from = rows[i - 1].time_s;
-    const double to = rows[i].time_s;
     auto& span = spans[{rows[i].batch_size, run.clock_mhz[i]}];
     span.batch = rows[i].batch_size;
     span.clock_mhz = run.clock_mhz[i];
-    span.seconds += to - from;
+    span.seconds += run.step_s(i);
     ++span.steps;
-    const auto first = std::lower_bound(run.smi.begin(), run.smi.end(), from,
-                                        [](const bench::SmiSample& s, double t) { return s.time_s < t; });
-    for (auto it = first; it != run.smi.end() && it->time_s <= to; ++it) {
-      util_sum += it->gpu_util_pct / 100.0;
-      ++util_n;
-    }
+    append_step_utilisation(run, i, util);
   }
-  if (util_n < kMinRunSamples || !(util_sum > 0.0)) return std::nullopt;
+  double util_sum = 0.0;
+  for (const double u : util) util_sum += u;
+  if (util.size() < kMinRunSamples || !(util_sum > 0.0)) return std::nullopt;
   std::vector<Span> list;
   for (const auto& [key, span] : spans) list.push_back(span);
   return Observation{"p40", "busy_fraction", fmt::format("{} busy fraction", run.name), group,
-                     util_sum / static_cast<double>(util_n), weight, [model = run.model, list](const TwinParams& p) {
+                     util_sum / static_cast<double>(util.size()), weight, [model = run.model, list](const TwinParams& p) {
                        double busy_s = 0.0, total_s = 0.0;
                        for (const auto& span : list) {
                          busy_s += std::min(span.seconds, span.steps * p40_busy_s(p, model, span.batch, span.clock_mhz));
@@ -371,13 +374,7 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
                                          }});
       // GPU busy time per step from the utilisation nvidia-smi saw during the group's steps.
       std::vector<double> util;
-      for (const auto i : steady) {
-        const double from = rows[i - 1].time_s;
-        const double to = rows[i].time_s;
-        const auto first = std::lower_bound(run.smi.begin(), run.smi.end(), from,
-                                            [](const bench::SmiSample& s, double t) { return s.time_s < t; });
-        for (auto it = first; it != run.smi.end() && it->time_s <= to; ++it) util.push_back(it->gpu_util_pct / 100.0);
-      }
+      for (const auto i : steady) append_step_utilisation(run, i, util);
       if (util.size() >= options.min_smi_samples) {
         double mean_util = 0.0;
         for (const double u : util) mean_util += u / static_cast<double>(util.size());
