@@ -45,11 +45,10 @@ class Waveform {
   // so its maximum lies at `from`, `to`, or where either edge of the window crosses a boundary.
   [[nodiscard]] double highest_average(double from, double to, double window) const {
     double best = average(to - window, to);
-    if (to <= from) return best;
     const auto consider = [&](double end) {
-      if (end > from && end < to) best = std::max(best, average(end - window, end));
+      if (end >= from && end < to) best = std::max(best, average(end - window, end));
     };
-    consider(from + 1e-12);
+    consider(from);
     auto it = std::upper_bound(segments_.begin(), segments_.end(), from - window,
                                [](double t, const Segment& s) { return t < s.end_s; });
     for (; it != segments_.end() && it->start_s < to; ++it) {
