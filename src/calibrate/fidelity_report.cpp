@@ -310,7 +310,7 @@ phase at the end of the step (the harness decoded first; the busy phase's two ha
 different power, see docs/simulator.md), preceded on a step at a new batch size by the
 autotuning, and idle-with-context power before that; it samples the sensor once per cycle of
 upstream's nvidia-smi loop (two processes and a 0.1-s sleep: {period_s:.2f} s with the fitted process
-time), each reading the highest {averaging_ms:g}-ms mean within the sensor's fitted hold before it, clears the sample list where the controller closed a window, and predicts the row's
+time), each reading the highest {averaging_ms:.0f}-ms mean within the sensor's fitted hold before it, clears the sample list where the controller closed a window, and predicts the row's
 logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any folder of logs this way with the current data files.
 
 )",

@@ -56,7 +56,7 @@ auto& gpu_field(Gpu& g, const std::string& key) {
   if (key == "activity_spread") return g.activity_spread;
   if (key == "autotune_compute_factor") return g.autotune_compute_factor;
   if (key == "autotune_fixed_s") return g.autotune_fixed_s;
-  if (key == "first_autotune_activity") return g.first_autotune_activity;
+  if (key == "first_autotune_batch") return g.first_autotune_batch;
   throw usage_error(fmt::format("calibration cannot fit GPU key '{}'", key));
 }
 
@@ -147,7 +147,7 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "fp32_efficiency_scale", "memory_efficiency", "host.batch_sync_s", "host.layer_launch_s", "host.training_loop_scale",
       "host.nvidia_smi_process_s", "host.nvidia_smi_stall_s",
       "sensor.averaging_window_s", "sensor.hold_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
-      "autotune_fixed_s", "first_autotune_activity"};
+      "autotune_fixed_s", "first_autotune_batch"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
                                                  "power_intensity", "activation_melems", "launch_scale",
                                                  "power_saturation_scale", "power_phase_spread",

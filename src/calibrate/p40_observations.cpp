@@ -400,7 +400,8 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
                                          rows.front().power_w, certainty,
                                          [model = run.model, b, f](const TwinParams& p) {
                                            const auto& gpu = p.gpus.at(kP40);
-                                           return sim::first_autotune_power_w(gpu, p.models.at(model), p40_point(gpu, f),
+                                           const auto& spec = p.models.at(model);
+                                           return sim::first_autotune_power_w(gpu, spec, spec.precision, p40_point(gpu, f),
                                                                               p40_profile(p, model, b, f));
                                          }});
     }
@@ -441,7 +442,7 @@ std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
       {FileKind::gpu, kP40, "activity_spread", 0.01, 1.0, 2.0},
       {FileKind::gpu, kP40, "autotune_compute_factor", 0.1, 200.0, 2.0},
       {FileKind::gpu, kP40, "autotune_fixed_s", 1e-3, 10.0, 2.0},
-      {FileKind::gpu, kP40, "first_autotune_activity", 0.01, 1.0, 2.0},
+      {FileKind::gpu, kP40, "first_autotune_batch", 1.0, 256.0, 2.0},
       // Bounds that keep a stall shorter than a process (check_spawned_sampler).
       {FileKind::gpu, kP40, "host.nvidia_smi_process_s", 0.08, 2.0, 1.0},
       {FileKind::gpu, kP40, "host.nvidia_smi_stall_s", 0.001, 0.079, 1.0},

@@ -156,8 +156,7 @@ GpuSpec load_gpu_spec(const std::string& path) {
   require(gpu.activity_spread <= 1.0, f, "activity_spread", "must be in [0, 1]");
   gpu.autotune_compute_factor = f.non_negative_or("autotune_compute_factor", 0.0);
   gpu.autotune_fixed_s = f.non_negative_or("autotune_fixed_s", 0.0);
-  gpu.first_autotune_activity = f.non_negative_or("first_autotune_activity", 0.0);
-  require(gpu.first_autotune_activity <= 1.0, f, "first_autotune_activity", "must be in [0, 1]");
+  gpu.first_autotune_batch = f.non_negative_or("first_autotune_batch", 0.0);
 
   const auto voltage = f.object("voltage");
   gpu.voltage.min_v = voltage.positive("min_v");

@@ -110,7 +110,7 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
   double autotune_w = record.busy_power_w;
   if (autotune_new_shapes_ && tuned_batch_sizes_.insert(batch_size).second) {
     record.autotune_s = autotune_s(gpu_, profile);
-    if (first_shape) autotune_w = first_autotune_power_w(gpu_, model_, point, model.profile);
+    if (first_shape) autotune_w = first_autotune_power_w(gpu_, model_, precision_, point, model.profile);
   }
   const double host_s = pipeline_.seconds_per_batch + pipeline_.seconds_per_image * batch_size;
   switch (pipeline_.mode) {

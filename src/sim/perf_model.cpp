@@ -56,9 +56,11 @@ double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz) 
   return at_boost * std::pow(sm_clock_mhz / gpu.boost_clock_mhz, gpu.clock_scaling_exponent);
 }
 
-BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
-                           OperatingPoint point, bool copy_input, GpuSlice slice) {
-  const double b = batch;
+namespace {
+
+// profile_batch at a batch size that may be fractional (the first shape's autotuning).
+BatchProfile profile_of(const GpuSpec& gpu, const ModelSpec& model, Precision precision, double b,
+                        OperatingPoint point, bool copy_input, GpuSlice slice) {
   const double value_bytes = bytes_per_value(precision);
   const double flops_per_image = 2.0 * model.gmacs * 1e9;
   // A slice of the SMs is half filled by a proportionally smaller batch.
@@ -94,13 +96,25 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
   return profile;
 }
 
+}  // namespace
+
+BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision precision, int batch,
+                           OperatingPoint point, bool copy_input, GpuSlice slice) {
+  return profile_of(gpu, model, precision, batch, point, copy_input, slice);
+}
+
 double autotune_s(const GpuSpec& gpu, const BatchProfile& profile) {
   return gpu.autotune_compute_factor * profile.compute_s + gpu.autotune_fixed_s;
 }
 
-double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, OperatingPoint point,
+double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, Precision precision, OperatingPoint point,
                               const BatchProfile& profile) {
-  const double activity = std::max(profile.sm_activity, gpu.first_autotune_activity * model.power_intensity);
+  double activity = profile.sm_activity;
+  if (gpu.first_autotune_batch > 0.0) {
+    activity = std::max(activity, profile_of(gpu, model, precision, gpu.first_autotune_batch, point,
+                                             /*copy_input=*/false, GpuSlice{})
+                                      .sm_activity);
+  }
   return busy_power_w(gpu, point, activity, profile.memory_activity);
 }
 

@@ -134,8 +134,8 @@ TEST(Catalog, ANegativeSensorHoldIsRejected) {
   expect_p40_field_rejected("hold_s", "-0.1", "sensor.hold_s: must be >= 0");
 }
 
-TEST(Catalog, AFirstShapeActivityAboveOneIsRejected) {
-  expect_p40_field_rejected("first_autotune_activity", "1.2", "first_autotune_activity: must be in [0, 1]");
+TEST(Catalog, ANegativeFirstShapeBatchIsRejected) {
+  expect_p40_field_rejected("first_autotune_batch", "-2", "first_autotune_batch: must be >= 0");
 }
 
 TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {

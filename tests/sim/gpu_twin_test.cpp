@@ -122,16 +122,16 @@ TEST_F(GpuTwinTest, AutotunesOnlyTheFirstBatchOfEachSizeAndOnlyWhenAsked) {
   EXPECT_GT(static_cast<double>(busy) * p40_sensor_period_s(), 0.8 * first.autotune_s);
 }
 
-TEST_F(GpuTwinTest, TheFirstShapesAutotuningRunsAtTheGpusFirstShapeActivity) {
+TEST_F(GpuTwinTest, TheFirstShapesAutotuningRunsAtTheModelsActivityAtTheFirstShapeBatch) {
   auto gpu = catalog.gpu("p40");
   const auto& model = catalog.model("inception_v4");
-  gpu.first_autotune_activity = 0.8;
+  gpu.first_autotune_batch = 16.0;
   GpuTwin twin(gpu, model, model.precision, 1);
   twin.set_autotune_new_shapes(true);
   const auto first = twin.run_batch(1);
   const auto second_shape = twin.run_batch(2);
   ASSERT_GT(first.autotune_s, 0.1);
-  // Mean power over each autotuning: the first at 0.8 of full activity, the next at the batch's own.
+  // Mean power over each autotuning: the first at batch 16's activity, the next at the batch's own.
   const auto mean_between = [&](double from, double to) {
     double sum = 0.0;
     int n = 0;
@@ -146,12 +146,36 @@ TEST_F(GpuTwinTest, TheFirstShapesAutotuningRunsAtTheGpusFirstShapeActivity) {
   const double first_w = mean_between(first.end_s - first.autotune_s * 0.9 - 0.04, first.end_s - 0.05);
   const OperatingPoint point{first.sm_clock_mhz, first.memory_clock_mhz};
   const auto profile = profile_batch(gpu, model, model.precision, 1, point);
-  EXPECT_NEAR(first_w, first_autotune_power_w(gpu, model, point, profile), 0.05 * first_w);
-  EXPECT_GT(first_autotune_power_w(gpu, model, point, profile), 1.2 * first.busy_power_w)
-      << "batch 1 fills the GPU poorly; the first shape's autotuning does not";
+  const double tuning_w = first_autotune_power_w(gpu, model, model.precision, point, profile);
+  EXPECT_NEAR(first_w, tuning_w, 0.05 * first_w);
+  const auto at_16 = profile_batch(gpu, model, model.precision, 16, point);
+  EXPECT_NEAR(tuning_w, busy_power_w(gpu, point, at_16.sm_activity, profile.memory_activity), 1e-9);
+  EXPECT_GT(tuning_w, 1.2 * first.busy_power_w) << "batch 1 fills the GPU poorly; the first shape's autotuning does not";
   EXPECT_GT(second_shape.autotune_s, 0.0);
-  gpu.first_autotune_activity = 0.0;
-  EXPECT_NEAR(first_autotune_power_w(gpu, model, point, profile), first.busy_power_w, 1e-9) << "0: the batch's own";
+  gpu.first_autotune_batch = 0.0;
+  EXPECT_NEAR(first_autotune_power_w(gpu, model, model.precision, point, profile), first.busy_power_w, 1e-9)
+      << "0: the batch's own";
+}
+
+TEST_F(GpuTwinTest, TheFirstShapesAutotuningDrawsMoreOnAWideModelThanOnANarrowOne) {
+  auto gpu = catalog.gpu("p40");
+  gpu.first_autotune_batch = 4.0;
+  const OperatingPoint point{1063.0, gpu.default_memory_clock_mhz};
+  const auto tuning_w = [&](const char* name) {
+    const auto& model = catalog.model(name);
+    return first_autotune_power_w(gpu, model, model.precision, point,
+                                  profile_batch(gpu, model, model.precision, 1, point));
+  };
+  // The P40 logs' first rows: 90-97 W for Inception-V4, 56-58 W for MobileNet-V1 0.25.
+  EXPECT_GT(tuning_w("inception_v4"), tuning_w("mobilenet_v1_0.25") + 15.0);
+  // A fractional batch size moves the power smoothly (calibration needs a gradient).
+  const auto& model = catalog.model("inception_v4");
+  const auto at = [&](double batch) {
+    gpu.first_autotune_batch = batch;
+    return first_autotune_power_w(gpu, model, model.precision, point, profile_batch(gpu, model, model.precision, 1, point));
+  };
+  EXPECT_LT(at(4.0), at(4.5));
+  EXPECT_LT(at(4.5), at(5.0));
 }
 
 TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {

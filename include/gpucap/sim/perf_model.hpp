@@ -86,9 +86,9 @@ struct BusyHalves {
 // though it overstates the power of the smallest ones (MobileNetV1 0.25/0.5), see docs/simulator.md.
 [[nodiscard]] double autotune_s(const GpuSpec& gpu, const BatchProfile& profile);
 // Board power while the engine autotunes its first shape: the batch's busy power at the higher of
-// its own SM activity and GpuSpec::first_autotune_activity × the model's power intensity.
-[[nodiscard]] double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, OperatingPoint point,
-                                            const BatchProfile& profile);
+// its own SM activity and the model's at GpuSpec::first_autotune_batch images.
+[[nodiscard]] double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, Precision precision,
+                                            OperatingPoint point, const BatchProfile& profile);
 
 // Time-weighted power of one batch (what the board's power limiter regulates).
 [[nodiscard]] double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, OperatingPoint point);

@@ -104,10 +104,11 @@ struct GpuSpec {
   double autotune_compute_factor = 0.0;
   double autotune_fixed_s = 0.0;
   // The first batch an autotuning engine runs also loads the model (TF1: graph import, cuDNN
-  // handles, workspaces) and tries the first shape's algorithms, some of which fill the GPU at any
-  // batch: its autotuning runs at the higher of this share of the model's full SM activity (its
-  // power intensity) and the batch's own. In [0, 1]; 0: the batch's own.
-  double first_autotune_activity = 0.0;
+  // handles, workspaces) and tries the first shape's algorithms, some of which spread over more
+  // SMs than the batch fills: its autotuning runs at the higher of the batch's own SM activity and
+  // the model's at this batch size (fractional: the occupancy is continuous in the batch size).
+  // So a model with wide layers draws much more than a narrow one. 0: the batch's own.
+  double first_autotune_batch = 0.0;
   double latency_jitter_fraction = 0.0;
   // Several tenants under NVIDIA MPS (sim/mps_model.hpp): each extra co-running process slows every
   // tenant's kernels by this fraction (L2 and scheduler contention), and a change of the MPS
