@@ -157,6 +157,10 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.autotune_compute_factor = f.non_negative_or("autotune_compute_factor", 0.0);
   gpu.autotune_fixed_s = f.non_negative_or("autotune_fixed_s", 0.0);
   gpu.first_autotune_batch = f.non_negative_or("first_autotune_batch", 0.0);
+  // Renamed on 2026-11-26: a file that still sets the old share must not lose it silently.
+  require(!f.has("first_autotune_activity"), f, "first_autotune_activity",
+          "replaced by first_autotune_batch, the batch size whose activity the first shape's autotuning draws "
+          "(docs/simulator.md)");
 
   const auto voltage = f.object("voltage");
   gpu.voltage.min_v = voltage.positive("min_v");

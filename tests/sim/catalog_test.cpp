@@ -138,6 +138,22 @@ TEST(Catalog, ANegativeFirstShapeBatchIsRejected) {
   expect_p40_field_rejected("first_autotune_batch", "-2", "first_autotune_batch: must be >= 0");
 }
 
+TEST(Catalog, TheReplacedFirstShapeActivityIsRejectedNotIgnored) {
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/gpus/p40.json");
+  const auto at = text.find("\"first_autotune_batch\":");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at, "\"first_autotune_activity\": 0.36,\n  ");
+  const auto root = data_dir_with(dir, "gpus/p40.json", text);
+  try {
+    (void)Catalog::load(root);
+    FAIL() << "a GPU file with the old first_autotune_activity was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("first_autotune_activity: replaced by first_autotune_batch"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {
   expect_p40_field_rejected("nvidia_smi_stall_s", "5.0", "host.nvidia_smi_stall_s: must be shorter than");
   // A GPU file without them gets the P40 host's.
