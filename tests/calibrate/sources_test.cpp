@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <regex>
 
 #include "gpucap/calibrate/calibration.hpp"
 #include "gpucap/calibrate/pctodl_source.hpp"
@@ -113,7 +114,19 @@ TEST(Calibration, FidelityOfAFolderOfLogsWithTheCurrentFiles) {
   const auto text = fidelity_text(report);
   const auto last = text.substr(text.rfind('\n', text.size() - 2) + 1);
   EXPECT_EQ(last.rfind("p40 power median_ape=", 0), 0u) << last;
-  EXPECT_NE(fidelity_markdown(report, catalog(), "cmd").find("| p40 | window_max_power_w |"), std::string::npos);
+  const auto markdown = fidelity_markdown(report, catalog(), "cmd");
+  EXPECT_NE(markdown.find("| p40 | window_max_power_w |"), std::string::npos);
+  // The signed error by clock and batch band holds every window once; batch 256 only here.
+  const auto table = markdown.find("| clock | batch 1–4 | 5–16 | 17–64 | ≥ 65 |");
+  ASSERT_NE(table, std::string::npos);
+  const auto rows = markdown.substr(table, markdown.find("\n\n", table) - table);
+  std::size_t counted = 0;
+  const std::regex cell(R"(\(([0-9]+)\) \|)");
+  for (auto it = std::sregex_iterator(rows.begin(), rows.end(), cell); it != std::sregex_iterator(); ++it) {
+    counted += std::stoul((*it)[1].str());
+  }
+  EXPECT_EQ(counted, report.p40_power.n);
+  EXPECT_NE(rows.find("| ≥ 1,350 MHz | – | – | – | "), std::string::npos) << rows;
   // The distribution-level row: one error per (job, batch, clock) with enough windows — the DVFS
   // runs hold batch 256 and walk the clock ladder, so a few groups, each of many windows.
   const auto group = std::find_if(report.rows.begin(), report.rows.end(),
