@@ -443,6 +443,7 @@ std::vector<FitParameter> p40_fit_parameters(const std::vector<P40Run>& runs) {
       {FileKind::gpu, kP40, "autotune_compute_factor", 0.1, 200.0, 2.0},
       {FileKind::gpu, kP40, "autotune_fixed_s", 1e-3, 10.0, 2.0},
       {FileKind::gpu, kP40, "first_autotune_batch", 1.0, 256.0, 2.0},
+      {FileKind::gpu, kP40, "clock_scaling_exponent", 0.3, 1.5, 1.0},
       // Bounds that keep a stall shorter than a process (check_spawned_sampler).
       {FileKind::gpu, kP40, "host.nvidia_smi_process_s", 0.08, 2.0, 1.0},
       {FileKind::gpu, kP40, "host.nvidia_smi_stall_s", 0.001, 0.079, 1.0},
