@@ -129,6 +129,7 @@ std::string clock_and_batch_bias(const FidelityReport& report) {
   static constexpr std::array<int, 3> kBatchEdges = {5, 17, 65};
   static constexpr std::array<const char*, 3> kClockNames = {"< 1,000 MHz", "1,000–1,349 MHz", "≥ 1,350 MHz"};
   static constexpr std::array<const char*, 4> kBatchNames = {"batch 1–4", "5–16", "17–64", "≥ 65"};
+  static_assert(kClockNames.size() == kClockEdgesMhz.size() + 1 && kBatchNames.size() == kBatchEdges.size() + 1);
   std::array<std::array<std::vector<double>, 4>, 3> signed_pct;
   for (const auto& run : report.p40_data) {
     const auto found = report.p40_emulated.find(run.name);
@@ -160,10 +161,10 @@ std::string clock_and_batch_bias(const FidelityReport& report) {
   const auto& fast = signed_pct[2][0];
   if (!small.empty() && !fast.empty() && median(small) > 0.0 && median(fast) < 0.0) {
     out += fmt::format(
-        "\nAt batch 1–4 the twin reads {:+.1f} % below 1,000 MHz and {:+.1f} % from 1,350 MHz: the P40's window maxima "
-        "rise more steeply with the clock than the twin's. The fit (one V–f curve, `voltage.*`, and one power "
-        "intensity per model, for every clock at once) leaves that gap.\n",
-        median(small), median(fast));
+        "\nAt {} the twin reads {:+.1f} % at {} and {:+.1f} % at {}: the P40's window maxima rise more steeply with "
+        "the clock than the twin's. The fit (one V–f curve, `voltage.*`, and one power intensity per model, for every "
+        "clock at once) leaves that gap.\n",
+        kBatchNames[0], median(small), kClockNames[0], median(fast), kClockNames.back());
   }
   return out;
 }
@@ -315,8 +316,8 @@ Sources, in the order they are fitted:
   that caught a compute phase, against the twin's chance of catching one with its compute
   phases, the sampler's period and the sensor's hold (weight {caught_weight:g}; both weights were chosen by the
   leave-one-job-out figures below, which makes those slightly optimistic). Fits the P40's power and
-  timing coefficients, its activity spread, autotuning cost and first-shape activity, its
-  sensor's hold, the sampler's process time and
+  timing coefficients, its clock scaling, its activity spread, autotuning cost and first-shape
+  batch size, its sensor's hold, the sampler's process time and
   stall, each TF-slim model's power intensity, FP32 efficiency and activation traffic, and the
   datasets' decode costs per image, per megapixel and per step (TF1 re-initialises the input
   iterator and calls the session each step).
