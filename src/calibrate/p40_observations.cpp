@@ -168,10 +168,39 @@ P40StepPhases p40_step_phases(const TwinParams& params, const std::string& model
   return phases;
 }
 
+namespace {
+
+// A logged step's time split by what the sampler's stalls do to it: the decode, the input
+// preparation and the share of the busy phase that the kernel launches pace feel each stall
+// whole; the rest of the busy phase rides through (as the twin's steps have it,
+// sim::launch_stall_share).
+struct StepExposure {
+  double stallable_s = 0.0;
+  double riding_s = 0.0;
+};
+
+StepExposure p40_step_exposure(const TwinParams& params, const std::string& model, const std::string& dataset,
+                               int batch, double clock_mhz) {
+  const auto sampler = p40_sampler(params);
+  const auto profile = p40_profile(params, model, batch, clock_mhz);
+  const double share = sim::launch_stall_share(params.gpus.at(kP40), profile,
+                                               profile.busy_s * sampler.stall_rate_hz() * sampler.stall_s);
+  return {decode_s(params, model, dataset, batch) + profile.prep_s + share * profile.busy_s,
+          (1.0 - share) * profile.busy_s};
+}
+
+}  // namespace
+
 double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch,
                   double clock_mhz) {
-  return p40_sampler(params).median_step_s(decode_s(params, model, dataset, batch) +
-                                           p40_profile(params, model, batch, clock_mhz).latency_s());
+  const auto exposure = p40_step_exposure(params, model, dataset, batch, clock_mhz);
+  return p40_sampler(params).median_step_s(exposure.stallable_s) + exposure.riding_s;
+}
+
+double p40_felt_stall_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch,
+                        double clock_mhz) {
+  const auto exposure = p40_step_exposure(params, model, dataset, batch, clock_mhz);
+  return p40_sampler(params).stall_s * exposure.stallable_s / (exposure.stallable_s + exposure.riding_s);
 }
 
 double p40_caught_chance(double visible_s, double step_s, double window_s, double period_s) {
@@ -362,8 +391,12 @@ std::vector<Observation> p40_observations(const std::vector<P40Run>& runs, const
                                            }});
       }
       if (const auto stalls = stall_evidence(timed_s)) {
+        // What one stall costs a step of this group: a process start lands anywhere in it, and
+        // costs the whole stall only where the host paces the step.
         observations.push_back(Observation{"p40", "sampler_stall_s", label, group, stalls->stall_s, 1.0,
-                                           [](const TwinParams& p) { return p40_sampler(p).stall_s; }});
+                                           [model, dataset, b, f](const TwinParams& p) {
+                                             return p40_felt_stall_s(p, model, dataset, b, f);
+                                           }});
         observations.push_back(Observation{"p40", "sampler_stall_rate_hz", label, group, stalls->rate_hz, 1.0,
                                            [](const TwinParams& p) { return 2.0 / p40_sampler(p).period_s(); }});
       }

@@ -125,8 +125,18 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
       break;
   }
   if (spawned_sampler_) {
-    const double work_s = record.host_s + profile.prep_s + record.autotune_s + profile.busy_s;
-    record.stall_s = spawned_sampler_->stalled_duration_s(now_s_, work_s) - work_s;
+    // A process start stalls the host: all of the decode and input preparation it lands in, but
+    // only the share of the busy phase that the kernel launches pace (the GPU runs on through
+    // the kernels already queued; the P40 logs' batch-256 steps show next to no stretch on large
+    // models). The autotuning is left unstalled, as the calibration's step model has it.
+    const auto& sampler = *spawned_sampler_;
+    const double host_work_s = record.host_s + profile.prep_s;
+    const double host_stalled_s = sampler.stalled_duration_s(now_s_, host_work_s);
+    const double share =
+        launch_stall_share(gpu_, model.profile, model.profile.busy_s * sampler.stall_rate_hz() * sampler.stall_s);
+    const double busy_stalled_s =
+        sampler.stalled_duration_s(now_s_ + host_stalled_s + record.autotune_s, profile.busy_s, share);
+    record.stall_s = (host_stalled_s - host_work_s) + (busy_stalled_s - profile.busy_s);
   }
   if (pipeline_.mode == PipelineMode::serial) emit(record.host_s, record.prep_power_w);
   // The batch waits, the GPU idle with the context loaded, while the sampler's processes hold it

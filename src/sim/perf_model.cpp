@@ -86,6 +86,8 @@ BatchProfile profile_of(const GpuSpec& gpu, const ModelSpec& model, Precision pr
   profile.prep_s = gpu.host.batch_sync_s + (copy_input ? input_bytes / (gpu.host.pcie_gbps * 1e9) : 0.0);
   profile.busy_s = combine_busy_s(gpu, compute_s, memory_s, launch_s);
   profile.compute_s = compute_s;
+  profile.memory_s = memory_s;
+  profile.launch_s = launch_s;
   // The share of the SMs drawing busy power (model.power_saturation_scale: not all of the
   // small-batch slowdown is idle SMs).
   const double occupancy = b / (b + b_half * model.power_saturation_scale);
@@ -105,6 +107,21 @@ BatchProfile profile_batch(const GpuSpec& gpu, const ModelSpec& model, Precision
 
 double autotune_s(const GpuSpec& gpu, const BatchProfile& profile) {
   return gpu.autotune_compute_factor * profile.compute_s + gpu.autotune_fixed_s;
+}
+
+double launch_stall_share(const GpuSpec& gpu, const BatchProfile& profile, double stalled_s) {
+  const double base_s = combine_busy_s(gpu, profile.compute_s, profile.memory_s, profile.launch_s);
+  if (!(base_s > 0.0)) return 1.0;  // no GPU work to hide behind
+  double share = 0.0;
+  const double k = gpu.busy_overlap_exponent;
+  if (stalled_s > 0.0) {
+    share = (combine_busy_s(gpu, profile.compute_s, profile.memory_s, profile.launch_s + stalled_s) - base_s) / stalled_s;
+  } else if (k <= 0.0) {
+    share = profile.launch_s >= std::max(profile.compute_s, profile.memory_s) ? 1.0 : 0.0;
+  } else {
+    share = std::pow(profile.launch_s / base_s, k - 1.0);
+  }
+  return std::clamp(share, 0.0, 1.0);
 }
 
 double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, Precision precision, OperatingPoint point,

@@ -29,12 +29,12 @@ long long SpawnedSampler::process_starts(double from_s, double to_s) const {
   return starts_before(*this, to_s) - starts_before(*this, from_s);
 }
 
-double SpawnedSampler::stalled_duration_s(double start_s, double work_s) const {
+double SpawnedSampler::stalled_duration_s(double start_s, double work_s, double stall_share) const {
   // Each pass lets the stalls found so far stretch the interval; the count only grows and is
   // bounded (a stall is shorter than the spacing of two starts), so this ends.
   long long stalls = 0;
   while (true) {
-    const double duration = work_s + static_cast<double>(stalls) * stall_s;
+    const double duration = work_s + static_cast<double>(stalls) * stall_s * stall_share;
     const long long found = process_starts(start_s, start_s + duration);
     if (found == stalls) return duration;
     stalls = found;

@@ -179,10 +179,16 @@ TEST_F(GpuTwinTest, TheFirstShapesAutotuningDrawsMoreOnAWideModelThanOnANarrowOn
 }
 
 TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {
-  // Processes start at 0, 0.1, 0.3, 0.4, ...; each costs the batch running then 40 ms.
+  // Processes start at 0, 0.1, 0.3, 0.4, ...; each costs the batch running then 40 ms. The host's
+  // launches pace these batches (slow launches, busy phase = the largest part), so the stalls
+  // count whole.
   const SpawnedSampler sampler{0.1, 0.04, 0.1};
-  auto plain = make("p40", "resnet_v2_50");
-  auto twin = make("p40", "resnet_v2_50");
+  GpuSpec gpu = catalog.gpu("p40");
+  gpu.host.layer_launch_s = 1e-3;
+  gpu.busy_overlap_exponent = 0.0;
+  const auto& model = catalog.model("resnet_v2_50");
+  GpuTwin plain(gpu, model, model.precision, 1);
+  GpuTwin twin(gpu, model, model.precision, 1);
   twin.set_spawned_sampler(sampler);
   int stalled = 0;
   while (twin.now_s() < 3.0) {
@@ -202,6 +208,35 @@ TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {
   EXPECT_EQ(plain.run_batch(4).stall_s, 0.0) << "no sampler, no stall";
   // A stall as long as a process could never end a batch: refused.
   EXPECT_THROW(plain.set_spawned_sampler(SpawnedSampler{0.1, 0.1, 0.1}), Error);
+}
+
+TEST_F(GpuTwinTest, ALongComputeBoundBatchRidesThroughTheSamplersStalls) {
+  // ResNet-V2-152 at batch 256: seconds of queued kernels. The host's stalls hold up the launches,
+  // not the GPU, so the batch gains a small fraction of the stalls that start in it.
+  // The busy phase is close to the largest of its parts (exponent 4).
+  const SpawnedSampler sampler{0.1, 0.04, 0.1};
+  GpuSpec gpu = catalog.gpu("p40");
+  gpu.busy_overlap_exponent = 4.0;
+  const auto& model = catalog.model("resnet_v2_152");
+  GpuTwin twin(gpu, model, model.precision, 1);
+  twin.set_spawned_sampler(sampler);
+  (void)twin.run_batch(256);  // past the first batch's context
+  const auto batch = twin.run_batch(256);
+  const auto starts = sampler.process_starts(batch.start_s, batch.end_s);
+  EXPECT_GT(starts, 5);
+  EXPECT_GT(batch.stall_s, 0.0);
+  EXPECT_LT(batch.stall_s, 0.1 * static_cast<double>(starts) * sampler.stall_s);
+  // With the host decoding the batch first, the stalls that land in the decode count whole.
+  InputPipeline decode;
+  decode.mode = PipelineMode::serial;
+  decode.seconds_per_image = 0.01;
+  GpuTwin decoding(gpu, model, model.precision, 1, decode);
+  decoding.set_spawned_sampler(sampler);
+  (void)decoding.run_batch(256);
+  const auto decoded = decoding.run_batch(256);
+  const auto decode_starts = sampler.process_starts(decoded.start_s, decoded.start_s + decoded.host_s);
+  EXPECT_GT(decode_starts, 10);
+  EXPECT_GE(decoded.stall_s, static_cast<double>(decode_starts) * sampler.stall_s - 1e-12);
 }
 
 }  // namespace

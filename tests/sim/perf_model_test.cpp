@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
 
@@ -17,6 +20,12 @@ class PerfModel : public ::testing::Test {
     const OperatingPoint point{sm_mhz, p40.default_memory_clock_mhz};
     const auto profile = profile_batch(p40, model, model.precision, batch, point);
     return busy_power_w(p40, point, profile.sm_activity, profile.memory_activity);
+  }
+  // The busy phase of a profile's three parts, as profile_batch combines them.
+  static double profile_busy_s(const GpuSpec& gpu, const BatchProfile& p) {
+    const double k = gpu.busy_overlap_exponent;
+    if (k <= 0.0) return std::max({p.compute_s, p.memory_s, p.launch_s});
+    return std::pow(std::pow(p.compute_s, k) + std::pow(p.memory_s, k) + std::pow(p.launch_s, k), 1.0 / k);
   }
   double throughput(const ModelSpec& model, int batch, double sm_mhz) const {
     const auto profile = profile_batch(p40, model, model.precision, batch, {sm_mhz, p40.default_memory_clock_mhz});
@@ -155,6 +164,54 @@ TEST_F(PerfModel, AutotuneGrowsWithTheBatchsComputeTime) {
   EXPECT_GT(autotune_s(p40, large), autotune_s(p40, small));
   EXPECT_DOUBLE_EQ(autotune_s(p40, large) - autotune_s(p40, small),
                    p40.autotune_compute_factor * (large.compute_s - small.compute_s));
+}
+
+TEST_F(PerfModel, AHostStallLengthensTheBusyPhaseOnlyWhereTheLaunchesPaceIt) {
+  BatchProfile launch_paced;  // the host launches slower than the GPU runs the kernels
+  launch_paced.compute_s = 0.002;
+  launch_paced.memory_s = 0.001;
+  launch_paced.launch_s = 0.020;
+  BatchProfile compute_bound = launch_paced;  // kernels queued for far longer than the launches take
+  compute_bound.compute_s = 2.0;
+  for (const double k : {1.6, 2.7, 4.0}) {
+    GpuSpec gpu = p40;
+    gpu.busy_overlap_exponent = k;
+    EXPECT_GT(launch_stall_share(gpu, launch_paced, 0.0), 0.97) << k;
+    EXPECT_GT(launch_stall_share(gpu, launch_paced, 0.5), 0.97) << k;
+    EXPECT_LT(launch_stall_share(gpu, compute_bound, 0.0), 0.1) << k;
+    BatchProfile longer = compute_bound;
+    longer.compute_s *= 10.0;
+    EXPECT_LT(launch_stall_share(gpu, longer, 0.0), launch_stall_share(gpu, compute_bound, 0.0)) << k;
+    // Stalls that add up to most of the compute time catch up with it and start to count.
+    EXPECT_GT(launch_stall_share(gpu, compute_bound, 1.5), launch_stall_share(gpu, compute_bound, 0.1)) << k;
+    // The share over a stretch of stalls is what that much launch time adds to the busy phase.
+    BatchProfile stretched = compute_bound;
+    stretched.launch_s += 0.3;
+    const double added_s = profile_busy_s(gpu, stretched) - profile_busy_s(gpu, compute_bound);
+    EXPECT_NEAR(launch_stall_share(gpu, compute_bound, 0.3), added_s / 0.3, 1e-9) << k;
+    // ... and over no stall, the derivative.
+    stretched.launch_s = compute_bound.launch_s + 1e-7;
+    EXPECT_NEAR(launch_stall_share(gpu, compute_bound, 0.0),
+                (profile_busy_s(gpu, stretched) - profile_busy_s(gpu, compute_bound)) / 1e-7, 1e-5)
+        << k;
+  }
+  GpuSpec roofline = p40;  // exponent 0: the busy phase is the largest of the three
+  roofline.busy_overlap_exponent = 0.0;
+  EXPECT_DOUBLE_EQ(launch_stall_share(roofline, launch_paced, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(launch_stall_share(roofline, compute_bound, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(launch_stall_share(roofline, compute_bound, 2.98), 1.0 / 2.98) << "0.02 + 2.98 passes 2.0 by 1.0";
+}
+
+TEST_F(PerfModel, LargeBatchesOfLargeModelsRideThroughHostStallsAndBatchOneDoesNot) {
+  const auto& model = catalog.model("resnet_v2_152");
+  const OperatingPoint point{1531, p40.default_memory_clock_mhz};
+  const auto big = profile_batch(p40, model, model.precision, 256, point);
+  const auto one = profile_batch(p40, model, model.precision, 1, point);
+  EXPECT_LT(launch_stall_share(p40, big, 0.0), launch_stall_share(p40, one, 0.0));
+  EXPECT_LT(launch_stall_share(p40, big, 0.0), 0.1);
+  EXPECT_DOUBLE_EQ(big.launch_s, model.layers * p40.host.layer_launch_s * model.launch_scale);
+  EXPECT_GT(big.compute_s, 0.0);
+  EXPECT_GT(big.memory_s, 0.0);
 }
 
 TEST_F(PerfModel, FirmwareLimitLowersTheClockUntilPowerFits) {

@@ -29,6 +29,15 @@ TEST(SpawnedSampler, ProcessesStartInPairsOncePerPeriod) {
   EXPECT_DOUBLE_EQ(kSampler.reading_time_s(2), 0.7);
 }
 
+TEST(SpawnedSampler, WorkThatFeelsAShareOfEachStallIsLengthenedByThatShare) {
+  EXPECT_DOUBLE_EQ(kSampler.stall_rate_hz(), 2.0 / 0.3);
+  EXPECT_DOUBLE_EQ(kSampler.stalled_duration_s(0.05, 0.06, 0.5), 0.08) << "the start at 0.1, half of 40 ms";
+  EXPECT_DOUBLE_EQ(kSampler.stalled_duration_s(0.05, 0.06, 0.0), 0.06) << "rides through";
+  EXPECT_DOUBLE_EQ(kSampler.stalled_duration_s(0.05, 0.06, 1.0), kSampler.stalled_duration_s(0.05, 0.06));
+  // Over a long stretch the work holds every start: 20 before 2.9 s, each 10 ms at a quarter share.
+  EXPECT_NEAR(kSampler.stalled_duration_s(0.0, 2.7, 0.25), 2.9, 1e-12);
+}
+
 TEST(SpawnedSampler, AStepStallsOnceForEachProcessThatStartsInIt) {
   EXPECT_DOUBLE_EQ(kSampler.stalled_duration_s(0.12, 0.1), 0.1) << "[0.12, 0.22) holds no start";
   EXPECT_DOUBLE_EQ(kSampler.stalled_duration_s(0.02, 0.05), 0.05);

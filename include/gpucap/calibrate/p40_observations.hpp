@@ -57,6 +57,10 @@ struct P40StepPhases {
 // step under the harness's nvidia-smi sampler (whose processes stall some steps).
 [[nodiscard]] double p40_step_s(const TwinParams& params, const std::string& model, const std::string& dataset,
                                 int batch, double clock_mhz);
+// What one of the sampler's stalls costs such a step on average: the whole stall where the host
+// paces the step (decode, input copy, launch-paced kernels), less where queued kernels run on.
+[[nodiscard]] double p40_felt_stall_s(const TwinParams& params, const std::string& model, const std::string& dataset,
+                                      int batch, double clock_mhz);
 
 // The chance that the harness's sampler (one reading every `period_s`) caught a compute phase in a
 // window of `window_s` made of steps of `step_s`, each ending in a phase that readings show for

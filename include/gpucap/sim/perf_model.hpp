@@ -28,6 +28,8 @@ struct BatchProfile {
   double prep_s = 0.0;            // input copy + synchronisation: GPU idle at its clocks
   double busy_s = 0.0;            // kernels running
   double compute_s = 0.0;         // the arithmetic part of busy_s (FLOPs at the achievable rate)
+  double memory_s = 0.0;          // the memory-traffic limit of busy_s
+  double launch_s = 0.0;          // the host's kernel launches, which overlap the GPU's work
   double sm_activity = 0.0;       // SM switching activity during busy_s: busy share × the model's power intensity
   double memory_activity = 0.0;   // fraction of memory bandwidth used during busy_s, 0..1
   double activity_spread = 0.0;   // δ: the busy phase's halves run at sm_activity·(1±δ) (GpuSpec::activity_spread)
@@ -89,6 +91,12 @@ struct BusyHalves {
 // its own SM activity and the model's at GpuSpec::first_autotune_batch images.
 [[nodiscard]] double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, Precision precision,
                                             OperatingPoint point, const BatchProfile& profile);
+
+// How much of a stall of the host's launching thread lengthens the busy phase, per second of
+// stall: all of it when the launches set the pace (small batches), next to nothing when the GPU
+// has queued enough work to run through the stall. `stalled_s` is the stall time expected in the
+// phase in total; the share is its average over that much added launch time (the derivative at 0).
+[[nodiscard]] double launch_stall_share(const GpuSpec& gpu, const BatchProfile& profile, double stalled_s);
 
 // Time-weighted power of one batch (what the board's power limiter regulates).
 [[nodiscard]] double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, OperatingPoint point);

@@ -20,13 +20,17 @@ struct SpawnedSampler {
   double sleep_s = 0.1;    // the thread's sleep after the two processes
 
   [[nodiscard]] double period_s() const { return 2.0 * process_s + sleep_s; }
+  // Process starts per second, each one a stall of whatever runs then.
+  [[nodiscard]] double stall_rate_hz() const { return 2.0 / period_s(); }
   // When the controller's j-th reading is taken (j >= 0).
   [[nodiscard]] double reading_time_s(long long j) const;
   // How many processes start in [from_s, to_s).
   [[nodiscard]] long long process_starts(double from_s, double to_s) const;
   // How long work of `work_s` seconds started at `start_s` takes with a stall for each process
   // that starts while it runs (the stalls lengthen it, so later processes can land in it too).
-  [[nodiscard]] double stalled_duration_s(double start_s, double work_s) const;
+  // `stall_share` in [0, 1]: how much of each stall the work feels (GPU work with queued kernels
+  // rides through part of a stall of the host thread that launches them).
+  [[nodiscard]] double stalled_duration_s(double start_s, double work_s, double stall_share = 1.0) const;
   // The chance that work of `work_s` started at a random moment is stalled at least k times.
   [[nodiscard]] double stalled_at_least(int k, double work_s) const;
   // The median step of a long series of back-to-back steps of `work_s` (continuous in every
