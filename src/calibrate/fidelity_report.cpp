@@ -201,13 +201,16 @@ std::string where_the_misses_come_from(const FidelityReport& report) {
   (the log-vs-itself column of the table above shows the same spread).
 - **Whole-job run times**: the long jobs at batch 1–4 (Inception-V4 and NASNet-A-Large at 83–84 W,
   Inception-V3 at 80 W) spend a third of their time in the harness itself: every nvidia-smi
-  process stalls the step it starts in (the logged steps split into modes ~55 ms apart), and a
+  process stalls the host in the step it starts in (the logged steps split into modes ~55 ms
+  apart; a large batch's queued kernels run on through it), and a
   window whose first step ends before the sampler's first reading sleeps 1 s (gaps of 1.0 s in
   the time stamps, every 3–6 s). The twin replays both. What is left is Clipper's additive search:
   it stops where the window maximum enters its band, so a twin a few percent low at the batch
   sizes where the real GPU stopped keeps searching, and autotunes every new batch size it tries
-  (ResNet-V2-152 and Inception-V4 at 237–245 W); a twin that is a model's only job keeps the
-  model's prior power intensity.
+  (ResNet-V2-152 at 237 W); a twin that is a model's only job keeps the model's prior power
+  intensity. On the tight caps (NASNet-A-Large, Inception-V4 and Inception-V3 at 80–84 W) a few
+  watts in the first windows decide whether BatchDVFS lowers the clock at once and how far
+  Clipper shrinks its batch, so those run times move by tens of percent from fit to fit.
 - **PctoDL grid** (3080 Ti, A100): the published fit makes MobileNetV2 and MnasNet throughput
   almost independent of both clocks and, above batch 16, of batch size — MobileNetV2 on the
   3080 Ti at batch 32: 2,342 img/s at 510 MHz, 2,412 at 2,100 MHz, +0.8 % from memory clock
@@ -307,9 +310,11 @@ Sources, in the order they are fitted:
   the later ones (TF1 autotuning the convolutions for each new shape; those steps are left out of
   the other quantities) and what its first row read (the graph load and the first shape's
   autotuning); per group of short steps (at least 200, under 0.12 s), the harness's
-  nvidia-smi stalls: the steps split into modes one stall apart, and a second of stepping holds
-  as many stalls as processes started in it (docs/simulator.md, "The BatchDVFS harness's
-  sampler"). A logged step's median is predicted with those stalls. Per run, two shares: the
+  nvidia-smi stalls: the steps split into modes one stall apart (against the stall such a step
+  feels on average: whole in the decode and where the kernel launches pace the GPU, in part where
+  queued kernels run on), and a second of stepping holds as many stalls as processes started in
+  it (docs/simulator.md, "The BatchDVFS harness's sampler"). A logged step's median is predicted
+  with those stalls. Per run, two shares: the
   mean nvidia-smi utilisation over its steady steps (weight {busy_weight:g}: one 1-Hz sample sees a
   0.1-s compute phase or not at all, so the per-group busy times scatter tenfold on the light
   models, and the run's mean pins their compute phase down), and the share of its window maxima

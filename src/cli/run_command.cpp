@@ -506,7 +506,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--sampler", flags->sampler,
                   "sim: how power is sampled: fixed (every 1/--sample-hz) or nvidia-smi (as the BatchDVFS harness: "
                   "cycles of two spawned nvidia-smi processes and a 0.1-s sleep, a reading when the first process "
-                  "returns, each process stalling the batch running when it starts, and a 1-s wait after a batch "
+                  "returns, each process stalling the host side of the batch running when it starts (its decode, input "
+                  "copy and kernel launches; kernels already queued run on), and a 1-s wait after a batch "
                   "that leaves its window without a reading; timing from the GPU file's host.nvidia_smi_*)")
       ->capture_default_str();
   cmd->add_option("--bobd-budget", flags->bobd_budget,
