@@ -220,12 +220,17 @@ TEST_F(GpuTwinTest, ALongComputeBoundBatchRidesThroughTheSamplersStalls) {
   const auto& model = catalog.model("resnet_v2_152");
   GpuTwin twin(gpu, model, model.precision, 1);
   twin.set_spawned_sampler(sampler);
-  (void)twin.run_batch(256);  // past the first batch's context
-  const auto batch = twin.run_batch(256);
-  const auto starts = sampler.process_starts(batch.start_s, batch.end_s);
-  EXPECT_GT(starts, 5);
-  EXPECT_GT(batch.stall_s, 0.0);
-  EXPECT_LT(batch.stall_s, 0.1 * static_cast<double>(starts) * sampler.stall_s);
+  // Only the input copy before each batch's kernels (~13 ms) feels a stall whole.
+  long long starts = 0;
+  double stalled_s = 0.0;
+  for (int i = 0; i < 6; ++i) {
+    const auto batch = twin.run_batch(256);
+    starts += sampler.process_starts(batch.start_s, batch.end_s);
+    stalled_s += batch.stall_s;
+  }
+  EXPECT_GT(starts, 30);
+  EXPECT_GT(stalled_s, 0.0);
+  EXPECT_LT(stalled_s, 0.2 * static_cast<double>(starts) * sampler.stall_s);
   // With the host decoding the batch first, the stalls that land in the decode count whole.
   InputPipeline decode;
   decode.mode = PipelineMode::serial;
