@@ -242,8 +242,9 @@ std::vector<LoggedRunTime> load_run_times(const std::string& logs_dir) {
 
 // The twin's time for a whole BatchDVFS job as its harness ran it: the job's model, dataset and cap
 // (the batchdvfs-p40 matrix), the approach's controller, JPEG decode in the step, TF1's autotuning
-// of each new batch size.
-double twin_run_time_s(const sim::Catalog& catalog, const bench::MatrixJob& job, const std::string& approach) {
+// of each new batch size, and for Clipper the clock the real GPU chose in that run.
+double twin_run_time_s(const sim::Catalog& catalog, const bench::MatrixJob& job, const std::string& approach,
+                       std::optional<double> governor_sm_clock_mhz) {
   runtime::SimJobSpec spec;
   spec.gpu = "p40";
   spec.model = job.model;
@@ -253,6 +254,7 @@ double twin_run_time_s(const sim::Catalog& catalog, const bench::MatrixJob& job,
   spec.pipeline = sim::PipelineMode::serial;
   spec.sim.autotune_new_shapes = true;
   spec.sim.spawned_nvidia_smi = true;
+  spec.sim.governor_sm_clock_mhz = governor_sm_clock_mhz;
   runtime::SimJob twin(catalog, spec);
   return twin.run({}, nullptr).duration_s;
 }
@@ -308,7 +310,14 @@ void add_p40(FidelityReport& report, const sim::Catalog& catalog, const Fidelity
                                      [job](const bench::MatrixJob& j) { return j.id == std::to_string(job); });
       for (const auto& logged : run_times) {
         if (logged.job != job || spec == matrix->jobs.end()) continue;
-        const double twin_s = twin_run_time_s(fold, *spec, logged.approach);
+        std::optional<double> governor_mhz;
+        if (logged.approach == "clipper") {
+          const auto run = std::find_if(runs.begin(), runs.end(), [&](const P40Run& r) {
+            return r.job == job && r.log.kind == bench::P40LogKind::clipper;
+          });
+          if (run != runs.end()) governor_mhz = gpu_chosen_sm_clock_mhz(*run);
+        }
+        const double twin_s = twin_run_time_s(fold, *spec, logged.approach, governor_mhz);
         run_time_errors.push_back(ape(twin_s, logged.seconds));
         report.p40_run_times.push_back({job, spec->model, logged.approach, logged.seconds, twin_s});
       }

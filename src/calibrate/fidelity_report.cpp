@@ -3,9 +3,11 @@
 #include "gpucap/calibrate/calibration.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -260,15 +262,38 @@ void parameter_rows(std::string& out, const std::vector<Spec>& specs, FileKind k
 namespace {
 
 // Each whole job of runtimes.csv: the logged wall time beside the twin's (leave-one-job-out).
+// "1,303" (the report writes clocks with a thousands comma).
+std::string mhz_text(double mhz) {
+  const auto n = static_cast<long>(std::lround(mhz));
+  return n >= 1000 ? fmt::format("{},{:03}", n / 1000, n % 1000) : fmt::format("{}", n);
+}
+
+// ": 1,303 MHz in jobs 7, 18; 1,531 MHz in jobs 1, 2, ..." — each Clipper run's GPU-chosen clock.
+std::string clipper_clocks(const FidelityReport& report) {
+  std::map<double, std::vector<int>> jobs_at;
+  for (const auto& run : report.p40_data) {
+    if (run.log.kind != bench::P40LogKind::clipper) continue;
+    if (const auto mhz = gpu_chosen_sm_clock_mhz(run)) jobs_at[*mhz].push_back(run.job);
+  }
+  std::vector<std::string> parts;
+  for (auto& [mhz, jobs] : jobs_at) {
+    std::sort(jobs.begin(), jobs.end());
+    parts.push_back(fmt::format("{} MHz in job{} {}", mhz_text(mhz), jobs.size() > 1 ? "s" : "", fmt::join(jobs, ", ")));
+  }
+  return parts.empty() ? std::string() : ": " + fmt::format("{}", fmt::join(parts, "; "));
+}
+
 std::string p40_run_time_table(const FidelityReport& report) {
   if (report.p40_run_times.empty()) return {};
   std::string out = fmt::format(
       "\n## P40 whole-job run times\n\nEach job of `runtimes.csv` (the whole dataset: 15,000 ImageNet or 20,000 "
       "Caltech-256 images) replayed {}, as the harness ran it: `gpucap run --gpu p40 "
       "--model M --dataset D --power-cap W --algorithm batchdvfs|clipper|dvfs --input-pipeline serial "
-      "--autotune-new-shapes --sampler nvidia-smi` (dvfs256 is dvfs at its fixed batch 256).\n\n"
+      "--autotune-new-shapes --sampler nvidia-smi` (dvfs256 is dvfs at its fixed batch 256). Clipper leaves the "
+      "clock to the GPU; its replay holds the clock that run's GPU chose (the median SM clock nvidia-smi saw busy{}).\n\n"
       "| job | model | approach | logged s | twin s | error |\n|---:|---|---|---:|---:|---:|\n",
-      report.p40_cross_validated ? "by a twin fitted without that job" : "by the twin of the current data files");
+      report.p40_cross_validated ? "by a twin fitted without that job" : "by the twin of the current data files",
+      clipper_clocks(report));
   for (const auto& t : report.p40_run_times) {
     out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1f} % |\n", t.job, t.model, t.approach, t.logged_s, t.twin_s,
                        100.0 * (t.twin_s / t.logged_s - 1.0));

@@ -140,4 +140,13 @@ std::vector<P40Run> load_p40_runs(const std::string& dir, const sim::Catalog& ca
   return runs;
 }
 
+std::optional<double> gpu_chosen_sm_clock_mhz(const P40Run& run) {
+  std::vector<double> busy;
+  for (const auto& s : run.smi) {
+    if (s.gpu_util_pct > 0.0) busy.push_back(s.sm_clock_mhz);
+  }
+  if (busy.empty()) return std::nullopt;
+  return median(std::move(busy));
+}
+
 }  // namespace gpucap::calibrate

@@ -49,6 +49,7 @@ struct RunFlags {
   std::string input_pipeline = "none";
   bool autotune_new_shapes = false;
   std::string sampler = "fixed";
+  std::optional<double> governor_clock_mhz;  // sim: the boost governor's clock when nothing locks one
   std::optional<int> bobd_budget;
   std::optional<std::string> params_dir;  // pctodl, directcap: PctoDL's fits
   std::optional<std::string> fitted_path; // mpsfit: gpucap's fitted predictor
@@ -241,6 +242,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   spec.sim.sample_hz = flags.sample_hz;
   spec.sim.autotune_new_shapes = flags.autotune_new_shapes;
   spec.sim.spawned_nvidia_smi = spawned_nvidia_smi(flags.sampler);
+  spec.sim.governor_sm_clock_mhz = flags.governor_clock_mhz;
   if (const auto budget = search_budget(flags)) spec.search_budget = *budget;
   if (control::needs_mps_planning(spec.algorithm) && !control::plans_with_fitted_predictor(spec.algorithm)) {
     spec.pctodl_params_dir = resolve_pctodl_params_dir(flags.params_dir);
@@ -375,6 +377,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
   reject_for_platform(flags.autotune_new_shapes, "--autotune-new-shapes", "nvml");
   reject_for_platform(flags.sampler != "fixed", "--sampler", "nvml");
+  reject_for_platform(flags.governor_clock_mhz.has_value(), "--governor-clock", "nvml (the real GPU's governor decides)");
   reject_for_platform(flags.dataset.has_value(), "--dataset", "nvml (use --images-dir, or synthetic images)");
   reject_for_platform(flags.live.pace.has_value(), "--pace", "nvml (a real GPU runs in real time)");
   flags.live.check_address();
@@ -510,6 +513,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "copy and kernel launches; kernels already queued run on), and a 1-s wait after a batch "
                   "that leaves its window without a reading; timing from the GPU file's host.nvidia_smi_*)")
       ->capture_default_str();
+  cmd->add_option("--governor-clock", flags->governor_clock_mhz,
+                  "sim: the SM clock (MHz) the twin's boost governor holds while no controller locks one (default: "
+                  "the GPU's boost clock), e.g. a real run's clock from its nvidia-smi log when the GPU settled lower");
   cmd->add_option("--bobd-budget", flags->bobd_budget,
                   "bobd: fixed-configuration measurements per cap in its offline search on the twin before the "
                   "run (default 50, as upstream)");

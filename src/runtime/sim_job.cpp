@@ -81,6 +81,15 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
                                   "runs MPS tenants",
                                   spec.algorithm));
   }
+  if (const auto mhz = options.governor_sm_clock_mhz) {
+    if (!(*mhz >= gpu.min_sm_clock_mhz() && *mhz <= gpu.max_sm_clock_mhz())) {
+      throw usage_error(fmt::format("governor SM clock {:g} MHz is outside {}'s {:g}-{:g} MHz", *mhz, gpu.id,
+                                    gpu.min_sm_clock_mhz(), gpu.max_sm_clock_mhz()));
+    }
+    if (control::needs_mps_planning(spec.algorithm)) {
+      throw usage_error(fmt::format("a governor SM clock applies to one process; {} runs MPS tenants", spec.algorithm));
+    }
+  }
   platform_ = std::make_unique<SimPlatform>(gpu, model, spec.precision.value_or(model.precision), options);
   auto controller_options = spec.controller;
   if (control::needs_profile(spec.algorithm) && !controller_options.profile) {

@@ -67,6 +67,7 @@ SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, s
       meter_(twin_.sensor(), options.sample_hz, spawned_sampler(gpu, options)) {
   twin_.set_autotune_new_shapes(options.autotune_new_shapes);
   twin_.set_spawned_sampler(spawned_sampler(gpu, options));
+  twin_.set_governor_sm_clock(options.governor_sm_clock_mhz);
   if (options.pace) {
     paced_ = std::make_unique<PacedEngine>(engine_, [this] { return twin_.now_s(); }, Pacer(*options.pace));
   }

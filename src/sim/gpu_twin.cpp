@@ -30,6 +30,10 @@ void GpuTwin::set_spawned_sampler(std::optional<SpawnedSampler> sampler) {
   spawned_sampler_ = sampler;
 }
 
+void GpuTwin::set_governor_sm_clock(std::optional<double> mhz) {
+  governor_sm_mhz_ = mhz ? std::optional<double>(nearest_clock_mhz(gpu_.sm_clocks_mhz, *mhz)) : std::nullopt;
+}
+
 void GpuTwin::lock_sm_clock(std::optional<double> mhz) {
   sm_lock_mhz_ = mhz ? std::optional<double>(nearest_clock_mhz(gpu_.sm_clocks_mhz, *mhz)) : std::nullopt;
 }
@@ -48,8 +52,9 @@ void GpuTwin::set_power_limit(std::optional<double> watts) {
 double GpuTwin::memory_clock_mhz() const { return memory_lock_mhz_.value_or(gpu_.default_memory_clock_mhz); }
 
 double GpuTwin::requested_sm_clock_mhz() const {
-  // Unlocked, the boost governor runs at the top boost clock unless power limits it.
-  return sm_lock_mhz_.value_or(gpu_.boost_clock_mhz);
+  // Unlocked, the boost governor runs at its clock (the top boost clock unless told otherwise)
+  // unless power limits it.
+  return sm_lock_mhz_.value_or(governor_sm_clock_mhz());
 }
 
 void GpuTwin::emit(double duration_s, double power_w) {

@@ -102,6 +102,24 @@ TEST(Cli, TheBatchDvfsHarnesssSamplerSlowsShortBatchesAndSamplesAFewTimesASecond
   EXPECT_GT(harness["throughput_img_s"].get<double>(), 0.3 * plain["throughput_img_s"].get<double>());
 }
 
+TEST(Cli, AGovernorClockHoldsAnUncontrolledRunThere) {
+  test::TempDir dir;
+  const auto trace = dir.file("trace.csv");
+  const auto r = gpucap({"run", "--model", "inception_v3", "--algorithm", "clipper", "--power-cap", "200", "--duration",
+                         "12", "--governor-clock", "1300", "--trace", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto text = read_text_file(trace);
+  const auto lines = split(text, '\n');
+  ASSERT_GT(lines.size(), 3u);
+  const auto header = split(lines[0], ',');
+  const auto column = std::find(header.begin(), header.end(), "sm_clock_mhz") - header.begin();
+  ASSERT_LT(column, static_cast<std::ptrdiff_t>(header.size()));
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    EXPECT_EQ(split(lines[i], ',').at(static_cast<std::size_t>(column)), "1303") << "snapped to a P40 clock";
+  }
+}
+
 TEST(Cli, RunRejectsBadInput) {
   expect_error({"run", "--gpu", "k80", "--model", "resnet50", "--algorithm", "batchdvfs", "--power-cap", "131"}, 2,
                "unknown GPU 'k80'");
@@ -126,6 +144,12 @@ TEST(Cli, RunRejectsBadInput) {
   expect_error({"run", "--gpu", "a100", "--model", "resnet50", "--algorithm", "mpsfit", "--power-cap", "200", "--sampler",
                 "nvidia-smi"},
                2, "one process at 100 %; mpsfit runs MPS tenants");
+  expect_error(with(kRun, {"--power-cap", "131", "--governor-clock", "2000"}), 2,
+               "governor SM clock 2000 MHz is outside p40's 544-1531 MHz");
+  expect_error(with(kRun, {"--power-cap", "131", "--governor-clock", "fast"}), 2, "--governor-clock");
+  expect_error({"run", "--gpu", "a100", "--model", "resnet50", "--algorithm", "mpsfit", "--power-cap", "200",
+                "--governor-clock", "1000"},
+               2, "a governor SM clock applies to one process; mpsfit runs MPS tenants");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
 }
 

@@ -128,6 +128,8 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
                "--gpu does not apply to --platform nvml");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--sampler", "nvidia-smi"}), 2,
                "--sampler does not apply to --platform nvml");
+  expect_error(with(real_run("batchsizer"), {"--images", "10", "--governor-clock", "1300"}), 2,
+               "--governor-clock does not apply to --platform nvml");
   expect_error(with(real_run("batchsizer"), {}), 2, "give --images N or --duration S");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--dataset", "caltech256"}), 2,
                "--dataset does not apply to --platform nvml");

@@ -96,6 +96,14 @@ TEST_F(SimPlatformTest, ASpawnedNvidiaSmiSamplerReadsWhenEachCyclesFirstProcessE
   EXPECT_NE(platform.description().find("spawned nvidia-smi"), std::string::npos);
 }
 
+TEST_F(SimPlatformTest, AGovernorClockOptionHoldsTheUnlockedTwinThere) {
+  SimOptions options;
+  options.governor_sm_clock_mhz = 1303.0;
+  SimPlatform platform(catalog.gpu("p40"), catalog.model("resnet_v2_50"), sim::Precision::fp32, options);
+  (void)platform.engine().run_batch(8);
+  EXPECT_DOUBLE_EQ(platform.device().read(device::Signal::sm_clock_mhz), 1303);
+}
+
 TEST_F(SimPlatformTest, InvalidRateIsAUsageError) {
   EXPECT_THROW(make(0.0), Error);
   EXPECT_THROW(make(-5.0), Error);

@@ -178,6 +178,19 @@ TEST_F(GpuTwinTest, TheFirstShapesAutotuningDrawsMoreOnAWideModelThanOnANarrowOn
   EXPECT_LT(at(4.5), at(5.0));
 }
 
+TEST_F(GpuTwinTest, AGovernorClockHoldsTheUnlockedGpuBelowBoostAndALockStillWins) {
+  auto twin = make("p40", "resnet_v2_50");
+  twin.set_governor_sm_clock(1300.0);
+  EXPECT_DOUBLE_EQ(twin.governor_sm_clock_mhz(), 1303) << "snaps to a supported clock";
+  EXPECT_DOUBLE_EQ(twin.run_batch(8).sm_clock_mhz, 1303);
+  twin.lock_sm_clock(949.0);
+  EXPECT_DOUBLE_EQ(twin.run_batch(8).sm_clock_mhz, 949);
+  twin.lock_sm_clock(std::nullopt);
+  EXPECT_DOUBLE_EQ(twin.run_batch(8).sm_clock_mhz, 1303);
+  twin.set_governor_sm_clock(std::nullopt);
+  EXPECT_DOUBLE_EQ(twin.run_batch(8).sm_clock_mhz, 1531) << "back to the boost clock";
+}
+
 TEST_F(GpuTwinTest, ASpawnedSamplersProcessesStallTheBatchesTheyStartIn) {
   // Processes start at 0, 0.1, 0.3, 0.4, ...; each costs the batch running then 40 ms. The host's
   // launches pace these batches (slow launches, busy phase = the largest part), so the stalls

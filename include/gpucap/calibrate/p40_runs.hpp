@@ -3,6 +3,7 @@
 // per-step controller log with its 1-Hz nvidia-smi log, the job it ran (model, dataset), the
 // clock of every step and the steps at which the controller closed a window.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,9 @@ struct P40Run {
 // does not say its job, model and controller, Error(invalid_data)/Error(io) for a bad file.
 [[nodiscard]] std::vector<P40Run> load_p40_runs(const std::string& dir, const sim::Catalog& catalog,
                                                 double window_s = 3.0);
+
+// The SM clock a run's GPU chose while its kernels ran (what a Clipper run, which leaves the clock
+// to the GPU, ran at): the median of its busy nvidia-smi samples; nullopt without any.
+[[nodiscard]] std::optional<double> gpu_chosen_sm_clock_mhz(const P40Run& run);
 
 }  // namespace gpucap::calibrate

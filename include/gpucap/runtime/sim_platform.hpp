@@ -44,6 +44,9 @@ struct SimOptions {
   // Sample as the BatchDVFS harness did, by spawning nvidia-smi (sim/spawned_sampler.hpp, timing
   // from the GPU file's host): replaces sample_hz, and its processes stall the batches.
   bool spawned_nvidia_smi = false;
+  // The SM clock the twin's boost governor holds when no controller locks one (nullopt: the
+  // boost clock; sim::GpuTwin::set_governor_sm_clock).
+  std::optional<double> governor_sm_clock_mhz;
   bool writes_permitted = true;  // false: an unprivileged process (batch size only)
   // Virtual seconds per wall second (--pace): the engine waits for the wall clock after each
   // batch. nullopt: as fast as the host computes.

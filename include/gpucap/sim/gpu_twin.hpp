@@ -50,6 +50,11 @@ class GpuTwin {
   // Throws Error(usage) for impossible timings (check_spawned_sampler).
   void set_spawned_sampler(std::optional<SpawnedSampler> sampler);
   [[nodiscard]] const std::optional<SpawnedSampler>& spawned_sampler() const { return spawned_sampler_; }
+  // The SM clock the boost governor holds while no lock is set (nullopt: the boost clock). A
+  // real GPU may settle lower (thermals, board policy): a replay of a run whose nvidia-smi log
+  // shows it sets that clock here. Snaps to the nearest supported clock.
+  void set_governor_sm_clock(std::optional<double> mhz);
+  [[nodiscard]] double governor_sm_clock_mhz() const { return governor_sm_mhz_.value_or(gpu_.boost_clock_mhz); }
 
   // Controls. nullopt = not locked / driver default. Values must already be validated against
   // the ranges; clocks snap to the nearest supported clock, as the driver does.
@@ -136,6 +141,7 @@ class GpuTwin {
   PowerSensor sensor_;
   Noise latency_noise_;
   std::optional<double> sm_lock_mhz_;
+  std::optional<double> governor_sm_mhz_;
   std::optional<double> memory_lock_mhz_;
   std::optional<double> power_limit_w_;
   double now_s_ = 0.0;
