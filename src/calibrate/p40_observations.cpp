@@ -200,7 +200,8 @@ double p40_step_s(const TwinParams& params, const std::string& model, const std:
 double p40_felt_stall_s(const TwinParams& params, const std::string& model, const std::string& dataset, int batch,
                         double clock_mhz) {
   const auto exposure = p40_step_exposure(params, model, dataset, batch, clock_mhz);
-  return p40_sampler(params).stall_s * exposure.stallable_s / (exposure.stallable_s + exposure.riding_s);
+  const double step_s = exposure.stallable_s + exposure.riding_s;
+  return p40_sampler(params).stall_s * (step_s > 0.0 ? exposure.stallable_s / step_s : 1.0);
 }
 
 double p40_caught_chance(double visible_s, double step_s, double window_s, double period_s) {

@@ -18,6 +18,7 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "live_metrics.hpp"
+#include "gpucap/core/clocks.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/device/nvml_device.hpp"
@@ -125,11 +126,15 @@ void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, co
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
   fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
-  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}{}\n", model.id,
+  const auto governor = spec.sim.governor_sm_clock_mhz
+                            ? fmt::format(", governor at {:g} MHz",
+                                          nearest_clock_mhz(gpu.sm_clocks_mhz, *spec.sim.governor_sm_clock_mhz))
+                            : std::string();
+  fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}{}{}\n", model.id,
              sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
              spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
              spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "",
-             spec.sim.spawned_nvidia_smi ? ", sampled by spawned nvidia-smi" : "");
+             spec.sim.spawned_nvidia_smi ? ", sampled by spawned nvidia-smi" : "", governor);
   print_summary_lines(s);
 }
 
@@ -160,6 +165,9 @@ nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& cata
           {"autotune_new_shapes", spec.sim.autotune_new_shapes},
           {"sampler", spec.sim.spawned_nvidia_smi ? "nvidia-smi" : "fixed"},
           {"seed", spec.sim.seed}});
+  if (spec.sim.governor_sm_clock_mhz) {
+    out["governor_clock_mhz"] = nearest_clock_mhz(catalog.gpu(spec.gpu).sm_clocks_mhz, *spec.sim.governor_sm_clock_mhz);
+  }
   return out;
 }
 

@@ -108,6 +108,7 @@ TEST(Cli, AGovernorClockHoldsAnUncontrolledRunThere) {
   const auto r = gpucap({"run", "--model", "inception_v3", "--algorithm", "clipper", "--power-cap", "200", "--duration",
                          "12", "--governor-clock", "1300", "--trace", trace});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", governor at 1303 MHz"), std::string::npos) << r.out;
   const auto text = read_text_file(trace);
   const auto lines = split(text, '\n');
   ASSERT_GT(lines.size(), 3u);
