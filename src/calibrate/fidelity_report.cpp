@@ -261,7 +261,6 @@ void parameter_rows(std::string& out, const std::vector<Spec>& specs, FileKind k
 
 namespace {
 
-// Each whole job of runtimes.csv: the logged wall time beside the twin's (leave-one-job-out).
 // "1,303" (the report writes clocks with a thousands comma).
 std::string mhz_text(double mhz) {
   const auto n = static_cast<long>(std::lround(mhz));
@@ -283,6 +282,7 @@ std::string clipper_clocks(const FidelityReport& report) {
   return parts.empty() ? std::string() : ": " + fmt::format("{}", fmt::join(parts, "; "));
 }
 
+// Each whole job of runtimes.csv: the logged wall time beside the twin's (leave-one-job-out).
 std::string p40_run_time_table(const FidelityReport& report) {
   if (report.p40_run_times.empty()) return {};
   std::string out = fmt::format(

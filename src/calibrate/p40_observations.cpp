@@ -183,8 +183,7 @@ StepExposure p40_step_exposure(const TwinParams& params, const std::string& mode
                                int batch, double clock_mhz) {
   const auto sampler = p40_sampler(params);
   const auto profile = p40_profile(params, model, batch, clock_mhz);
-  const double share = sim::launch_stall_share(params.gpus.at(kP40), profile,
-                                               profile.busy_s * sampler.stall_rate_hz() * sampler.stall_s);
+  const double share = sim::sampler_stall_share(params.gpus.at(kP40), profile, sampler);
   return {decode_s(params, model, dataset, batch) + profile.prep_s + share * profile.busy_s,
           (1.0 - share) * profile.busy_s};
 }

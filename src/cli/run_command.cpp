@@ -122,14 +122,18 @@ void print_summary_lines(const runtime::RunSummary& s) {
   line("max power", fmt::format("{:.2f} W", s.max_power_w));
 }
 
+// The clock --governor-clock holds, snapped to the GPU's clocks as the twin does; nullopt without it.
+std::optional<double> governor_clock_mhz(const runtime::SimJobSpec& spec, const sim::Catalog& catalog) {
+  if (!spec.sim.governor_sm_clock_mhz) return std::nullopt;
+  return nearest_clock_mhz(catalog.gpu(spec.gpu).sm_clocks_mhz, *spec.sim.governor_sm_clock_mhz);
+}
+
 void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, const runtime::RunSummary& s) {
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
   fmt::print("gpucap run on the SIMULATED {} (GPU twin, virtual time)\n", gpu.name);
-  const auto governor = spec.sim.governor_sm_clock_mhz
-                            ? fmt::format(", governor at {:g} MHz",
-                                          nearest_clock_mhz(gpu.sm_clocks_mhz, *spec.sim.governor_sm_clock_mhz))
-                            : std::string();
+  const auto governor_mhz = governor_clock_mhz(spec, catalog);
+  const auto governor = governor_mhz ? fmt::format(", governor at {:g} MHz", *governor_mhz) : std::string();
   fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}{}{}\n", model.id,
              sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
              spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
@@ -165,9 +169,7 @@ nlohmann::json to_json(const runtime::SimJobSpec& spec, const sim::Catalog& cata
           {"autotune_new_shapes", spec.sim.autotune_new_shapes},
           {"sampler", spec.sim.spawned_nvidia_smi ? "nvidia-smi" : "fixed"},
           {"seed", spec.sim.seed}});
-  if (spec.sim.governor_sm_clock_mhz) {
-    out["governor_clock_mhz"] = nearest_clock_mhz(catalog.gpu(spec.gpu).sm_clocks_mhz, *spec.sim.governor_sm_clock_mhz);
-  }
+  if (const auto mhz = governor_clock_mhz(spec, catalog)) out["governor_clock_mhz"] = *mhz;
   return out;
 }
 

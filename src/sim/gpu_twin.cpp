@@ -137,8 +137,7 @@ BatchRecord GpuTwin::run_batch(int batch_size) {
     const auto& sampler = *spawned_sampler_;
     const double host_work_s = record.host_s + profile.prep_s;
     const double host_stalled_s = sampler.stalled_duration_s(now_s_, host_work_s);
-    const double share =
-        launch_stall_share(gpu_, model.profile, model.profile.busy_s * sampler.stall_rate_hz() * sampler.stall_s);
+    const double share = sampler_stall_share(gpu_, model.profile, sampler);
     const double busy_stalled_s =
         sampler.stalled_duration_s(now_s_ + host_stalled_s + record.autotune_s, profile.busy_s, share);
     record.stall_s = (host_stalled_s - host_work_s) + (busy_stalled_s - profile.busy_s);

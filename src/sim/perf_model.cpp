@@ -124,6 +124,10 @@ double launch_stall_share(const GpuSpec& gpu, const BatchProfile& profile, doubl
   return std::clamp(share, 0.0, 1.0);
 }
 
+double sampler_stall_share(const GpuSpec& gpu, const BatchProfile& profile, const SpawnedSampler& sampler) {
+  return launch_stall_share(gpu, profile, profile.busy_s * sampler.stall_rate_hz() * sampler.stall_s);
+}
+
 double first_autotune_power_w(const GpuSpec& gpu, const ModelSpec& model, Precision precision, OperatingPoint point,
                               const BatchProfile& profile) {
   double activity = profile.sm_activity;

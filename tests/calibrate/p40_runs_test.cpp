@@ -75,6 +75,22 @@ TEST(P40Runs, ClipperClocksComeFromNvidiaSmi) {
   FAIL() << "18_InceptionV3_Clipper not found";
 }
 
+TEST(P40Runs, AClipperRunsGpuChosenClockIsItsMedianBusyNvidiaSmiClock) {
+  std::map<int, double> clipper_mhz;
+  for (const auto& run : shared_runs()) {
+    if (run.log.kind != bench::P40LogKind::clipper) continue;
+    const auto mhz = gpu_chosen_sm_clock_mhz(run);
+    ASSERT_TRUE(mhz.has_value()) << run.name;
+    clipper_mhz[run.job] = *mhz;
+  }
+  ASSERT_EQ(clipper_mhz.size(), 20u);
+  EXPECT_DOUBLE_EQ(clipper_mhz.at(18), 1303) << "the P40 settled at 1,303 MHz through most of job 18";
+  EXPECT_DOUBLE_EQ(clipper_mhz.at(15), 1531);
+  P40Run silent = shared_runs().front();
+  silent.smi.clear();
+  EXPECT_FALSE(gpu_chosen_sm_clock_mhz(silent).has_value()) << "no nvidia-smi log, no clock";
+}
+
 TEST(P40Runs, BadFolderContentsAreReported) {
   test::TempDir dir;
   EXPECT_THROW((void)load_p40_runs(dir.path(), catalog()), Error) << "no logs";
@@ -135,6 +151,17 @@ TEST(P40Observations, CoverEveryKindAndPredictFinitely) {
       EXPECT_LT(o.target, 75.0) << o.label;
     }
   }
+}
+
+TEST(P40Observations, AStallCostsAStepWholeWhereTheHostPacesItAndLittleWhereKernelsAreQueued) {
+  const auto params = TwinParams::from(catalog());
+  const double stall_s = p40_sampler(params).stall_s;
+  // MobileNet-V1 0.25 at batch 1: the step is the JPEG decode and the launches.
+  EXPECT_GT(p40_felt_stall_s(params, "mobilenet_v1_0.25", "imagenet", 1, 1531), 0.9 * stall_s);
+  // NASNet-A-Large at batch 256 and 544 MHz: seconds of queued kernels after the decode.
+  const double queued = p40_felt_stall_s(params, "nasnet_a_large", "imagenet", 256, 544);
+  EXPECT_GT(queued, 0.0);
+  EXPECT_LT(queued, 0.5 * stall_s);
 }
 
 TEST(P40Observations, CaughtChanceFollowsThePhaseThePeriodAndTheWindow) {

@@ -109,6 +109,10 @@ TEST(Cli, AGovernorClockHoldsAnUncontrolledRunThere) {
                          "12", "--governor-clock", "1300", "--trace", trace});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(", governor at 1303 MHz"), std::string::npos) << r.out;
+  const auto json = gpucap({"run", "--model", "inception_v3", "--algorithm", "clipper", "--power-cap", "200",
+                            "--duration", "3", "--governor-clock", "1300", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["governor_clock_mhz"], 1303.0);
   const auto text = read_text_file(trace);
   const auto lines = split(text, '\n');
   ASSERT_GT(lines.size(), 3u);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpucap/core/clocks.hpp"
+#include "gpucap/sim/spawned_sampler.hpp"
 #include "gpucap/sim/specs.hpp"
 
 namespace gpucap::sim {
@@ -97,6 +98,9 @@ struct BusyHalves {
 // has queued enough work to run through the stall. `stalled_s` is the stall time expected in the
 // phase in total; the share is its average over that much added launch time (the derivative at 0).
 [[nodiscard]] double launch_stall_share(const GpuSpec& gpu, const BatchProfile& profile, double stalled_s);
+// launch_stall_share over the stalls a spawned sampler puts into the busy phase on average (its
+// process starts per second × each stall).
+[[nodiscard]] double sampler_stall_share(const GpuSpec& gpu, const BatchProfile& profile, const SpawnedSampler& sampler);
 
 // Time-weighted power of one batch (what the board's power limiter regulates).
 [[nodiscard]] double average_batch_power_w(const GpuSpec& gpu, const BatchProfile& profile, OperatingPoint point);
