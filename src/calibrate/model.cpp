@@ -48,6 +48,7 @@ auto& gpu_field(Gpu& g, const std::string& key) {
   if (key == "host.batch_sync_s") return g.host.batch_sync_s;
   if (key == "host.layer_launch_s") return g.host.layer_launch_s;
   if (key == "host.training_loop_scale") return g.host.training_loop_scale;
+  if (key == "host.allocator_s") return g.host.allocator_s;
   if (key == "host.nvidia_smi_process_s") return g.host.nvidia_smi_process_s;
   if (key == "host.nvidia_smi_stall_s") return g.host.nvidia_smi_stall_s;
   if (key == "sensor.averaging_window_s") return g.sensor.averaging_window_s;
@@ -87,6 +88,7 @@ auto& model_field(Model& m, const std::string& key) {
   }
   if (key.starts_with(kGpuEfficiencyPrefix)) return per_gpu_field(m, m.gpu_efficiency_scale, key, kGpuEfficiencyPrefix);
   if (key == "training_efficiency_scale") return m.training_efficiency_scale;
+  if (key == "training_mib_per_sample") return m.training_mib_per_sample;
   throw usage_error(fmt::format("calibration cannot fit model key '{}'", key));
 }
 
@@ -145,13 +147,14 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
       "power_model.clock_tree_w", "power_model.memory_clock_w", "power_model.sm_dynamic_w",
       "power_model.memory_dynamic_w", "saturation_kelems_per_sm", "busy_overlap_exponent", "fp16_efficiency_scale",
       "fp32_efficiency_scale", "memory_efficiency", "host.batch_sync_s", "host.layer_launch_s", "host.training_loop_scale",
-      "host.nvidia_smi_process_s", "host.nvidia_smi_stall_s",
+      "host.allocator_s", "host.nvidia_smi_process_s", "host.nvidia_smi_stall_s",
       "sensor.averaging_window_s", "sensor.hold_s", "clock_scaling_exponent", "activity_spread", "autotune_compute_factor",
       "autotune_fixed_s", "first_autotune_batch"};
   static const std::vector<std::string> model = {"compute_efficiency.fp32", "compute_efficiency.fp16",
                                                  "power_intensity", "activation_melems", "launch_scale",
                                                  "power_saturation_scale", "power_phase_spread",
-                                                 "training_efficiency_scale", "clock_independent_fraction.<gpu id>",
+                                                 "training_efficiency_scale", "training_mib_per_sample",
+                                                 "clock_independent_fraction.<gpu id>",
                                                  "gpu_efficiency_scale.<gpu id>"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch",
                                                    "padding_growth"};

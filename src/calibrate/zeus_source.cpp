@@ -51,6 +51,13 @@ bool uses(const ZeusSetup& setup, sim::Precision precision) {
                      [&](const ZeusWorkloadMapping& m) { return m.precision == precision; });
 }
 
+// Whether any workload's batches change shape (padded sequences), so the allocator's host time shows.
+bool pads_any(const ZeusSetup& setup, const sim::Catalog& catalog) {
+  return std::any_of(setup.workloads.begin(), setup.workloads.end(), [&](const ZeusWorkloadMapping& m) {
+    return catalog.dataset(m.twin_dataset).padding_growth > 0.0;
+  });
+}
+
 }  // namespace
 
 ZeusSetup load_zeus_setup(const std::string& path, const sim::Catalog& catalog) {
@@ -166,6 +173,7 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
     parameters.push_back({FileKind::gpu, gpu.id, "power_model.sm_dynamic_w", 20.0, 800.0, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "power_model.memory_dynamic_w", 1.0, 300.0, 1.0});
     parameters.push_back({FileKind::gpu, gpu.id, "host.layer_launch_s", 1e-7, 1e-3, 2.0});
+    if (pads_any(setup, catalog)) parameters.push_back({FileKind::gpu, gpu.id, "host.allocator_s", 1e-3, 20.0, 2.0});
     // Host speed and compute efficiency are relative: the first fitted testbed is the reference
     // that the datasets' host figures and the models' training efficiencies are in, and a GPU
     // fitted to no trace (the held-out P100) runs as efficiently as the reference for its peak.
@@ -178,7 +186,7 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
       parameters.push_back({FileKind::gpu, gpu.id, "fp16_efficiency_scale", 0.01, 5.0, 2.0});
     }
   }
-  std::set<std::string> models, datasets;
+  std::set<std::string> models, datasets, padded_models;
   for (const auto& m : setup.workloads) {
     if (models.insert(m.model).second) {
       parameters.push_back({FileKind::model, m.model, "training_efficiency_scale", 0.01, 20.0, 2.0});
@@ -196,6 +204,11 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
       if (catalog.dataset(m.twin_dataset).padding_growth > 0.0) {
         parameters.push_back({FileKind::dataset, m.twin_dataset, "padding_growth", 1e-4, 2.0, 2.0});
       }
+    }
+    // How full a batch makes the GPU matters only where batches change shape (the allocator's host time).
+    if (catalog.dataset(m.twin_dataset).padding_growth > 0.0 && catalog.model(m.model).training_mib_per_sample > 0.0 &&
+        padded_models.insert(m.model).second) {
+      parameters.push_back({FileKind::model, m.model, "training_mib_per_sample", 1.0, 1e5, 1.0});
     }
   }
   return parameters;

@@ -117,6 +117,7 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.fp16_tflops = f.positive("fp16_tflops");
   gpu.memory_bandwidth_gbps = f.positive("memory_bandwidth_gbps");
   gpu.memory_efficiency = f.fraction("memory_efficiency");
+  gpu.memory_gib = f.non_negative_or("memory_gib", 0.0);
   gpu.sm_clocks_mhz = clock_list(f, "sm_clocks_mhz");
   gpu.boost_clock_mhz = f.positive("boost_clock_mhz");
   gpu.base_clock_mhz = f.positive("base_clock_mhz");
@@ -190,6 +191,7 @@ GpuSpec load_gpu_spec(const std::string& path) {
   gpu.host.batch_sync_s = host.non_negative("batch_sync_s");
   gpu.host.layer_launch_s = host.non_negative("layer_launch_s");
   gpu.host.training_loop_scale = host.positive_or("training_loop_scale", 1.0);
+  gpu.host.allocator_s = host.non_negative_or("allocator_s", 0.0);
   gpu.host.nvidia_smi_process_s = host.positive_or("nvidia_smi_process_s", gpu.host.nvidia_smi_process_s);
   gpu.host.nvidia_smi_stall_s = host.non_negative_or("nvidia_smi_stall_s", gpu.host.nvidia_smi_stall_s);
   require(gpu.host.nvidia_smi_stall_s < gpu.host.nvidia_smi_process_s, f, "host.nvidia_smi_stall_s",
@@ -246,6 +248,7 @@ ModelSpec load_model_spec(const std::string& path) {
     for (const auto& [gpu, value] : f.at("gpu_efficiency_scale").items()) model.gpu_efficiency_scale[gpu] = by_gpu.positive(gpu);
   }
   model.training_efficiency_scale = f.positive_or("training_efficiency_scale", 1.0);
+  model.training_mib_per_sample = f.non_negative_or("training_mib_per_sample", 0.0);
   return model;
 }
 

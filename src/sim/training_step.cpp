@@ -28,9 +28,13 @@ struct Step {
   double limiter_w = 0.0;  // what the board's power limiter compares with the limit
 };
 
+double padding_stretch(const DatasetSpec& dataset, int batch) {
+  return 1.0 + dataset.padding_growth * std::log(static_cast<double>(batch));
+}
+
 // The trained model with each sample's work stretched by the padding of its batch.
 ModelSpec padded_to_batch(ModelSpec trained, const DatasetSpec& dataset, int batch) {
-  const double stretch = 1.0 + dataset.padding_growth * std::log(static_cast<double>(batch));
+  const double stretch = padding_stretch(dataset, batch);
   trained.gmacs *= stretch;
   trained.activation_melems *= stretch;
   return trained;
@@ -39,7 +43,10 @@ ModelSpec padded_to_batch(ModelSpec trained, const DatasetSpec& dataset, int bat
 Step step_of(const GpuSpec& gpu, const ModelSpec& trained, const DatasetSpec& dataset, Precision precision, int batch,
              OperatingPoint point) {
   const auto profile = profile_batch(gpu, trained, precision, batch, point, /*copy_input=*/true);
-  const double host_s = gpu.host.training_loop_scale * (dataset.host_s_per_batch + batch * dataset.host_s_per_image);
+  // The caching allocator's work for a batch of a new shape is host time too: it runs beside the
+  // kernels already queued, so a GPU with a long queue hides it.
+  const double host_s = gpu.host.training_loop_scale * (dataset.host_s_per_batch + batch * dataset.host_s_per_image) +
+                        allocator_host_s(gpu, trained, dataset, batch);
   const double gpu_s = profile.latency_s();
   Step out;
   auto& p = out.point;
@@ -79,6 +86,20 @@ void check_batch(int batch) {
 }
 
 }  // namespace
+
+double memory_fill_fraction(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset, int batch) {
+  check_batch(batch);
+  if (gpu.memory_gib <= 0.0) return 0.0;
+  const double mib = batch * model.training_mib_per_sample * padding_stretch(dataset, batch);
+  return mib / (gpu.memory_gib * 1024.0);
+}
+
+double allocator_host_s(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset, int batch) {
+  // Batches of one shape reuse the cached blocks from the first step on: nothing to allocate.
+  if (dataset.padding_growth <= 0.0) return 0.0;
+  return gpu.host.allocator_s *
+         std::pow(memory_fill_fraction(gpu, model, dataset, batch), kAllocatorPressureExponent);
+}
 
 TrainingPoint training_step(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset, Precision precision,
                             int batch, OperatingPoint point) {

@@ -214,6 +214,31 @@ TEST(Catalog, APhaseSpreadAboveOneAndANegativePaddingGrowthAreRejected) {
   EXPECT_NE(error.find("datasets/squad_train.json: padding_growth"), std::string::npos) << error;
 }
 
+TEST(Catalog, NegativeMemoryFiguresAreRejected) {
+  auto error = error_with_value("gpus/v100-pcie.json", "memory_gib", "-32");
+  EXPECT_NE(error.find("gpus/v100-pcie.json: memory_gib: must be >= 0"), std::string::npos) << error;
+  error = error_with_value("gpus/rtx6000.json", "allocator_s", "-0.5");
+  EXPECT_NE(error.find("gpus/rtx6000.json: host.allocator_s: must be >= 0"), std::string::npos) << error;
+  // The model file gives it before its "_prior", which error_with_value would change instead.
+  test::TempDir dir;
+  auto text = read_text_file(test::data_dir() + "/models/deepspeech2.json");
+  const auto at = text.find("\"training_mib_per_sample\":");
+  ASSERT_LT(at, text.find("\"_prior\""));
+  text.replace(at, text.find_first_of(",\n}", at) - at, "\"training_mib_per_sample\": -120");
+  try {
+    (void)Catalog::load(data_dir_with(dir, "models/deepspeech2.json", text));
+    ADD_FAILURE() << "a negative training_mib_per_sample was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("models/deepspeech2.json: training_mib_per_sample: must be >= 0"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto catalog = Catalog::load(test::data_dir());
+  EXPECT_DOUBLE_EQ(catalog.gpu("v100-pcie").memory_gib, 32.0);  // Tesla V100-PCIE-32GB
+  EXPECT_DOUBLE_EQ(catalog.gpu("v100").memory_gib, 0.0);        // SXM2 16 or 32 GB: not known
+  EXPECT_GT(catalog.model("deepspeech2").training_mib_per_sample, 0.0);
+}
+
 TEST(Catalog, DuplicateNamesAreRejected) {
   test::TempDir dir;
   auto text = read_text_file(test::data_dir() + "/models/resnet50.json");

@@ -127,5 +127,62 @@ TEST_F(TrainingStep, ALimiterHoldsTheBusierPhaseSoAPhasedStepAveragesBelowTheLim
   EXPECT_LT(uneven.sm_clock_mhz, even.sm_clock_mhz);
 }
 
+class AllocatorHostTime : public TrainingStep {
+ protected:
+  const ModelSpec& deepspeech2 = catalog.model("deepspeech2");
+  const DatasetSpec& librispeech = catalog.dataset("librispeech_train");
+  const GpuSpec& rtx6000 = catalog.gpu("rtx6000");
+};
+
+TEST_F(AllocatorHostTime, TheFillIsTheBatchsPaddedFootprintOverTheGpusMemory) {
+  ASSERT_GT(librispeech.padding_growth, 0.0);
+  for (const int batch : {1, 48, 128}) {
+    const double mib = batch * deepspeech2.training_mib_per_sample * (1.0 + librispeech.padding_growth * std::log(batch));
+    EXPECT_NEAR(memory_fill_fraction(rtx6000, deepspeech2, librispeech, batch), mib / (24.0 * 1024.0), 1e-12) << batch;
+    // The V100's 32 GiB hold the same batch at three quarters of the RTX 6000's fill.
+    EXPECT_NEAR(memory_fill_fraction(v100, deepspeech2, librispeech, batch),
+                0.75 * memory_fill_fraction(rtx6000, deepspeech2, librispeech, batch), 1e-12);
+  }
+  auto unknown = rtx6000;
+  unknown.memory_gib = 0.0;
+  EXPECT_EQ(memory_fill_fraction(unknown, deepspeech2, librispeech, 64), 0.0);
+  EXPECT_EQ(memory_fill_fraction(rtx6000, resnet50, librispeech, 64), 0.0);  // no footprint given
+  EXPECT_THROW((void)memory_fill_fraction(rtx6000, deepspeech2, librispeech, 0), Error);
+}
+
+TEST_F(AllocatorHostTime, OnlyBatchesOfChangingShapeTakeItAndItGrowsAsTheFourthPowerOfTheFill) {
+  ASSERT_GT(rtx6000.host.allocator_s, 0.0);
+  auto fixed_shape = librispeech;
+  fixed_shape.padding_growth = 0.0;
+  EXPECT_EQ(allocator_host_s(rtx6000, deepspeech2, fixed_shape, 128), 0.0);
+  const double at_64 = allocator_host_s(rtx6000, deepspeech2, librispeech, 64);
+  const double at_128 = allocator_host_s(rtx6000, deepspeech2, librispeech, 128);
+  const double fill_ratio = memory_fill_fraction(rtx6000, deepspeech2, librispeech, 128) /
+                            memory_fill_fraction(rtx6000, deepspeech2, librispeech, 64);
+  EXPECT_NEAR(at_128 / at_64, std::pow(fill_ratio, kAllocatorPressureExponent), 1e-9);
+  const double full = rtx6000.host.allocator_s;
+  EXPECT_NEAR(allocator_host_s(rtx6000, deepspeech2, librispeech, 128),
+              full * std::pow(memory_fill_fraction(rtx6000, deepspeech2, librispeech, 128), 4.0), 1e-12);
+}
+
+TEST_F(AllocatorHostTime, ANearlyFullGpuLengthensTheEpochAndLowersItsPower) {
+  // Zeus's DeepSpeech2 on the RTX 6000: past batch 48 the epochs lengthen and the power falls.
+  auto without = rtx6000;
+  without.host.allocator_s = 0.0;
+  const auto with_it = training_under_power_limit(rtx6000, deepspeech2, librispeech, Precision::fp16, 128, 260.0);
+  const auto free = training_under_power_limit(without, deepspeech2, librispeech, Precision::fp16, 128, 260.0);
+  EXPECT_GT(with_it.epoch_s, free.epoch_s * 1.05);
+  EXPECT_LT(with_it.average_power_w, free.average_power_w);
+  // Where the batch holds a small share of the memory it is nearly free.
+  const auto small = training_under_power_limit(rtx6000, deepspeech2, librispeech, Precision::fp16, 16, 260.0);
+  const auto small_free = training_under_power_limit(without, deepspeech2, librispeech, Precision::fp16, 16, 260.0);
+  EXPECT_NEAR(small.epoch_s, small_free.epoch_s, 0.01 * small_free.epoch_s);
+  // A larger stall turns the epoch time back up with the batch, as the trace's does.
+  auto slow = rtx6000;
+  slow.host.allocator_s = 4.0 * rtx6000.host.allocator_s + 1.0;
+  EXPECT_GT(training_under_power_limit(slow, deepspeech2, librispeech, Precision::fp16, 128, 260.0).epoch_s,
+            training_under_power_limit(slow, deepspeech2, librispeech, Precision::fp16, 48, 260.0).epoch_s);
+}
+
 }  // namespace
 }  // namespace gpucap::sim

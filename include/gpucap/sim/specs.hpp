@@ -53,6 +53,12 @@ struct HostParams {
   // this GPU sits in, relative to the datasets' figures (sim/training_step.hpp): Zeus measured each
   // GPU in its own server.
   double training_loop_scale = 1.0;
+  // A training step whose batches change shape (sequences padded to the longest of their batch)
+  // defeats the framework's caching allocator as the batch nears the GPU's memory: blocks cached
+  // for one shape do not fit the next, so it frees them and allocates anew (cudaFree, cudaMalloc),
+  // on the host's side of the loop. Host seconds per step when a batch fills the memory; at a
+  // fraction u of it, this × u^kAllocatorPressureExponent (sim/training_step.hpp). 0: none.
+  double allocator_s = 0.0;
   // The BatchDVFS harness's nvidia-smi sampler on this machine (sim/spawned_sampler.hpp): one
   // process from spawn to exit, and the stall each one causes. Defaults: the P40 host's, from its
   // logs (docs/simulator.md).
@@ -72,6 +78,7 @@ struct GpuSpec {
   double fp16_tflops = 0.0;             // dense FP16 peak at boost clock (tensor cores where present)
   double memory_bandwidth_gbps = 0.0;   // at the highest memory clock
   double memory_efficiency = 0.0;       // achievable fraction of memory bandwidth
+  double memory_gib = 0.0;              // device memory (datasheet); 0: unknown (no memory pressure modelled)
   std::vector<double> sm_clocks_mhz;    // supported SM clocks, ascending
   double boost_clock_mhz = 0.0;         // where the GPU runs when clocks are not locked
   double base_clock_mhz = 0.0;
@@ -172,6 +179,10 @@ struct ModelSpec {
   // reach this multiple of the inference kernels' efficiency (smaller, memory-bound gradient
   // kernels; a different framework than the inference figures came from).
   double training_efficiency_scale = 1.0;
+  // Device memory a training step holds per sample of a typical length (activations kept for the
+  // backward pass, their gradients, workspaces), in MiB; it grows with the padding like the work.
+  // With GpuSpec::memory_gib it says how full a batch makes the GPU. 0: not modelled.
+  double training_mib_per_sample = 0.0;
 };
 
 struct DatasetSpec {

@@ -21,6 +21,13 @@ inline constexpr double kTrainingWeightPasses = 10.0;
 // of the two when they differ much, 2^(1/k) times either at a tie.
 inline constexpr double kHostOverlapExponent = 4.0;
 
+// How steeply the caching allocator's host time grows as a batch of changing shape fills the
+// GPU's memory. Zeus's DeepSpeech2 epochs (../shared/data/zeus/) lengthen past batch 48–56 on the
+// RTX 6000 (24 GiB) and the V100 (32 GiB) while their power falls; the time per step beyond the
+// trend grows as about the 3.3rd–4.4th power of the batch on both, and a batch of one size costs
+// the smaller memory more (docs/simulator.md, "Training under a power limit").
+inline constexpr double kAllocatorPressureExponent = 4.0;
+
 struct TrainingPoint {
   double sm_clock_mhz = 0.0;
   double step_s = 0.0;      // one optimizer step, the host loop and the GPU overlapped
@@ -34,13 +41,26 @@ struct TrainingPoint {
 [[nodiscard]] ModelSpec training_step_model(const ModelSpec& model);
 
 // One training step at fixed clocks. The host loop (GpuSpec host.training_loop_scale × the
-// dataset's host_s_per_batch + batch × host_s_per_image) runs beside the GPU's work (a data
-// loader's workers prepare the next batch while this one computes), so the step lasts about as
+// dataset's host_s_per_batch + batch × host_s_per_image, plus allocator_host_s) runs beside the
+// GPU's work (a data loader's workers prepare the next batch while this one computes), so the step lasts about as
 // long as the slower of the two (kHostOverlapExponent); the GPU idles at its clocks for the rest.
 // A dataset's samples padded to the longest of their batch stretch its work per sample
 // (DatasetSpec::padding_growth). Error(usage) for batch < 1.
 [[nodiscard]] TrainingPoint training_step(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
                                           Precision precision, int batch, OperatingPoint point);
+
+// The share of the GPU's memory a training batch holds: batch × the model's
+// training_mib_per_sample, stretched by the dataset's padding at this batch size, over
+// GpuSpec::memory_gib (0 where either is unknown). Above 1 a real run would be out of memory; the
+// twin goes on. Error(usage) for batch < 1.
+[[nodiscard]] double memory_fill_fraction(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
+                                          int batch);
+
+// The host time per step the caching allocator takes (GpuSpec host.allocator_s ×
+// memory_fill_fraction^kAllocatorPressureExponent); 0 for a dataset of fixed-shape samples
+// (padding_growth 0), whose batches reuse the cached blocks. Part of the step's host loop.
+[[nodiscard]] double allocator_host_s(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
+                                      int batch);
 
 // The same with clocks left to the GPU under a board power limit: the highest supported SM clock
 // up to boost at which the power sensor's reading (averaged over its window, at the step's
