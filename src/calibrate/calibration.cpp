@@ -272,6 +272,22 @@ sim::Catalog catalog_of(const TwinParams& params, const std::string& data_dir) {
 // A group's median needs a few windows to stand for the configuration.
 constexpr std::size_t kMinGroupWindows = 5;
 
+// The group metric's own floor: each configuration's logged windows in two halves (in log order),
+// the median of the first against the median of the second, where each half has enough windows.
+// A twin without error, compared with the whole group's median, would be off by about half of
+// this if the windows scattered independently (each half's median is the noisier).
+template <typename Groups>
+std::vector<double> group_median_floor(const Groups& groups) {
+  std::vector<double> errors;
+  for (const auto& [key, windows] : groups) {
+    const auto& logged = windows.second;
+    if (logged.size() < 2 * kMinGroupWindows) continue;
+    const auto half = logged.begin() + static_cast<std::ptrdiff_t>(logged.size() / 2);
+    errors.push_back(ape(median(std::vector<double>(logged.begin(), half)), median(std::vector<double>(half, logged.end()))));
+  }
+  return errors;
+}
+
 void add_p40(FidelityReport& report, const sim::Catalog& catalog, const FidelityOptions& options,
              const TwinParams& current) {
   report.p40_data = load_p40_runs(options.paths.p40_logs, catalog);
@@ -362,6 +378,13 @@ void add_p40(FidelityReport& report, const sim::Catalog& catalog, const Fidelity
                                      options.p40_cross_validate ? "leave-one-job-out" : "the current data files",
                                      kMinGroupWindows),
                          error_stats(group_errors), 5.0, std::nullopt, std::nullopt});
+  if (const auto floor_errors = group_median_floor(groups); !floor_errors.empty()) {
+    report.rows.push_back({"p40 (group medians) log vs itself", "window_max_power_w",
+                           fmt::format("per (job, batch size, clock) with at least {} windows: the median of the first "
+                                       "half of its logged windows against that of the second half",
+                                       2 * kMinGroupWindows),
+                           error_stats(floor_errors), std::nullopt, std::nullopt, std::nullopt});
+  }
   if (!run_time_errors.empty()) {
     report.rows.push_back({"p40 run times", "job_seconds",
                            fmt::format("{}; each whole job of runtimes.csv replayed as its harness ran it (JPEG decode in "

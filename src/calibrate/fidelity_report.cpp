@@ -423,6 +423,18 @@ logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any
           groups->stats.median_ape >= 0.8 * report.p40_power.median_ape
               ? "Taking the sampler's draw out does not shrink the error: it is the model's."
               : "Part of the per-window error is the sampler's draw.");
+      if (const auto* own = find_row(report, "p40 (group medians) log vs itself", "window_max_power_w"); own != nullptr) {
+        out += fmt::format(
+            "\nThe log's own spread at one configuration: the median of the first half of a group's windows "
+            "against the median of its second half differs by {:.1f} % (median over the {} groups with at least "
+            "twice the windows; p90 {:.1f} %). Compared with a whole group, a twin without error would be off by "
+            "about half of that where the windows scatter independently ({:.1f} %), more where the GPU drifts "
+            "within a run (temperature, the controller's path).{}\n",
+            own->stats.median_ape, own->stats.n, own->stats.p90_ape, own->stats.median_ape / 2.0,
+            own->stats.median_ape / 2.0 >= 0.8 * groups->target_median_pct.value_or(5.0)
+                ? " The target for the group medians sits at about the floor of the data itself."
+                : "");
+      }
     }
   }
   out += pctodl_floor_paragraph(report);

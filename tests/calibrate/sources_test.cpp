@@ -135,6 +135,14 @@ TEST(Calibration, FidelityOfAFolderOfLogsWithTheCurrentFiles) {
   EXPECT_GE(group->stats.n, 2u);
   EXPECT_LT(group->stats.n, report.p40_power.n / 5) << "groups, not windows";
   EXPECT_EQ(group->target_median_pct, 5.0);
+  // Its floor: each group of at least ten windows split in halves, the log against itself.
+  const auto own = std::find_if(report.rows.begin(), report.rows.end(),
+                                [](const FidelityRow& r) { return r.source == "p40 (group medians) log vs itself"; });
+  ASSERT_NE(own, report.rows.end());
+  EXPECT_GE(own->stats.n, 1u);
+  EXPECT_LE(own->stats.n, group->stats.n);
+  EXPECT_FALSE(own->target_median_pct.has_value()) << "a floor, not a target";
+  EXPECT_NE(markdown.find("The log's own spread at one configuration"), std::string::npos);
   EXPECT_TRUE(report.p40_run_times.empty()) << "no runtimes.csv in the folder";
 
   // With the harness's run times beside the logs: jobs 13 and 15, three approaches each.

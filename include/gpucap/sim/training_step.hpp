@@ -51,8 +51,9 @@ struct TrainingPoint {
 
 // The share of the GPU's memory a training batch holds: batch × the model's
 // training_mib_per_sample, stretched by the dataset's padding at this batch size, over
-// GpuSpec::memory_gib (0 where either is unknown). Above 1 a real run would be out of memory; the
-// twin goes on. Error(usage) for batch < 1.
+// GpuSpec::memory_gib (0 where either is unknown). A fitted footprint, not a measured one: the
+// largest batches Zeus ran read above 1 with the fitted figure, so the twin has no out-of-memory
+// check here. Error(usage) for batch < 1.
 [[nodiscard]] double memory_fill_fraction(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
                                           int batch);
 
