@@ -283,7 +283,8 @@ std::vector<double> group_median_floor(const Groups& groups) {
     const auto& logged = windows.second;
     if (logged.size() < 2 * kMinGroupWindows) continue;
     const auto half = logged.begin() + static_cast<std::ptrdiff_t>(logged.size() / 2);
-    errors.push_back(ape(median(std::vector<double>(logged.begin(), half)), median(std::vector<double>(half, logged.end()))));
+    const std::vector<double> first(logged.begin(), half), second(half, logged.end());
+    errors.push_back(ape(median(first), median(second)));
   }
   return errors;
 }

@@ -423,7 +423,8 @@ logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any
           groups->stats.median_ape >= 0.8 * report.p40_power.median_ape
               ? "Taking the sampler's draw out does not shrink the error: it is the model's."
               : "Part of the per-window error is the sampler's draw.");
-      if (const auto* own = find_row(report, "p40 (group medians) log vs itself", "window_max_power_w"); own != nullptr) {
+      const auto* own = find_row(report, "p40 (group medians) log vs itself", "window_max_power_w");
+      if (own != nullptr) {
         out += fmt::format(
             "\nThe log's own spread at one configuration: the median of the first half of a group's windows "
             "against the median of its second half differs by {:.1f} % (median over the {} groups with at least "

@@ -137,7 +137,8 @@ class AllocatorHostTime : public TrainingStep {
 TEST_F(AllocatorHostTime, TheFillIsTheBatchsPaddedFootprintOverTheGpusMemory) {
   ASSERT_GT(librispeech.padding_growth, 0.0);
   for (const int batch : {1, 48, 128}) {
-    const double mib = batch * deepspeech2.training_mib_per_sample * (1.0 + librispeech.padding_growth * std::log(batch));
+    const double stretch = 1.0 + librispeech.padding_growth * std::log(batch);
+    const double mib = batch * deepspeech2.training_mib_per_sample * stretch;
     EXPECT_NEAR(memory_fill_fraction(rtx6000, deepspeech2, librispeech, batch), mib / (24.0 * 1024.0), 1e-12) << batch;
     // The V100's 32 GiB hold the same batch at three quarters of the RTX 6000's fill.
     EXPECT_NEAR(memory_fill_fraction(v100, deepspeech2, librispeech, batch),

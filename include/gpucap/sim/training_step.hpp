@@ -42,8 +42,9 @@ struct TrainingPoint {
 
 // One training step at fixed clocks. The host loop (GpuSpec host.training_loop_scale × the
 // dataset's host_s_per_batch + batch × host_s_per_image, plus allocator_host_s) runs beside the
-// GPU's work (a data loader's workers prepare the next batch while this one computes), so the step lasts about as
-// long as the slower of the two (kHostOverlapExponent); the GPU idles at its clocks for the rest.
+// GPU's work (a data loader's workers prepare the next batch while this one computes), so the
+// step lasts about as long as the slower of the two (kHostOverlapExponent); the GPU idles at its
+// clocks for the rest.
 // A dataset's samples padded to the longest of their batch stretch its work per sample
 // (DatasetSpec::padding_growth). Error(usage) for batch < 1.
 [[nodiscard]] TrainingPoint training_step(const GpuSpec& gpu, const ModelSpec& model, const DatasetSpec& dataset,
