@@ -384,7 +384,9 @@ Sources, in the order they are fitted:
 **Fidelity** (`gpucap fidelity`) measures errors on data the twin was not fitted on: each P40
 job's logs (BatchDVFS, Clipper and DVFS run of one model and dataset) are predicted by a twin
 fitted from the priors on the other jobs (leave-one-job-out; a model only that job ran keeps its
-prior); every fifth point of the PctoDL grid is held out of a fit on the rest. For the P40 each
+prior); every fifth point of the PctoDL grid is held out of a fit on the rest (with ten clocks
+per batch size, that is two whole clocks: the grid's lowest, 510 MHz, which the fit never sees,
+and its sixth). For the P40 each
 logged step is replayed at its logged batch size, clock, length and cap: the twin puts its compute
 phase at the end of the step (the harness decoded first; the busy phase's two halves at their
 different power, see docs/simulator.md), preceded on a step at a new batch size by the
