@@ -51,11 +51,14 @@ bool uses(const ZeusSetup& setup, sim::Precision precision) {
                      [&](const ZeusWorkloadMapping& m) { return m.precision == precision; });
 }
 
-// Whether any workload's batches change shape (padded sequences), so the allocator's host time shows.
+// Whether a workload's batches change shape (padded sequences): padding and the allocator's host time show.
+bool pads(const sim::Catalog& catalog, const ZeusWorkloadMapping& m) {
+  return catalog.dataset(m.twin_dataset).padding_growth > 0.0;
+}
+
 bool pads_any(const ZeusSetup& setup, const sim::Catalog& catalog) {
-  return std::any_of(setup.workloads.begin(), setup.workloads.end(), [&](const ZeusWorkloadMapping& m) {
-    return catalog.dataset(m.twin_dataset).padding_growth > 0.0;
-  });
+  return std::any_of(setup.workloads.begin(), setup.workloads.end(),
+                     [&](const ZeusWorkloadMapping& m) { return pads(catalog, m); });
 }
 
 }  // namespace
@@ -201,12 +204,12 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
     if (datasets.insert(m.twin_dataset).second) {
       parameters.push_back({FileKind::dataset, m.twin_dataset, "host_s_per_image", 1e-9, 1.0, 3.0});
       parameters.push_back({FileKind::dataset, m.twin_dataset, "host_s_per_batch", 1e-5, 10.0, 3.0});
-      if (catalog.dataset(m.twin_dataset).padding_growth > 0.0) {
+      if (pads(catalog, m)) {
         parameters.push_back({FileKind::dataset, m.twin_dataset, "padding_growth", 1e-4, 2.0, 2.0});
       }
     }
     // How full a batch makes the GPU matters only where batches change shape (the allocator's host time).
-    if (catalog.dataset(m.twin_dataset).padding_growth > 0.0 && catalog.model(m.model).training_mib_per_sample > 0.0 &&
+    if (pads(catalog, m) && catalog.model(m.model).training_mib_per_sample > 0.0 &&
         padded_models.insert(m.model).second) {
       parameters.push_back({FileKind::model, m.model, "training_mib_per_sample", 1.0, 1e5, 1.0});
     }

@@ -65,14 +65,20 @@ TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
 }
 
 TEST(ZeusSource, PaddingIsFittedForSequenceDatasetsOnlyAndPhasesForTrainingModelsOnly) {
-  std::set<std::string> padded, phased, busy_small_batches;
+  std::set<std::string> padded, phased, busy_small_batches, footprints, allocators;
   for (const auto& p : zeus_fit_parameters(setup(), traces(), catalog())) {
     if (p.key == "padding_growth") padded.insert(p.id);
+    if (p.key == "training_mib_per_sample") footprints.insert(p.id);
+    if (p.key == "host.allocator_s") allocators.insert(p.id);
     if (p.key == "power_phase_spread") phased.insert(p.id);
     if (p.key == "power_saturation_scale") busy_small_batches.insert(p.id);
   }
   // Images are one size: no padding for CIFAR-100, ImageNet or MovieLens.
   EXPECT_EQ(padded, (std::set<std::string>{"librispeech_train", "sentiment140_train", "squad_train"}));
+  // Only batches that change shape take the allocator's time: the padded models' footprints, and
+  // the allocator of both fitted testbeds (the held-out P100 keeps its prior).
+  EXPECT_EQ(footprints, (std::set<std::string>{"bert_base_seq128", "bert_base_seq384", "deepspeech2"}));
+  EXPECT_EQ(allocators, (std::set<std::string>{"v100-pcie", "rtx6000"}));
   // ResNet-50 is shared with the inference sources, whose power keeps following occupancy.
   const std::set<std::string> training_models = {"bert_base_seq128", "bert_base_seq384", "deepspeech2", "ncf",
                                                  "shufflenet_v2_cifar"};
