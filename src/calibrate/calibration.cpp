@@ -101,6 +101,10 @@ Problem build_problem(Source source, const sim::Catalog& catalog, const SourcePa
       const auto setup = load_zeus_setup(paths.zeus_setup, catalog);
       problem.observations = zeus_observations(setup, paths.zeus_traces, catalog);
       problem.parameters = zeus_fit_parameters(setup, paths.zeus_traces, catalog);
+      problem.derived = zeus_derived_parameters(setup);
+      problem.derive = [setup, fitted_gpus = zeus_fitted_twin_gpus(setup, paths.zeus_traces, catalog)](TwinParams& p) {
+        derive_unfitted_gpus(setup, fitted_gpus, p);
+      };
       problem.options.huber_delta = 0.3;
       // The training traces leave Levenberg–Marquardt several basins (the fit from the priors alone
       // moved by 2 points of MAPE when ResNet-50's inference fit changed slightly): three more
@@ -145,6 +149,12 @@ TwinParams at_priors(const TwinParams& current, const sim::Catalog& catalog, con
   return params;
 }
 
+FitResult fit_problem(const Problem& problem, const TwinParams& start) {
+  auto result = fit_twin(start, problem.parameters, problem.fitted, problem.options);
+  if (problem.derive) problem.derive(result.params);
+  return result;
+}
+
 std::vector<SourceFit> calibrate_sources(const sim::Catalog& catalog, const std::vector<Source>& sources,
                                          const SourcePaths& paths) {
   std::vector<SourceFit> fits;
@@ -154,8 +164,9 @@ std::vector<SourceFit> calibrate_sources(const sim::Catalog& catalog, const std:
     SourceFit fit;
     fit.source = source;
     fit.parameters = problem.parameters;
-    fit.start = at_priors(current, catalog, problem.parameters);
-    fit.result = fit_twin(fit.start, problem.parameters, problem.fitted, problem.options);
+    fit.derived = problem.derived;
+    fit.start = at_priors(at_priors(current, catalog, problem.parameters), catalog, problem.derived);
+    fit.result = fit_problem(problem, fit.start);
     current = fit.result.params;
     fits.push_back(std::move(fit));
   }

@@ -142,8 +142,8 @@ std::string zeus_misses(const std::vector<ZeusTraceFidelity>& traces) {
     }
     out += fmt::format(
         "\n**Where the twin misses on the {0} (held out).** Power: the {0} never averaged more than {1:.0f} W at any "
-        "limit, the twin (datasheet figures and hand priors, nothing fitted) up to {2:.0f} W. Time: an epoch at the "
-        "smallest common batch size (host-bound), against the {3}: {4}.\n",
+        "limit, the twin (nothing fitted to this trace) up to {2:.0f} W. Time: an epoch at the smallest common batch "
+        "size (host-bound), against the {3}: {4}.\n",
         f.trace_gpu, real_max_w, twin_max_w, reference.trace_gpu, ratios);
   }
   return out;
@@ -226,8 +226,10 @@ std::string zeus_markdown(const std::vector<ZeusTraceFidelity>& traces) {
       "Zeus's NSDI'23 traces (`../shared/data/zeus/nsdi23/summary_power_<gpu>.csv`) give the time per epoch and "
       "average power of six training workloads at every (batch size, power limit). The twin's training step "
       "(`sim/training_step.hpp`, docs/simulator.md) is fitted to the V100 and RTX 6000 traces; nothing is fitted to "
-      "the P100's, whose GPU keeps its datasheet figures and hand priors and runs as efficiently for its peak as "
-      "the V100 testbed, the reference (held out). "
+      "the P100's (held out). Its GPU keeps its datasheet figures, runs as efficiently for its peak as the V100 "
+      "testbed (the reference), and takes what the fitted testbeds say about what no trace of it fitted: the "
+      "V100's fitted power model scaled by the P100's silicon (SMs × boost clock, memory bandwidth), and the "
+      "geometric mean of the two testbeds' host speeds (docs/simulator.md). "
       "`gpucap fidelity --zeus-power-trace FILE` compares the twin of the current data files with any trace in "
       "that format.\n\n"
       "| trace | twin GPU | split | configs | time MAPE | power MAPE | trace vs itself: time / power | above the limit, at most: measured / twin |\n"
@@ -303,7 +305,7 @@ std::vector<ZeusTraceFidelity> zeus_source_fidelity(const sim::Catalog& catalog,
                                                     const TwinParams& current) {
   const auto problem = build_problem(Source::zeus, catalog, paths);
   const auto start = at_priors(current, catalog, problem.parameters);
-  const auto fitted = fit_twin(start, problem.parameters, problem.fitted, problem.options).params;
+  const auto fitted = fit_problem(problem, start).params;
   const auto setup = load_zeus_setup(paths.zeus_setup, catalog);
   std::vector<ZeusTraceFidelity> out;
   const auto add = [&](const std::string& gpu, const std::string& split) {
@@ -313,7 +315,13 @@ std::vector<ZeusTraceFidelity> zeus_source_fidelity(const sim::Catalog& catalog,
     out.push_back(std::move(f));
   };
   for (const auto& gpu : setup.fit_gpus) add(gpu, "in-sample: fitted to this trace");
-  for (const auto& gpu : setup.check_gpus) add(gpu, "held out: nothing fitted to this GPU's trace");
+  for (const auto& gpu : setup.check_gpus) {
+    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(paths.zeus_traces, gpu));
+    const auto& twin = zeus_twin_gpu(catalog, gpu, rows).id;
+    const bool derived = std::find(setup.derived_gpus.begin(), setup.derived_gpus.end(), twin) != setup.derived_gpus.end();
+    add(gpu, derived ? "held out: nothing fitted to this GPU's trace; its power model and host derived from the fitted testbeds'"
+                     : "held out: nothing fitted to this GPU's trace");
+  }
   return out;
 }
 

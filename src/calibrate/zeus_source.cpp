@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "gpucap/core/error.hpp"
@@ -69,6 +70,13 @@ ZeusSetup load_zeus_setup(const std::string& path, const sim::Catalog& catalog) 
   ZeusSetup setup;
   setup.fit_gpus = gpu_names(f, "fit");
   setup.check_gpus = gpu_names(f, "check");
+  for (const auto& name : gpu_names(f, "derive")) {
+    const auto& id = catalog.gpu(name).id;
+    if (std::find(setup.derived_gpus.begin(), setup.derived_gpus.end(), id) != setup.derived_gpus.end()) {
+      throw f.error("derive", fmt::format("names the GPU '{}' twice", id));
+    }
+    setup.derived_gpus.push_back(id);
+  }
   const auto& workloads = f.at("workloads");
   if (!workloads.is_array() || workloads.empty()) throw f.error("workloads", "must be a non-empty array");
   for (std::size_t i = 0; i < workloads.size(); ++i) {
@@ -160,12 +168,22 @@ std::vector<Observation> zeus_observations(const ZeusSetup& setup, const std::st
   return observations;
 }
 
+std::vector<std::string> zeus_fitted_twin_gpus(const ZeusSetup& setup, const std::string& traces_dir,
+                                               const sim::Catalog& catalog) {
+  std::vector<std::string> ids;
+  for (const auto& trace_gpu : setup.fit_gpus) {
+    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces_dir, trace_gpu));
+    ids.push_back(zeus_twin_gpu(catalog, trace_gpu, rows).id);
+  }
+  return ids;
+}
+
 std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std::string& traces_dir,
                                               const sim::Catalog& catalog) {
   std::vector<FitParameter> parameters;
-  for (std::size_t i = 0; i < setup.fit_gpus.size(); ++i) {
-    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(traces_dir, setup.fit_gpus[i]));
-    const auto& gpu = zeus_twin_gpu(catalog, setup.fit_gpus[i], rows);
+  const auto fitted_gpus = zeus_fitted_twin_gpus(setup, traces_dir, catalog);
+  for (std::size_t i = 0; i < fitted_gpus.size(); ++i) {
+    const auto& gpu = catalog.gpu(fitted_gpus[i]);
     parameters.push_back({FileKind::gpu, gpu.id, "voltage.min_v", 0.4, gpu.voltage.max_v, 1.0});
     // The knee stays inside the clock range (the catalogue rejects one at the highest clock).
     parameters.push_back({FileKind::gpu, gpu.id, "voltage.knee_mhz", gpu.min_sm_clock_mhz() + kKneeMarginMhz,
@@ -215,6 +233,66 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
     }
   }
   return parameters;
+}
+
+namespace {
+
+// What a derived GPU takes from the reference testbed, scaled by its silicon, and from every
+// fitted testbed's host.
+const std::vector<std::string> kDerivedPowerKeys = {"power_model.sm_dynamic_w",     "power_model.clock_tree_w",
+                                                    "power_model.static_w",         "power_model.memory_dynamic_w",
+                                                    "power_model.constant_w",       "power_model.memory_clock_w"};
+const std::vector<std::string> kDerivedHostKeys = {"host.training_loop_scale", "host.layer_launch_s", "host.allocator_s"};
+
+double silicon_ratio(const std::string& key, const sim::GpuSpec& gpu, const sim::GpuSpec& reference) {
+  const double sms = static_cast<double>(gpu.sm_count) / static_cast<double>(reference.sm_count);
+  if (key == "power_model.sm_dynamic_w" || key == "power_model.clock_tree_w") {
+    return sms * gpu.boost_clock_mhz / reference.boost_clock_mhz;
+  }
+  if (key == "power_model.static_w") return sms;
+  if (key == "power_model.memory_dynamic_w") return gpu.memory_bandwidth_gbps / reference.memory_bandwidth_gbps;
+  return 1.0;  // the board's constant and memory-clock power
+}
+
+std::vector<FitParameter> derived_parameters_of(const std::string& gpu_id) {
+  std::vector<FitParameter> parameters;
+  for (const auto* keys : {&kDerivedPowerKeys, &kDerivedHostKeys}) {
+    for (const auto& key : *keys) parameters.push_back({FileKind::gpu, gpu_id, key, 0.0, 0.0, 0.0});
+  }
+  return parameters;
+}
+
+}  // namespace
+
+std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup) {
+  std::vector<FitParameter> parameters;
+  for (const auto& id : setup.derived_gpus) {
+    const auto of_gpu = derived_parameters_of(id);
+    parameters.insert(parameters.end(), of_gpu.begin(), of_gpu.end());
+  }
+  return parameters;
+}
+
+void derive_unfitted_gpus(const ZeusSetup& setup, const std::vector<std::string>& fitted_gpus, TwinParams& params) {
+  if (setup.derived_gpus.empty()) return;
+  if (fitted_gpus.empty()) throw usage_error("data/calibration/zeus.json: \"derive\" needs at least one fitted trace");
+  const auto& reference = params.gpus.at(fitted_gpus.front());
+  for (const auto& id : setup.derived_gpus) {
+    if (std::find(fitted_gpus.begin(), fitted_gpus.end(), id) != fitted_gpus.end()) {
+      throw usage_error(fmt::format("data/calibration/zeus.json: the GPU '{}' is both fitted to a trace and derived", id));
+    }
+    for (const auto& p : derived_parameters_of(id)) {
+      auto& value = parameter_field(params, p);
+      if (std::find(kDerivedHostKeys.begin(), kDerivedHostKeys.end(), p.key) != kDerivedHostKeys.end()) {
+        double log_sum = 0.0;
+        for (const auto& fitted : fitted_gpus) log_sum += std::log(parameter_value(params, {FileKind::gpu, fitted, p.key}));
+        value = std::exp(log_sum / static_cast<double>(fitted_gpus.size()));
+      } else {
+        value = parameter_value(params, {FileKind::gpu, reference.id, p.key}) *
+                silicon_ratio(p.key, params.gpus.at(id), reference);
+      }
+    }
+  }
 }
 
 }  // namespace gpucap::calibrate

@@ -88,29 +88,61 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                          fmt::print("  {:<48} {:>12.6g} -> {:<12.6g}\n", p.name(), before, after);
                        }
                      }
+                     nlohmann::json derived = nlohmann::json::array();
+                     if (!fit.derived.empty() && !flags->json) fmt::print("  derived from the fitted values, not fitted:\n");
+                     for (const auto& p : fit.derived) {
+                       const double before = calibrate::parameter_value(fit.start, p);
+                       const double after = calibrate::round_for_file(calibrate::parameter_value(fit.result.params, p));
+                       if (flags->json) {
+                         derived.push_back({{"parameter", p.name()}, {"prior", before}, {"derived", after}});
+                       } else {
+                         fmt::print("  {:<48} {:>12.6g} -> {:<12.6g}\n", p.name(), before, after);
+                       }
+                     }
                      json.push_back({{"source", calibrate::to_string(fit.source)}, {"converged", r.converged},
                                      {"iterations", r.iterations}, {"initial_cost", r.initial_cost},
-                                     {"final_cost", r.final_cost}, {"parameters", params}});
+                                     {"final_cost", r.final_cost}, {"parameters", params}, {"derived", derived}});
                    }
                    if (!flags->dry_run) {
                      // A file several sources fit (a model the zeus and real data both fit) names them all.
-                     std::map<std::string, std::vector<std::string>> sources_by_file;
-                     for (const auto& fit : fits) {
-                       for (const auto& p : fit.parameters) {
-                         auto& fitted_by = sources_by_file[calibrate::data_file_of(fit.result.params, p)];
+                     std::map<std::string, std::vector<std::string>> sources_by_file, derived_by_file;
+                     const auto record = [](auto& by_file, const calibrate::SourceFit& fit, const auto& parameters) {
+                       for (const auto& p : parameters) {
+                         auto& names = by_file[calibrate::data_file_of(fit.result.params, p)];
                          const std::string source = calibrate::to_string(fit.source);
-                         if (std::find(fitted_by.begin(), fitted_by.end(), source) == fitted_by.end()) fitted_by.push_back(source);
+                         if (std::find(names.begin(), names.end(), source) == names.end()) names.push_back(source);
                        }
+                     };
+                     for (const auto& fit : fits) {
+                       record(sources_by_file, fit, fit.parameters);
+                       record(derived_by_file, fit, fit.derived);
                      }
-                     const auto note_for = [&sources_by_file](const std::string& file) {
-                       auto names = sources_by_file.at(file);
+                     const auto listed = [](std::vector<std::string> names) {
                        const auto last = names.back();
                        names.pop_back();
-                       const auto listed = names.empty() ? last : join(names, ", ") + " and " + last;
-                       return fmt::format("fitted by `gpucap calibrate` to the {} data (docs/fidelity.md)", listed);
+                       return names.empty() ? last : join(names, ", ") + " and " + last;
                      };
+                     const auto note_for = [&](const std::string& file) {
+                       std::vector<std::string> notes;
+                       if (const auto it = sources_by_file.find(file); it != sources_by_file.end()) {
+                         notes.push_back(fmt::format("fitted by `gpucap calibrate` to the {} data (docs/fidelity.md)",
+                                                     listed(it->second)));
+                       }
+                       if (const auto it = derived_by_file.find(file); it != derived_by_file.end()) {
+                         notes.push_back(fmt::format("derived by `gpucap calibrate` from the GPUs fitted to the {} data, "
+                                                     "not fitted to this GPU (docs/simulator.md)",
+                                                     listed(it->second)));
+                       }
+                       return join(notes, "; ");
+                     };
+                     // Each fit's fitted and derived keys, kept alive while the files are written.
+                     std::vector<std::vector<calibrate::FitParameter>> written(fits.size());
                      std::vector<calibrate::FittedValues> values;
-                     for (const auto& fit : fits) values.push_back({&fit.start, &fit.result.params, &fit.parameters});
+                     for (std::size_t i = 0; i < fits.size(); ++i) {
+                       written[i] = fits[i].parameters;
+                       written[i].insert(written[i].end(), fits[i].derived.begin(), fits[i].derived.end());
+                       values.push_back({&fits[i].start, &fits[i].result.params, &written[i]});
+                     }
                      calibrate::write_fitted_parameters(values, note_for);
                    }
                    if (flags->json) {

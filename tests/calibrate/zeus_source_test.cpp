@@ -29,6 +29,7 @@ TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
   const auto s = setup();
   EXPECT_EQ(s.fit_gpus, (std::vector<std::string>{"v100", "rtx6000"}));
   EXPECT_EQ(s.check_gpus, (std::vector<std::string>{"p100"}));
+  EXPECT_EQ(s.derived_gpus, (std::vector<std::string>{"p100"}));
   const auto observations = zeus_observations(s, traces(), catalog());
   // 476 + 410 + 270 rows (the files' lines less their headers), all six workloads mapped: each a
   // time and a power, and the rows at a trace's lowest limit also the over-the-limit check.
@@ -110,6 +111,51 @@ TEST(ZeusSource, TheFirstFittedTestbedIsTheReferenceForHostSpeedAndEfficiency) {
   for (auto& w : s.workloads) w.precision = sim::Precision::fp32;
   EXPECT_EQ(relative_keys(s), (std::map<std::string, std::set<std::string>>{
                                   {"rtx6000", {"host.training_loop_scale", "fp32_efficiency_scale"}}}));
+}
+
+TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMeanHost) {
+  const auto s = setup();
+  const auto fitted = zeus_fitted_twin_gpus(s, traces(), catalog());
+  ASSERT_EQ(fitted, (std::vector<std::string>{"v100-pcie", "rtx6000"}));
+  auto params = TwinParams::from(catalog());
+  auto& v100 = params.gpus.at("v100-pcie");
+  v100.power.sm_dynamic_w = 200.0;
+  v100.power.static_w = 8.0;
+  v100.power.memory_dynamic_w = 30.0;
+  v100.power.constant_w = 12.0;
+  v100.host.training_loop_scale = 1.0;
+  v100.host.layer_launch_s = 1e-4;
+  params.gpus.at("rtx6000").host.training_loop_scale = 4.0;
+  params.gpus.at("rtx6000").host.layer_launch_s = 4e-4;
+  params.gpus.at("rtx6000").power.sm_dynamic_w = 999.0;  // only the reference's power carries over
+  derive_unfitted_gpus(s, fitted, params);
+  const auto& p100 = params.gpus.at("p100");
+  // 56 SMs at 1,329 MHz against 80 at 1,380; 732 GB/s against 900.
+  EXPECT_NEAR(p100.power.sm_dynamic_w, 200.0 * (56.0 * 1329.0) / (80.0 * 1380.0), 1e-9);
+  EXPECT_NEAR(p100.power.static_w, 8.0 * 56.0 / 80.0, 1e-9);
+  EXPECT_NEAR(p100.power.memory_dynamic_w, 30.0 * 732.0 / 900.0, 1e-9);
+  EXPECT_DOUBLE_EQ(p100.power.constant_w, 12.0);
+  EXPECT_NEAR(p100.host.training_loop_scale, 2.0, 1e-12);  // the geometric mean of 1 and 4
+  EXPECT_NEAR(p100.host.layer_launch_s, 2e-4, 1e-15);
+  // Nothing else of it moves, and the fitted testbeds stay as they were.
+  EXPECT_DOUBLE_EQ(p100.fp32_efficiency_scale, catalog().gpu("p100").fp32_efficiency_scale);
+  EXPECT_DOUBLE_EQ(params.gpus.at("rtx6000").power.sm_dynamic_w, 999.0);
+  // The derived keys are the ones calibration writes.
+  std::set<std::string> keys;
+  for (const auto& p : zeus_derived_parameters(s)) {
+    EXPECT_EQ(p.id, "p100");
+    keys.insert(p.key);
+  }
+  EXPECT_EQ(keys.size(), 9u);
+  EXPECT_TRUE(keys.contains("power_model.sm_dynamic_w") && keys.contains("host.training_loop_scale")) << keys.size();
+  // A fitted testbed cannot also be derived.
+  auto both = s;
+  both.derived_gpus = {"rtx6000"};
+  EXPECT_THROW(derive_unfitted_gpus(both, fitted, params), Error);
+  // The calibration problem derives after the fit.
+  const auto problem = build_problem(Source::zeus, catalog(), default_source_paths(test::data_dir(), test::shared_data_dir()));
+  ASSERT_TRUE(problem.derive);
+  EXPECT_EQ(problem.derived.size(), 9u);
 }
 
 TEST(ZeusSource, TheTwinNeverAveragesAboveTheLimitOnAnyTrace) {
@@ -194,8 +240,8 @@ TEST(ZeusSource, TheReportComparesEachTracesHostBoundStepsWithTheReferenceTestbe
   EXPECT_NE(text.find("against the v100: data/ncf 2.36× (twin 1.70×) at batch 4; data/cnn 1.60× (twin 2.00×) at batch 8."),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("the p100 never averaged more than 180 W at any limit, the twin (datasheet figures and hand "
-                      "priors, nothing fitted) up to 237 W"),
+  EXPECT_NE(text.find("the p100 never averaged more than 180 W at any limit, the twin (nothing fitted to this trace) "
+                      "up to 237 W"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("against the v100: data/ncf 1.78× (twin 0.93×) at batch 4."), std::string::npos) << text;
@@ -221,6 +267,20 @@ TEST(ZeusSource, MalformedTracesAndSetupsAreNamed) {
   const auto bad_setup = dir.write("zeus.json", R"({"fit": ["v100"], "workloads": [{"dataset": "d", "network": "n",
       "model": "no_such_model", "twin_dataset": "imagenet_train", "precision": "fp32"}]})");
   EXPECT_THROW((void)load_zeus_setup(bad_setup, catalog()), Error);
+  const auto derive = [&](const std::string& list) {
+    return dir.write("derive.json", R"({"fit": ["v100"], "derive": )" + list +
+                                        R"(, "workloads": [{"dataset": "imagenet", "network": "resnet50",
+      "model": "resnet50", "twin_dataset": "imagenet_train", "precision": "fp32"}]})");
+  };
+  EXPECT_EQ(load_zeus_setup(derive(R"(["p100", "a40"])"), catalog()).derived_gpus, (std::vector<std::string>{"p100", "a40"}));
+  EXPECT_THROW((void)load_zeus_setup(derive(R"(["k80"])"), catalog()), Error);
+  try {
+    (void)load_zeus_setup(derive(R"(["p100", "p100"])"), catalog());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find("names the GPU 'p100' twice"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

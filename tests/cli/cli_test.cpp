@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 
 #include <cstdlib>
@@ -559,6 +560,34 @@ TEST(Cli, CalibrateFitsAndWritesOnlyWhenAsked) {
   EXPECT_EQ(read_text_file(v100), after);
   expect_error({"calibrate", "--sources", "mlperf"}, 2, "unknown calibration source 'mlperf'");
   expect_error({"calibrate", "--sources", "p40", "--p40-logs", "/nonexistent"}, 4, "/nonexistent");
+}
+
+TEST(Cli, CalibrateDerivesTheGpuNoTraceFitsFromTheFittedOnes) {
+  test::TempDir dir;
+  const auto data = copied_data_dir(dir);
+  // A few rows per testbed keep the fit short; the P100's trace is only compared.
+  const std::string header = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n";
+  (void)dir.write("traces/summary_power_v100.csv",
+                  header + "imagenet,resnet50,64,adadelta,250,3560,215\nimagenet,resnet50,64,adadelta,100,6900,97\n");
+  (void)dir.write("traces/summary_power_rtx6000.csv",
+                  header + "imagenet,resnet50,64,adadelta,260,5400,240\nimagenet,resnet50,64,adadelta,100,9800,99\n");
+  (void)dir.write("traces/summary_power_p100.csv",
+                  header + "imagenet,resnet50,64,adadelta,250,6480,164\nimagenet,resnet50,64,adadelta,125,7320,113\n");
+  const auto command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data) + " calibrate --sources zeus --zeus-traces " +
+                       quote(dir.file("traces")) + " > " + quote(dir.file("out")) + " 2> " + quote(dir.file("err"));
+  ASSERT_EQ(std::system(command.c_str()), 0) << read_text_file(dir.file("err"));
+  EXPECT_NE(read_text_file(dir.file("out")).find("derived from the fitted values, not fitted:\n  gpu p100 power_model.sm_dynamic_w"),
+            std::string::npos)
+      << read_text_file(dir.file("out"));
+  const auto file = [&](const std::string& id) { return nlohmann::json::parse(read_text_file(data + "/gpus/" + id + ".json")); };
+  const auto p100 = file("p100"), v100 = file("v100-pcie"), rtx = file("rtx6000");
+  EXPECT_NE(p100["_calibration"].get<std::string>().find("derived by `gpucap calibrate` from the GPUs fitted to the zeus data"),
+            std::string::npos);
+  EXPECT_EQ(p100["_prior"]["power_model.sm_dynamic_w"], 166.667) << "the hand prior is kept";
+  EXPECT_NEAR(p100["power_model"]["sm_dynamic_w"].get<double>(),
+              v100["power_model"]["sm_dynamic_w"].get<double>() * (56.0 * 1329.0) / (80.0 * 1380.0), 1e-3);
+  EXPECT_NEAR(p100["host"]["training_loop_scale"].get<double>(), std::sqrt(rtx["host"]["training_loop_scale"].get<double>()),
+              1e-4);
 }
 
 TEST(Cli, FidelityOfAFolderOfLogsEndsWithThePowerLine) {

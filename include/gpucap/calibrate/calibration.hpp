@@ -3,6 +3,7 @@
 // data source, fitting them from the hand estimates, and measuring the twin's error on data that
 // was not fitted.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ struct Problem {
   std::vector<Observation> fitted;        // the ones a calibration fits (all but "check" curves)
   std::vector<FitParameter> parameters;
   FitOptions options;
+  // Keys set from the fitted values rather than fitted (Zeus: the GPUs no trace fits), and how:
+  // `derive` runs on the fit's result. Empty and null for the other sources.
+  std::vector<FitParameter> derived;
+  std::function<void(TwinParams&)> derive;
 };
 
 [[nodiscard]] Problem build_problem(Source source, const sim::Catalog& catalog, const SourcePaths& paths);
@@ -54,10 +59,14 @@ struct Problem {
 
 struct SourceFit {
   Source source = Source::p40;
-  FitResult result;
+  FitResult result;  // its params hold the derived keys too
   std::vector<FitParameter> parameters;
-  TwinParams start;
+  std::vector<FitParameter> derived;  // Problem::derived
+  TwinParams start;  // at the priors of both
 };
+
+// Fits a problem from `start` and sets its derived keys from the result.
+[[nodiscard]] FitResult fit_problem(const Problem& problem, const TwinParams& start);
 
 // Fits each source in order, each from its priors and on top of the sources before it.
 [[nodiscard]] std::vector<SourceFit> calibrate_sources(const sim::Catalog& catalog, const std::vector<Source>& sources,

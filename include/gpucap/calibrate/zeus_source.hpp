@@ -3,7 +3,8 @@
 // epoch and average power of six training workloads at every (batch size, power limit), predicted
 // by the twin's training step (sim/training_step.hpp). data/calibration/zeus.json maps each
 // (dataset, network) of a trace onto the twin's model, dataset and precision, and names the traces
-// calibration fits ("fit") and those it only compares ("check": the P100, held out).
+// calibration fits ("fit") and those it only compares ("check": the P100, held out), and the GPUs
+// no trace fits that take their power model and host from the fitted testbeds ("derive").
 
 #include <optional>
 #include <string>
@@ -26,10 +27,12 @@ struct ZeusWorkloadMapping {
 struct ZeusSetup {
   std::vector<std::string> fit_gpus;    // trace GPU names (summary_power_<gpu>.csv)
   std::vector<std::string> check_gpus;
+  std::vector<std::string> derived_gpus;  // twin GPU ids (data/gpus/<id>.json), none of them a fitted testbed
   std::vector<ZeusWorkloadMapping> workloads;
 };
 
-// Error(io/invalid_data) naming the file; Error(usage) for a model or dataset the catalogue lacks.
+// Error(io/invalid_data) naming the file; Error(usage) for a model, dataset or derived GPU the
+// catalogue lacks.
 [[nodiscard]] ZeusSetup load_zeus_setup(const std::string& path, const sim::Catalog& catalog);
 
 // The twin GPU a trace ran on. `requested` (a catalogue name) wins; otherwise the catalogue GPU
@@ -58,5 +61,22 @@ struct ZeusSetup {
 // model other sources fit keeps its power intensity), the datasets' host loop.
 [[nodiscard]] std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std::string& traces_dir,
                                                             const sim::Catalog& catalog);
+
+// The twin GPUs of the fitted traces, in the setup's order: the first is the reference testbed.
+[[nodiscard]] std::vector<std::string> zeus_fitted_twin_gpus(const ZeusSetup& setup, const std::string& traces_dir,
+                                                             const sim::Catalog& catalog);
+
+// The keys a GPU fitted to no trace takes from the fitted testbeds (ZeusSetup::derived_gpus), as
+// parameters so that calibration writes them with their priors (bounds unused).
+[[nodiscard]] std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup);
+
+// Sets the derived GPUs' keys from the fitted testbeds' values in `params` (`fitted_gpus` as
+// zeus_fitted_twin_gpus gives them). Power scales with the silicon that draws it, from the
+// reference testbed's fitted model: the SMs' dynamic and clock-tree power with SMs × boost clock,
+// their leakage with the SMs, the memory's dynamic power with its bandwidth; the board's constant
+// and memory-clock power are the reference's. The host — the testbed's server, unknown for a GPU
+// no trace measured — is the geometric mean of the fitted testbeds' (host.training_loop_scale,
+// host.layer_launch_s, host.allocator_s). Error(usage) if a derived GPU is a fitted one.
+void derive_unfitted_gpus(const ZeusSetup& setup, const std::vector<std::string>& fitted_gpus, TwinParams& params);
 
 }  // namespace gpucap::calibrate
