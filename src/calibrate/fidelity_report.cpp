@@ -457,7 +457,8 @@ logged maximum as the median over sampler phases. `--p40-logs DIR` evaluates any
   out += real_markdown(report.real);
   out += where_the_misses_come_from(report);
   out += qualitative_facts(catalog);
-  out += "\n## Calibrated parameters\n\nEvery fitted key of the data files: its prior (hand estimate, "
+  out += "\n## Calibrated parameters\n\nEvery key calibration sets in the data files — fitted, or derived from the "
+         "fitted GPUs where the file's `_calibration` says so (the P100's) — with its prior (hand estimate, "
          "docs/simulator.md) and its current value.\n\n| file | key | prior | current |\n|---|---|---:|---:|\n";
   const auto params = TwinParams::from(catalog);
   parameter_rows(out, catalog.gpus(), FileKind::gpu, params);
