@@ -73,32 +73,29 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                    nlohmann::json json = nlohmann::json::array();
                    for (const auto& fit : fits) {
                      const auto& r = fit.result.report;
-                     nlohmann::json params = nlohmann::json::array();
                      if (!flags->json) {
                        fmt::print("{}: {} residuals, {} parameters, converged in {} iterations (cost {:.4g} -> {:.4g})\n",
                                   calibrate::to_string(fit.source), r.residuals, fit.parameters.size(), r.iterations,
                                   r.initial_cost, r.final_cost);
                      }
-                     for (const auto& p : fit.parameters) {
-                       const double before = calibrate::parameter_value(fit.start, p);
-                       const double after = calibrate::round_for_file(calibrate::parameter_value(fit.result.params, p));
-                       if (flags->json) {
-                         params.push_back({{"parameter", p.name()}, {"prior", before}, {"fitted", after}});
-                       } else {
-                         fmt::print("  {:<48} {:>12.6g} -> {:<12.6g}\n", p.name(), before, after);
+                     // Each key's prior and its new value: printed, or as JSON under `value_name`.
+                     const auto values = [&](const std::vector<calibrate::FitParameter>& parameters,
+                                             const char* value_name) {
+                       nlohmann::json list = nlohmann::json::array();
+                       for (const auto& p : parameters) {
+                         const double before = calibrate::parameter_value(fit.start, p);
+                         const double after = calibrate::round_for_file(calibrate::parameter_value(fit.result.params, p));
+                         if (flags->json) {
+                           list.push_back({{"parameter", p.name()}, {"prior", before}, {value_name, after}});
+                         } else {
+                           fmt::print("  {:<48} {:>12.6g} -> {:<12.6g}\n", p.name(), before, after);
+                         }
                        }
-                     }
-                     nlohmann::json derived = nlohmann::json::array();
+                       return list;
+                     };
+                     const auto params = values(fit.parameters, "fitted");
                      if (!fit.derived.empty() && !flags->json) fmt::print("  derived from the fitted values, not fitted:\n");
-                     for (const auto& p : fit.derived) {
-                       const double before = calibrate::parameter_value(fit.start, p);
-                       const double after = calibrate::round_for_file(calibrate::parameter_value(fit.result.params, p));
-                       if (flags->json) {
-                         derived.push_back({{"parameter", p.name()}, {"prior", before}, {"derived", after}});
-                       } else {
-                         fmt::print("  {:<48} {:>12.6g} -> {:<12.6g}\n", p.name(), before, after);
-                       }
-                     }
+                     const auto derived = values(fit.derived, "derived");
                      json.push_back({{"source", calibrate::to_string(fit.source)}, {"converged", r.converged},
                                      {"iterations", r.iterations}, {"initial_cost", r.initial_cost},
                                      {"final_cost", r.final_cost}, {"parameters", params}, {"derived", derived}});

@@ -573,9 +573,12 @@ TEST(Cli, CalibrateDerivesTheGpuNoTraceFitsFromTheFittedOnes) {
                   header + "imagenet,resnet50,64,adadelta,260,5400,240\nimagenet,resnet50,64,adadelta,100,9800,99\n");
   (void)dir.write("traces/summary_power_p100.csv",
                   header + "imagenet,resnet50,64,adadelta,250,6480,164\nimagenet,resnet50,64,adadelta,125,7320,113\n");
-  const auto command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data) + " calibrate --sources zeus --zeus-traces " +
-                       quote(dir.file("traces")) + " > " + quote(dir.file("out")) + " 2> " + quote(dir.file("err"));
-  ASSERT_EQ(std::system(command.c_str()), 0) << read_text_file(dir.file("err"));
+  const auto calibrate = [&](const std::string& extra) {
+    const auto command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data) + " calibrate --sources zeus --zeus-traces " +
+                         quote(dir.file("traces")) + extra + " > " + quote(dir.file("out")) + " 2> " + quote(dir.file("err"));
+    return std::system(command.c_str());
+  };
+  ASSERT_EQ(calibrate(""), 0) << read_text_file(dir.file("err"));
   EXPECT_NE(read_text_file(dir.file("out")).find("derived from the fitted values, not fitted:\n  gpu p100 power_model.sm_dynamic_w"),
             std::string::npos)
       << read_text_file(dir.file("out"));
@@ -588,6 +591,14 @@ TEST(Cli, CalibrateDerivesTheGpuNoTraceFitsFromTheFittedOnes) {
               v100["power_model"]["sm_dynamic_w"].get<double>() * (56.0 * 1329.0) / (80.0 * 1380.0), 1e-3);
   EXPECT_NEAR(p100["host"]["training_loop_scale"].get<double>(), std::sqrt(rtx["host"]["training_loop_scale"].get<double>()),
               1e-4);
+  // --json lists them apart from the fitted keys.
+  ASSERT_EQ(calibrate(" --dry-run --json"), 0) << read_text_file(dir.file("err"));
+  const auto fits = nlohmann::json::parse(read_text_file(dir.file("out")));
+  ASSERT_EQ(fits.size(), 1u);
+  ASSERT_EQ(fits[0]["derived"].size(), 9u);
+  EXPECT_EQ(fits[0]["derived"][0]["parameter"], "gpu p100 power_model.sm_dynamic_w");
+  EXPECT_EQ(fits[0]["derived"][0]["prior"], 166.667);
+  for (const auto& p : fits[0]["parameters"]) EXPECT_EQ(p["parameter"].get<std::string>().find("p100"), std::string::npos);
 }
 
 TEST(Cli, FidelityOfAFolderOfLogsEndsWithThePowerLine) {
