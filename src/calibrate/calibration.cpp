@@ -101,10 +101,9 @@ Problem build_problem(Source source, const sim::Catalog& catalog, const SourcePa
       const auto setup = load_zeus_setup(paths.zeus_setup, catalog);
       problem.observations = zeus_observations(setup, paths.zeus_traces, catalog);
       problem.parameters = zeus_fit_parameters(setup, paths.zeus_traces, catalog);
-      problem.derived = zeus_derived_parameters(setup);
-      problem.derive = [setup, fitted_gpus = zeus_fitted_twin_gpus(setup, paths.zeus_traces, catalog)](TwinParams& p) {
-        derive_unfitted_gpus(setup, fitted_gpus, p);
-      };
+      const auto fitted_gpus = zeus_fitted_twin_gpus(setup, paths.zeus_traces, catalog);
+      problem.derived = zeus_derived_parameters(setup, fitted_gpus);
+      problem.derive = [setup, fitted_gpus](TwinParams& p) { derive_unfitted_gpus(setup, fitted_gpus, p); };
       problem.options.huber_delta = 0.3;
       // The training traces leave Levenberg–Marquardt several basins (the fit from the priors alone
       // moved by 2 points of MAPE when ResNet-50's inference fit changed slightly): three more

@@ -262,9 +262,21 @@ std::vector<FitParameter> derived_parameters_of(const std::string& gpu_id) {
   return parameters;
 }
 
+void check_derivable(const ZeusSetup& setup, const std::vector<std::string>& fitted_gpus) {
+  if (!setup.derived_gpus.empty() && fitted_gpus.empty()) {
+    throw usage_error("data/calibration/zeus.json: \"derive\" needs at least one fitted trace");
+  }
+  for (const auto& id : setup.derived_gpus) {
+    if (std::find(fitted_gpus.begin(), fitted_gpus.end(), id) != fitted_gpus.end()) {
+      throw usage_error(fmt::format("data/calibration/zeus.json: the GPU '{}' is both fitted to a trace and derived", id));
+    }
+  }
+}
+
 }  // namespace
 
-std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup) {
+std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup, const std::vector<std::string>& fitted_gpus) {
+  check_derivable(setup, fitted_gpus);
   std::vector<FitParameter> parameters;
   for (const auto& id : setup.derived_gpus) {
     const auto of_gpu = derived_parameters_of(id);
@@ -274,13 +286,10 @@ std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup) {
 }
 
 void derive_unfitted_gpus(const ZeusSetup& setup, const std::vector<std::string>& fitted_gpus, TwinParams& params) {
+  check_derivable(setup, fitted_gpus);
   if (setup.derived_gpus.empty()) return;
-  if (fitted_gpus.empty()) throw usage_error("data/calibration/zeus.json: \"derive\" needs at least one fitted trace");
   const auto& reference = params.gpus.at(fitted_gpus.front());
   for (const auto& id : setup.derived_gpus) {
-    if (std::find(fitted_gpus.begin(), fitted_gpus.end(), id) != fitted_gpus.end()) {
-      throw usage_error(fmt::format("data/calibration/zeus.json: the GPU '{}' is both fitted to a trace and derived", id));
-    }
     for (const auto& p : derived_parameters_of(id)) {
       auto& value = parameter_field(params, p);
       if (std::find(kDerivedHostKeys.begin(), kDerivedHostKeys.end(), p.key) != kDerivedHostKeys.end()) {

@@ -142,7 +142,7 @@ TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMean
   EXPECT_DOUBLE_EQ(params.gpus.at("rtx6000").power.sm_dynamic_w, 999.0);
   // The derived keys are the ones calibration writes.
   std::set<std::string> keys;
-  for (const auto& p : zeus_derived_parameters(s)) {
+  for (const auto& p : zeus_derived_parameters(s, fitted)) {
     EXPECT_EQ(p.id, "p100");
     keys.insert(p.key);
   }
@@ -152,6 +152,14 @@ TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMean
   auto both = s;
   both.derived_gpus = {"rtx6000"};
   EXPECT_THROW(derive_unfitted_gpus(both, fitted, params), Error);
+  try {
+    (void)zeus_derived_parameters(both, fitted);  // before any fit
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::usage);
+    EXPECT_NE(std::string(e.what()).find("'rtx6000' is both fitted to a trace and derived"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)zeus_derived_parameters(s, {}), Error) << "nothing fitted to derive from";
   // The calibration problem derives after the fit.
   const auto problem = build_problem(Source::zeus, catalog(), default_source_paths(test::data_dir(), test::shared_data_dir()));
   ASSERT_TRUE(problem.derive);

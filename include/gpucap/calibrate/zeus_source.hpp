@@ -67,8 +67,10 @@ struct ZeusSetup {
                                                              const sim::Catalog& catalog);
 
 // The keys a GPU fitted to no trace takes from the fitted testbeds (ZeusSetup::derived_gpus), as
-// parameters so that calibration writes them with their priors (bounds unused).
-[[nodiscard]] std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup);
+// parameters so that calibration writes them with their priors (bounds unused). Error(usage) if a
+// derived GPU is a fitted one (`fitted_gpus` as zeus_fitted_twin_gpus gives them), before any fit.
+[[nodiscard]] std::vector<FitParameter> zeus_derived_parameters(const ZeusSetup& setup,
+                                                                const std::vector<std::string>& fitted_gpus);
 
 // Sets the derived GPUs' keys from the fitted testbeds' values in `params` (`fitted_gpus` as
 // zeus_fitted_twin_gpus gives them). Power scales with the silicon that draws it, from the
