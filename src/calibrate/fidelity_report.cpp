@@ -364,12 +364,12 @@ Sources, in the order they are fitted:
   workloads at every (batch size, power limit), through the twin's training step
   (`sim/training_step.hpp`; Huber δ = 0.3). The V100 (PCIe) and RTX 6000 traces fit those GPUs'
   power and clock coefficients, the RTX 6000 testbed's host speed and compute efficiency relative
-  to the V100's (the reference: a GPU fitted to no trace runs like it for its datasheet peak), each
+  to the V100's (the reference), each
   fitted GPU's caching-allocator time at a full memory, and each workload's training efficiency,
   power intensity, launch cost, activation traffic and host loop (and, for padded sequences, its
   memory per sample); the P100's trace is held out, and after the fit the P100 takes the V100's
-  fitted power model scaled by its silicon and the two testbeds' geometric-mean host (derived,
-  not fitted: docs/simulator.md). Every row at a trace's lowest limit also checks that the
+  fitted power model scaled by its silicon and the two testbeds' geometric-mean host and compute
+  efficiencies (derived, not fitted: docs/simulator.md). Every row at a trace's lowest limit also checks that the
   twin averages no more than the limit (weight 30, zero when it holds: the boards hold every
   limit, and the traces cannot show what the lowest clocks draw). This fit has several basins, so
   it also starts from three points around the priors (every parameter ±0.4 in log space) and

@@ -226,10 +226,10 @@ std::string zeus_markdown(const std::vector<ZeusTraceFidelity>& traces) {
       "Zeus's NSDI'23 traces (`../shared/data/zeus/nsdi23/summary_power_<gpu>.csv`) give the time per epoch and "
       "average power of six training workloads at every (batch size, power limit). The twin's training step "
       "(`sim/training_step.hpp`, docs/simulator.md) is fitted to the V100 and RTX 6000 traces; nothing is fitted to "
-      "the P100's (held out). Its GPU keeps its datasheet figures, runs as efficiently for its peak as the V100 "
-      "testbed (the reference), and takes what the fitted testbeds say about what no trace of it fitted: the "
-      "V100's fitted power model scaled by the P100's silicon (SMs × boost clock, memory bandwidth), and the "
-      "geometric mean of the two testbeds' host speeds (docs/simulator.md). "
+      "the P100's (held out). Its GPU keeps its datasheet figures and takes what the fitted testbeds say about "
+      "what no trace of it fitted: the V100's fitted power model scaled by the P100's silicon (SMs × boost clock, "
+      "memory bandwidth), and the geometric mean of the two testbeds' host speeds and compute efficiencies "
+      "(docs/simulator.md). "
       "`gpucap fidelity --zeus-power-trace FILE` compares the twin of the current data files with any trace in "
       "that format.\n\n"
       "| trace | twin GPU | split | configs | time MAPE | power MAPE | trace vs itself: time / power | above the limit, at most: measured / twin |\n"
@@ -319,7 +319,7 @@ std::vector<ZeusTraceFidelity> zeus_source_fidelity(const sim::Catalog& catalog,
     const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(paths.zeus_traces, gpu));
     const auto& twin = zeus_twin_gpu(catalog, gpu, rows).id;
     const bool derived = std::find(setup.derived_gpus.begin(), setup.derived_gpus.end(), twin) != setup.derived_gpus.end();
-    add(gpu, derived ? "held out: nothing fitted to this GPU's trace; its power model and host derived from the fitted testbeds'"
+    add(gpu, derived ? "held out: nothing fitted to this GPU's trace; its power model, host and efficiency derived from the fitted testbeds'"
                      : "held out: nothing fitted to this GPU's trace");
   }
   return out;

@@ -237,12 +237,15 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
 
 namespace {
 
-// What a derived GPU takes from the reference testbed, scaled by its silicon, and from every
-// fitted testbed's host.
+// What a derived GPU takes from the reference testbed, scaled by its silicon, and what it takes
+// from every fitted testbed: what is relative to the reference testbed (its server's host loop, the
+// efficiency of its GPU and software stack for its peak).
 const std::vector<std::string> kDerivedPowerKeys = {"power_model.sm_dynamic_w",     "power_model.clock_tree_w",
                                                     "power_model.static_w",         "power_model.memory_dynamic_w",
                                                     "power_model.constant_w",       "power_model.memory_clock_w"};
-const std::vector<std::string> kDerivedHostKeys = {"host.training_loop_scale", "host.layer_launch_s", "host.allocator_s"};
+const std::vector<std::string> kDerivedTestbedKeys = {"host.training_loop_scale", "host.layer_launch_s",
+                                                      "host.allocator_s", "fp32_efficiency_scale",
+                                                      "fp16_efficiency_scale"};
 
 double silicon_ratio(const std::string& key, const sim::GpuSpec& gpu, const sim::GpuSpec& reference) {
   const double sms = static_cast<double>(gpu.sm_count) / static_cast<double>(reference.sm_count);
@@ -256,7 +259,7 @@ double silicon_ratio(const std::string& key, const sim::GpuSpec& gpu, const sim:
 
 std::vector<FitParameter> derived_parameters_of(const std::string& gpu_id) {
   std::vector<FitParameter> parameters;
-  for (const auto* keys : {&kDerivedPowerKeys, &kDerivedHostKeys}) {
+  for (const auto* keys : {&kDerivedPowerKeys, &kDerivedTestbedKeys}) {
     for (const auto& key : *keys) parameters.push_back({FileKind::gpu, gpu_id, key, 0.0, 0.0, 0.0});
   }
   return parameters;
@@ -292,7 +295,7 @@ void derive_unfitted_gpus(const ZeusSetup& setup, const std::vector<std::string>
   for (const auto& id : setup.derived_gpus) {
     for (const auto& p : derived_parameters_of(id)) {
       auto& value = parameter_field(params, p);
-      if (std::find(kDerivedHostKeys.begin(), kDerivedHostKeys.end(), p.key) != kDerivedHostKeys.end()) {
+      if (std::find(kDerivedTestbedKeys.begin(), kDerivedTestbedKeys.end(), p.key) != kDerivedTestbedKeys.end()) {
         double log_sum = 0.0;
         for (const auto& fitted : fitted_gpus) log_sum += std::log(parameter_value(params, {FileKind::gpu, fitted, p.key}));
         value = std::exp(log_sum / static_cast<double>(fitted_gpus.size()));

@@ -127,6 +127,7 @@ TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMean
   v100.host.layer_launch_s = 1e-4;
   params.gpus.at("rtx6000").host.training_loop_scale = 4.0;
   params.gpus.at("rtx6000").host.layer_launch_s = 4e-4;
+  params.gpus.at("rtx6000").fp32_efficiency_scale = 0.81;
   params.gpus.at("rtx6000").power.sm_dynamic_w = 999.0;  // only the reference's power carries over
   derive_unfitted_gpus(s, fitted, params);
   const auto& p100 = params.gpus.at("p100");
@@ -137,8 +138,9 @@ TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMean
   EXPECT_DOUBLE_EQ(p100.power.constant_w, 12.0);
   EXPECT_NEAR(p100.host.training_loop_scale, 2.0, 1e-12);  // the geometric mean of 1 and 4
   EXPECT_NEAR(p100.host.layer_launch_s, 2e-4, 1e-15);
+  EXPECT_NEAR(p100.fp32_efficiency_scale, 0.9, 1e-12);  // the V100's 1 and the RTX 6000's 0.81
   // Nothing else of it moves, and the fitted testbeds stay as they were.
-  EXPECT_DOUBLE_EQ(p100.fp32_efficiency_scale, catalog().gpu("p100").fp32_efficiency_scale);
+  EXPECT_DOUBLE_EQ(p100.voltage.knee_mhz, catalog().gpu("p100").voltage.knee_mhz);
   EXPECT_DOUBLE_EQ(params.gpus.at("rtx6000").power.sm_dynamic_w, 999.0);
   // The derived keys are the ones calibration writes.
   std::set<std::string> keys;
@@ -146,8 +148,10 @@ TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMean
     EXPECT_EQ(p.id, "p100");
     keys.insert(p.key);
   }
-  EXPECT_EQ(keys.size(), 9u);
-  EXPECT_TRUE(keys.contains("power_model.sm_dynamic_w") && keys.contains("host.training_loop_scale")) << keys.size();
+  EXPECT_EQ(keys.size(), 11u);
+  EXPECT_TRUE(keys.contains("power_model.sm_dynamic_w") && keys.contains("host.training_loop_scale") &&
+              keys.contains("fp16_efficiency_scale"))
+      << keys.size();
   // A fitted testbed cannot also be derived.
   auto both = s;
   both.derived_gpus = {"rtx6000"};
@@ -163,7 +167,7 @@ TEST(ZeusSource, AnUnfittedGpuTakesTheReferencesPowerBySiliconAndTheTestbedsMean
   // The calibration problem derives after the fit.
   const auto problem = build_problem(Source::zeus, catalog(), default_source_paths(test::data_dir(), test::shared_data_dir()));
   ASSERT_TRUE(problem.derive);
-  EXPECT_EQ(problem.derived.size(), 9u);
+  EXPECT_EQ(problem.derived.size(), 11u);
 }
 
 TEST(ZeusSource, TheTwinNeverAveragesAboveTheLimitOnAnyTrace) {

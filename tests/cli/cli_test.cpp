@@ -595,7 +595,7 @@ TEST(Cli, CalibrateDerivesTheGpuNoTraceFitsFromTheFittedOnes) {
   ASSERT_EQ(calibrate(" --dry-run --json"), 0) << read_text_file(dir.file("err"));
   const auto fits = nlohmann::json::parse(read_text_file(dir.file("out")));
   ASSERT_EQ(fits.size(), 1u);
-  ASSERT_EQ(fits[0]["derived"].size(), 9u);
+  ASSERT_EQ(fits[0]["derived"].size(), 11u);
   EXPECT_EQ(fits[0]["derived"][0]["parameter"], "gpu p100 power_model.sm_dynamic_w");
   EXPECT_EQ(fits[0]["derived"][0]["prior"], 166.667);
   for (const auto& p : fits[0]["parameters"]) EXPECT_EQ(p["parameter"].get<std::string>().find("p100"), std::string::npos);

@@ -4,7 +4,7 @@
 // by the twin's training step (sim/training_step.hpp). data/calibration/zeus.json maps each
 // (dataset, network) of a trace onto the twin's model, dataset and precision, and names the traces
 // calibration fits ("fit") and those it only compares ("check": the P100, held out), and the GPUs
-// no trace fits that take their power model and host from the fitted testbeds ("derive").
+// no trace fits that take their power model, host and efficiency from the fitted testbeds ("derive").
 
 #include <optional>
 #include <string>
@@ -76,9 +76,11 @@ struct ZeusSetup {
 // zeus_fitted_twin_gpus gives them). Power scales with the silicon that draws it, from the
 // reference testbed's fitted model: the SMs' dynamic and clock-tree power with SMs × boost clock,
 // their leakage with the SMs, the memory's dynamic power with its bandwidth; the board's constant
-// and memory-clock power are the reference's. The host — the testbed's server, unknown for a GPU
-// no trace measured — is the geometric mean of the fitted testbeds' (host.training_loop_scale,
-// host.layer_launch_s, host.allocator_s). Error(usage) if a derived GPU is a fitted one.
+// and memory-clock power are the reference's. What is relative to the reference testbed — its
+// server (host.training_loop_scale, host.layer_launch_s, host.allocator_s) and its compute
+// efficiency for its peak (fp32_efficiency_scale, fp16_efficiency_scale), unknown for a testbed no
+// trace measured — is the geometric mean of the fitted testbeds'. Error(usage) if a derived GPU is
+// a fitted one.
 void derive_unfitted_gpus(const ZeusSetup& setup, const std::vector<std::string>& fitted_gpus, TwinParams& params);
 
 }  // namespace gpucap::calibrate
