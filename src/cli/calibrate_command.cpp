@@ -46,7 +46,8 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand(
       "calibrate",
       "Fit the twin's GPU, model and dataset parameters to measurements (Ceres least squares) and write them to the "
-      "data files; every fit starts from the hand estimates kept under \"_prior\"");
+      "data files; every fit starts from the hand estimates kept under \"_prior\". The GPUs data/calibration/zeus.json "
+      "names under \"derive\" (fitted to no trace) take values derived from the fitted testbeds");
   cmd->add_option("--sources", flags->sources, "p40, pctodl, published, zeus, real (comma-separated) or all")
       ->capture_default_str();
   cmd->add_option("--p40-logs", flags->p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
