@@ -312,16 +312,14 @@ std::vector<ZeusTraceFidelity> zeus_source_fidelity(const sim::Catalog& catalog,
     const auto path = bench::zeus_power_trace_path(paths.zeus_traces, gpu);
     auto f = compare_zeus_trace(fitted, catalog, setup, path);
     f.split = split;
+    const auto& derived = setup.derived_gpus;
+    if (std::find(derived.begin(), derived.end(), f.twin_gpu) != derived.end()) {
+      f.split += "; its power model, host and efficiency derived from the fitted testbeds'";
+    }
     out.push_back(std::move(f));
   };
   for (const auto& gpu : setup.fit_gpus) add(gpu, "in-sample: fitted to this trace");
-  for (const auto& gpu : setup.check_gpus) {
-    const auto rows = bench::load_zeus_power_rows(bench::zeus_power_trace_path(paths.zeus_traces, gpu));
-    const auto& twin = zeus_twin_gpu(catalog, gpu, rows).id;
-    const bool derived = std::find(setup.derived_gpus.begin(), setup.derived_gpus.end(), twin) != setup.derived_gpus.end();
-    add(gpu, derived ? "held out: nothing fitted to this GPU's trace; its power model, host and efficiency derived from the fitted testbeds'"
-                     : "held out: nothing fitted to this GPU's trace");
-  }
+  for (const auto& gpu : setup.check_gpus) add(gpu, "held out: nothing fitted to this GPU's trace");
   return out;
 }
 
