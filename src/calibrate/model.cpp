@@ -89,6 +89,8 @@ auto& model_field(Model& m, const std::string& key) {
   if (key.starts_with(kGpuEfficiencyPrefix)) return per_gpu_field(m, m.gpu_efficiency_scale, key, kGpuEfficiencyPrefix);
   if (key == "training_efficiency_scale") return m.training_efficiency_scale;
   if (key == "training_mib_per_sample") return m.training_mib_per_sample;
+  if (key == "training_saturation_scale") return m.training_saturation_scale;
+  if (key == "training_power_saturation_scale") return m.training_power_saturation_scale;
   throw usage_error(fmt::format("calibration cannot fit model key '{}'", key));
 }
 
@@ -154,6 +156,7 @@ const std::vector<std::string>& fittable_keys(FileKind kind) {
                                                  "power_intensity", "activation_melems", "launch_scale",
                                                  "power_saturation_scale", "power_phase_spread",
                                                  "training_efficiency_scale", "training_mib_per_sample",
+                                                 "training_saturation_scale", "training_power_saturation_scale",
                                                  "clock_independent_fraction.<gpu id>",
                                                  "gpu_efficiency_scale.<gpu id>"};
   static const std::vector<std::string> dataset = {"host_s_per_image", "host_s_per_mpixel", "host_s_per_batch",

@@ -217,6 +217,11 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
         parameters.push_back({FileKind::model, m.model, "activation_melems", 1e-5, 1e4, 2.0});
         parameters.push_back({FileKind::model, m.model, "power_saturation_scale", 1e-3, 4.0, 2.0});
         parameters.push_back({FileKind::model, m.model, "power_phase_spread", 1e-3, 0.9, 2.0});
+      } else {
+        // A model shared with the inference sources keeps their feature maps and power-occupancy
+        // figures; only how its training step fills the GPU at small batches is fitted here.
+        parameters.push_back({FileKind::model, m.model, "training_saturation_scale", 0.05, 20.0, 1.0});
+        parameters.push_back({FileKind::model, m.model, "training_power_saturation_scale", 1e-3, 4.0, 2.0});
       }
     }
     if (datasets.insert(m.twin_dataset).second) {

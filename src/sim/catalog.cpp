@@ -248,6 +248,8 @@ ModelSpec load_model_spec(const std::string& path) {
     for (const auto& [gpu, value] : f.at("gpu_efficiency_scale").items()) model.gpu_efficiency_scale[gpu] = by_gpu.positive(gpu);
   }
   model.training_efficiency_scale = f.positive_or("training_efficiency_scale", 1.0);
+  model.training_saturation_scale = f.positive_or("training_saturation_scale", 1.0);
+  model.training_power_saturation_scale = f.positive_or("training_power_saturation_scale", 1.0);
   model.training_mib_per_sample = f.non_negative_or("training_mib_per_sample", 0.0);
   return model;
 }

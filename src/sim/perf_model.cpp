@@ -46,7 +46,7 @@ double half_saturation_batch(const GpuSpec& gpu, const ModelSpec& model) {
   // A layer's kernels run about one thread per output element: a layer fills the GPU when its
   // feature map (summed over the batch) is large against the GPU's width.
   const double kelems_per_layer_per_image = model.activation_melems * 1e3 / model.layers;
-  return gpu.saturation_kelems_per_sm * gpu.sm_count / kelems_per_layer_per_image;
+  return gpu.saturation_kelems_per_sm * gpu.sm_count / kelems_per_layer_per_image * model.saturation_batch_scale;
 }
 
 double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz) {

@@ -18,6 +18,8 @@ ModelSpec training_step_model(const ModelSpec& model) {
   trained.params_m *= kTrainingWeightPasses;
   trained.fp32_efficiency = std::min(1.0, model.fp32_efficiency * model.training_efficiency_scale);
   trained.fp16_efficiency = std::min(1.0, model.fp16_efficiency * model.training_efficiency_scale);
+  trained.saturation_batch_scale = model.saturation_batch_scale * model.training_saturation_scale;
+  trained.power_saturation_scale = model.power_saturation_scale * model.training_power_saturation_scale;
   return trained;
 }
 

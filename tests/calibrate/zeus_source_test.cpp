@@ -66,13 +66,15 @@ TEST(ZeusSource, EveryRowOfTheFittedAndHeldOutTracesIsTwoObservations) {
 }
 
 TEST(ZeusSource, PaddingIsFittedForSequenceDatasetsOnlyAndPhasesForTrainingModelsOnly) {
-  std::set<std::string> padded, phased, busy_small_batches, footprints, allocators;
+  std::set<std::string> padded, phased, busy_small_batches, footprints, allocators, training_fill, training_switching;
   for (const auto& p : zeus_fit_parameters(setup(), traces(), catalog())) {
     if (p.key == "padding_growth") padded.insert(p.id);
     if (p.key == "training_mib_per_sample") footprints.insert(p.id);
     if (p.key == "host.allocator_s") allocators.insert(p.id);
     if (p.key == "power_phase_spread") phased.insert(p.id);
     if (p.key == "power_saturation_scale") busy_small_batches.insert(p.id);
+    if (p.key == "training_saturation_scale") training_fill.insert(p.id);
+    if (p.key == "training_power_saturation_scale") training_switching.insert(p.id);
   }
   // Images are one size: no padding for CIFAR-100, ImageNet or MovieLens.
   EXPECT_EQ(padded, (std::set<std::string>{"librispeech_train", "sentiment140_train", "squad_train"}));
@@ -87,6 +89,10 @@ TEST(ZeusSource, PaddingIsFittedForSequenceDatasetsOnlyAndPhasesForTrainingModel
   EXPECT_EQ(busy_small_batches, training_models);
   EXPECT_DOUBLE_EQ(catalog().model("resnet50").power_saturation_scale, 1.0);
   EXPECT_DOUBLE_EQ(catalog().model("resnet50").power_phase_spread, 0.0);
+  // Its training step's small-batch fill and power are its own, fitted here; a training-only
+  // model's feature maps and power saturation already say both.
+  EXPECT_EQ(training_fill, (std::set<std::string>{"resnet50"}));
+  EXPECT_EQ(training_switching, (std::set<std::string>{"resnet50"}));
 }
 
 TEST(ZeusSource, TheFirstFittedTestbedIsTheReferenceForHostSpeedAndEfficiency) {

@@ -214,6 +214,19 @@ TEST(Catalog, APhaseSpreadAboveOneAndANegativePaddingGrowthAreRejected) {
   EXPECT_NE(error.find("datasets/squad_train.json: padding_growth"), std::string::npos) << error;
 }
 
+TEST(Catalog, TrainingSaturationScalesMustBePositiveAndDefaultToInferences) {
+  auto error = error_with_value("models/resnet50.json", "training_saturation_scale", "0");
+  EXPECT_NE(error.find("models/resnet50.json: training_saturation_scale"), std::string::npos) << error;
+  error = error_with_value("models/resnet50.json", "training_power_saturation_scale", "-0.3");
+  EXPECT_NE(error.find("models/resnet50.json: training_power_saturation_scale"), std::string::npos) << error;
+  EXPECT_EQ(error_with_value("models/resnet50.json", "training_saturation_scale", "2.5"), "");
+  const auto catalog = Catalog::load(test::data_dir());
+  EXPECT_NE(catalog.model("resnet50").training_saturation_scale, 1.0);  // fitted to Zeus's traces
+  EXPECT_DOUBLE_EQ(catalog.model("ncf").training_saturation_scale, 1.0);  // not given: as in inference
+  EXPECT_DOUBLE_EQ(catalog.model("ncf").training_power_saturation_scale, 1.0);
+  EXPECT_DOUBLE_EQ(catalog.model("resnet50").saturation_batch_scale, 1.0);  // never read from a file
+}
+
 TEST(Catalog, NegativeMemoryFiguresAreRejected) {
   auto error = error_with_value("gpus/v100-pcie.json", "memory_gib", "-32");
   EXPECT_NE(error.find("gpus/v100-pcie.json: memory_gib: must be >= 0"), std::string::npos) << error;

@@ -127,6 +127,46 @@ TEST_F(TrainingStep, ALimiterHoldsTheBusierPhaseSoAPhasedStepAveragesBelowTheLim
   EXPECT_LT(uneven.sm_clock_mhz, even.sm_clock_mhz);
 }
 
+TEST_F(TrainingStep, ASlowerFillingTrainingStepCostsSmallBatchesMoreAndLeavesLargeOnesAlone) {
+  const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
+  auto as_inference = resnet50;  // the training step fills the GPU as the forward pass does
+  as_inference.training_saturation_scale = 1.0;
+  as_inference.training_power_saturation_scale = 1.0;
+  auto slow_filling = as_inference;
+  slow_filling.training_saturation_scale = 3.0;
+  const auto busy_s = [&](const ModelSpec& m, int batch) {
+    return training_step(v100, m, imagenet, Precision::fp32, batch, point).gpu_busy_s;
+  };
+  // Compute is (batch + half-saturation batch) images' work: tripling the half-saturation batch
+  // costs batch 8 a large share and batch 1024 little.
+  EXPECT_GT(busy_s(slow_filling, 8), 1.3 * busy_s(as_inference, 8));
+  EXPECT_LT(busy_s(slow_filling, 1024), 1.05 * busy_s(as_inference, 1024));
+  EXPECT_GT(busy_s(slow_filling, 1024), busy_s(as_inference, 1024));
+  // The half-saturation batch is the forward pass's × the scale; inference never sees the scale.
+  EXPECT_DOUBLE_EQ(half_saturation_batch(v100, training_step_model(slow_filling)),
+                   3.0 * half_saturation_batch(v100, training_step_model(as_inference)));
+  EXPECT_DOUBLE_EQ(profile_batch(v100, slow_filling, Precision::fp32, 8, point).busy_s,
+                   profile_batch(v100, as_inference, Precision::fp32, 8, point).busy_s);
+}
+
+TEST_F(TrainingStep, SmSwitchingAtSmallBatchesKeepsTheirPowerNearTheLargeBatchesPower) {
+  const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
+  auto idle_sms = resnet50;
+  idle_sms.training_saturation_scale = 3.0;
+  idle_sms.training_power_saturation_scale = 1.0;
+  auto busy_sms = idle_sms;
+  busy_sms.training_power_saturation_scale = 0.05;
+  const auto power_w = [&](const ModelSpec& m, int batch) {
+    return training_step(v100, m, imagenet, Precision::fp32, batch, point).average_power_w;
+  };
+  // Time is the same either way; only how much of it the SMs spend switching differs.
+  EXPECT_DOUBLE_EQ(training_step(v100, busy_sms, imagenet, Precision::fp32, 8, point).step_s,
+                   training_step(v100, idle_sms, imagenet, Precision::fp32, 8, point).step_s);
+  EXPECT_GT(power_w(busy_sms, 8), power_w(idle_sms, 8) + 10.0);
+  EXPECT_GT(power_w(busy_sms, 8), 0.9 * power_w(busy_sms, 512));
+  EXPECT_EQ(training_step_model(busy_sms).power_saturation_scale, 0.05 * resnet50.power_saturation_scale);
+}
+
 class AllocatorHostTime : public TrainingStep {
  protected:
   const ModelSpec& deepspeech2 = catalog.model("deepspeech2");

@@ -179,6 +179,18 @@ struct ModelSpec {
   // reach this multiple of the inference kernels' efficiency (smaller, memory-bound gradient
   // kernels; a different framework than the inference figures came from).
   double training_efficiency_scale = 1.0;
+  // How a training step fills the GPU at small batches against inference: the batch that half
+  // fills it is training_saturation_scale × the forward pass's (weight-gradient and batch-norm
+  // kernels reduce over the batch, so a small batch leaves them short of parallel work), and the
+  // batch at which its SMs draw half their busy power is training_power_saturation_scale × that
+  // (small, inefficient kernels still keep the SMs switching). Both 1: as in inference. Zeus's
+  // ResNet-50 epochs at batch 8 are 1.7× the large-batch time per sample at the same power
+  // (docs/simulator.md, "Training under a power limit").
+  double training_saturation_scale = 1.0;
+  double training_power_saturation_scale = 1.0;
+  // Multiplies the batch that half fills the GPU (half_saturation_batch). Not read from files:
+  // 1 for inference; training_step_model sets it to training_saturation_scale.
+  double saturation_batch_scale = 1.0;
   // Device memory a training step holds per sample of a typical length (activations kept for the
   // backward pass, their gradients, workspaces), in MiB; it grows with the padding like the work.
   // With GpuSpec::memory_gib it says how full a batch makes the GPU. 0: not modelled.
