@@ -17,6 +17,15 @@ class TrainingStep : public ::testing::Test {
   const GpuSpec& v100 = catalog.gpu("v100-pcie");
   const ModelSpec& resnet50 = catalog.model("resnet50");
   const DatasetSpec& imagenet = catalog.dataset("imagenet_train");
+
+  // ResNet-50 whose training step fills the GPU `saturation` × later than its forward pass, its
+  // SMs drawing half their power at `power_saturation` × that batch.
+  [[nodiscard]] ModelSpec resnet50_training_with(double saturation, double power_saturation) const {
+    auto m = resnet50;
+    m.training_saturation_scale = saturation;
+    m.training_power_saturation_scale = power_saturation;
+    return m;
+  }
 };
 
 TEST_F(TrainingStep, ALowerLimitNeverRaisesPowerAboveItAndSlowsTheEpoch) {
@@ -129,11 +138,8 @@ TEST_F(TrainingStep, ALimiterHoldsTheBusierPhaseSoAPhasedStepAveragesBelowTheLim
 
 TEST_F(TrainingStep, ASlowerFillingTrainingStepCostsSmallBatchesMoreAndLeavesLargeOnesAlone) {
   const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
-  auto as_inference = resnet50;  // the training step fills the GPU as the forward pass does
-  as_inference.training_saturation_scale = 1.0;
-  as_inference.training_power_saturation_scale = 1.0;
-  auto slow_filling = as_inference;
-  slow_filling.training_saturation_scale = 3.0;
+  const auto as_inference = resnet50_training_with(1.0, 1.0);  // fills the GPU as the forward pass does
+  const auto slow_filling = resnet50_training_with(3.0, 1.0);
   const auto busy_s = [&](const ModelSpec& m, int batch) {
     return training_step(v100, m, imagenet, Precision::fp32, batch, point).gpu_busy_s;
   };
@@ -151,11 +157,8 @@ TEST_F(TrainingStep, ASlowerFillingTrainingStepCostsSmallBatchesMoreAndLeavesLar
 
 TEST_F(TrainingStep, SmSwitchingAtSmallBatchesKeepsTheirPowerNearTheLargeBatchesPower) {
   const OperatingPoint point{v100.boost_clock_mhz, v100.default_memory_clock_mhz};
-  auto idle_sms = resnet50;
-  idle_sms.training_saturation_scale = 3.0;
-  idle_sms.training_power_saturation_scale = 1.0;
-  auto busy_sms = idle_sms;
-  busy_sms.training_power_saturation_scale = 0.05;
+  const auto idle_sms = resnet50_training_with(3.0, 1.0);
+  const auto busy_sms = resnet50_training_with(3.0, 0.05);
   const auto power_w = [&](const ModelSpec& m, int batch) {
     return training_step(v100, m, imagenet, Precision::fp32, batch, point).average_power_w;
   };
@@ -164,7 +167,7 @@ TEST_F(TrainingStep, SmSwitchingAtSmallBatchesKeepsTheirPowerNearTheLargeBatches
                    training_step(v100, idle_sms, imagenet, Precision::fp32, 8, point).step_s);
   EXPECT_GT(power_w(busy_sms, 8), power_w(idle_sms, 8) + 10.0);
   EXPECT_GT(power_w(busy_sms, 8), 0.9 * power_w(busy_sms, 512));
-  EXPECT_EQ(training_step_model(busy_sms).power_saturation_scale, 0.05 * resnet50.power_saturation_scale);
+  EXPECT_DOUBLE_EQ(training_step_model(busy_sms).power_saturation_scale, 0.05 * resnet50.power_saturation_scale);
 }
 
 class AllocatorHostTime : public TrainingStep {
