@@ -40,7 +40,7 @@ struct BatchProfile {
 [[nodiscard]] double voltage_v(const GpuSpec& gpu, double sm_clock_mhz);
 
 // Batch size at which the GPU is half filled: a layer's feature-map elements per image against
-// the GPU's width.
+// the GPU's width (× the model's saturation_batch_scale: 1 for inference).
 [[nodiscard]] double half_saturation_batch(const GpuSpec& gpu, const ModelSpec& model);
 
 [[nodiscard]] double peak_flops(const GpuSpec& gpu, Precision precision, double sm_clock_mhz);

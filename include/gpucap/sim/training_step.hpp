@@ -37,7 +37,8 @@ struct TrainingPoint {
 };
 
 // The model as a training step runs it: the work factor on compute, feature maps and kernels,
-// the weight passes on the weight traffic, and the model's training efficiency.
+// the weight passes on the weight traffic, the model's training efficiency, and how it fills the
+// GPU at small batches (training_saturation_scale, training_power_saturation_scale).
 [[nodiscard]] ModelSpec training_step_model(const ModelSpec& model);
 
 // One training step at fixed clocks. The host loop (GpuSpec host.training_loop_scale × the
