@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates docs/fidelity.md (and the plots in docs/fidelity/): the twin's error against the
 # P40 logs (leave-one-job-out), the PctoDL fit (held-out grid points), published curves and Zeus's
-# training traces under power limits (V100 and RTX 6000 fitted, P100 held out).
-# Takes about two minutes on 2 cores: every P40 fold refits the twin. Needs gnuplot (scripts/setup.sh).
+# training traces under power limits (V100 and RTX 6000 fitted, P100 held out), then in-sample
+# diagnostics (the P40 with the shipped files, the P100 fitted to its own trace).
+# Takes about 13 minutes on 2 cores: every P40 fold refits the twin, and the P100 diagnostic refits
+# the Zeus traces. Needs gnuplot and python3 (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +49,65 @@ if [ -f "$tables" ]; then
     echo '```'
   } >> docs/fidelity.md
 fi
+
+# In-sample diagnostics: the twin fitted to the very data a held-out figure is measured on. They
+# separate what the model cannot express from what the fitted data cannot tell about the held-out
+# data, and bound what any held-out figure can reach with this model.
+shared=${GPUCAP_SHARED_DATA_DIR:-../shared/data}
+selffit=$(mktemp -d)
+trap 'rm -rf "$plots" "$selffit"' EXIT
+cp -r data "$selffit/"
+python3 - "$selffit/data/calibration/zeus.json" <<'EOF'
+import json, sys
+path = sys.argv[1]
+setup = json.load(open(path))
+setup["fit"].append("p100")
+setup["check"].remove("p100")
+setup["derive"].remove("p100")
+json.dump(setup, open(path, "w"), indent=1)
+EOF
+"$gpucap" --data-dir "$selffit/data" calibrate --sources zeus > /dev/null
+{
+  echo
+  echo "## In-sample diagnostics: how far the model gets on the data it is fitted to"
+  echo
+  echo "Not fidelity figures: each fits the twin to the data it is then compared with. A held-out error"
+  echo "mixes what the twin's model cannot express with what the fitted data cannot tell about the"
+  echo "held-out data; these separate the two."
+  echo
+  echo "**P40, every job fitted.** \`gpucap fidelity --p40-logs $shared/batchdvfs-p40\` compares each"
+  echo "job with the shipped data files, which \`gpucap calibrate\` fitted to all 20 jobs:"
+  echo
+  echo '```'
+  # Without the target column: an in-sample figure is not measured against the targets.
+  "$gpucap" fidelity --p40-logs "$shared/batchdvfs-p40" | grep -v '^p40 power ' |
+    sed -E 's/  (target|median <=.*|MAPE <=.*)$//'
+  echo '```'
+  echo
+  echo "**The P100 fitted to its own trace.** A copy of \`data/\` with the P100 moved from \"check\" and"
+  echo "\"derive\" to \"fit\" in \`calibration/zeus.json\`, then \`gpucap --data-dir COPY calibrate --sources zeus\`"
+  echo "and \`gpucap --data-dir COPY fidelity --zeus-power-trace $shared/zeus/nsdi23/summary_power_p100.csv\`:"
+  echo
+  echo '```'
+  "$gpucap" --data-dir "$selffit/data" fidelity --zeus-power-trace "$shared/zeus/nsdi23/summary_power_p100.csv"
+  echo '```'
+  echo
+  echo "The P100 testbed's constants relative to the V100's, as shipped (derived from the fitted"
+  echo "testbeds, docs/simulator.md) and as its own trace fits them:"
+  echo
+  python3 - data/gpus/p100.json "$selffit/data/gpus/p100.json" <<'EOF'
+import json, sys
+derived, fitted = (json.load(open(p)) for p in sys.argv[1:3])
+print("| constant | derived (shipped) | fitted to the P100's trace |")
+print("|---|---:|---:|")
+for key in ("host.training_loop_scale", "fp32_efficiency_scale", "fp16_efficiency_scale"):
+    def value(spec):
+        for part in key.split("."):
+            spec = spec[part]
+        return spec
+    print(f"| `{key}` | {value(derived):.3g} | {value(fitted):.3g} |")
+EOF
+} >> docs/fidelity.md
 
 
 # A few runs as pictures (all 60 would bloat the repository; `gpucap fidelity --plots DIR` draws them all).

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake make
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libceres-dev libboost-dev gnuplot-nox
+  python3  # scripts/make-fidelity.sh edits a copy of the data files
   libdlib-dev  # kernel ridge regression for the fitted predictor (gpucap fit)
   libgtest-dev libgmock-dev libbenchmark-dev
   # The LibTorch engine (optional at build time) and the model export its tests run:

@@ -237,6 +237,12 @@ std::string pctodl_floor_paragraph(const FidelityReport& report) {
     sentences += fmt::format(" On the {}, a batch size predicted from its two neighbours at the same clocks is off by "
                              "{:.1f} % in throughput and {:.1f} % in power (MAPE).",
                              gpu, thr->stats.mape, pow->stats.mape);
+    const auto* fit_thr = find_row(report, "pctodl-" + gpu + " in-sample", "throughput_img_s");
+    const auto* fit_pow = find_row(report, "pctodl-" + gpu + " in-sample", "power_w");
+    if (fit_thr != nullptr && fit_pow != nullptr) {
+      sentences += fmt::format(" The twin's error on the very points it is fitted to is {:.1f} % and {:.1f} %.",
+                               fit_thr->stats.mape, fit_pow->stats.mape);
+    }
   }
   if (sentences.empty()) return {};
   return std::string("\n**Reading the PctoDL figures.** The targets are a published fit (closed forms corrected "

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 
@@ -46,6 +47,33 @@ TEST(PctodlSource, TheFitAgainstItselfPredictsEachInteriorBatchFromItsNeighbours
   for (const auto& [key, values] : errors) {
     for (const double e : values) EXPECT_TRUE(std::isfinite(e) && e >= 0.0) << key.first << " " << key.second;
   }
+}
+
+TEST(PctodlSource, FidelityReportsTheFittedPointsApartAsInSample) {
+  FidelityOptions options;
+  options.sources = {Source::pctodl};
+  options.paths.pctodl_params = test::shared_file("pctodl");
+  const auto report = measure_fidelity(catalog(), options);
+  const auto row = [&](const std::string& source, const std::string& quantity) -> const FidelityRow& {
+    const auto it = std::find_if(report.rows.begin(), report.rows.end(), [&](const FidelityRow& r) {
+      return r.source == source && r.quantity == quantity;
+    });
+    EXPECT_NE(it, report.rows.end()) << source << " " << quantity;
+    return *it;
+  };
+  for (const std::string gpu : {"pctodl-rtx3080ti", "pctodl-a100"}) {
+    for (const std::string quantity : {"throughput_img_s", "power_w"}) {
+      const auto& held_out = row(gpu, quantity);
+      const auto& fitted = row(gpu + " in-sample", quantity);
+      EXPECT_EQ(held_out.target_mape_pct, 5.0);
+      EXPECT_FALSE(fitted.target_mape_pct.has_value()) << "a diagnostic, not a target";
+      EXPECT_EQ(fitted.stats.n, 4u * held_out.stats.n) << "four fifths fitted, one held out";
+      EXPECT_GT(fitted.stats.mape, 0.0);
+      EXPECT_LT(fitted.stats.mape, 50.0);
+    }
+  }
+  const auto markdown = fidelity_markdown(report, catalog(), "cmd");
+  EXPECT_NE(markdown.find("The twin's error on the very points it is fitted to is"), std::string::npos);
 }
 
 TEST(PublishedSource, CurvesLoadAndMalformedOnesAreNamed) {
