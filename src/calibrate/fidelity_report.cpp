@@ -240,7 +240,7 @@ std::string pctodl_floor_paragraph(const FidelityReport& report) {
     const auto* fit_thr = find_row(report, "pctodl-" + gpu + " in-sample", "throughput_img_s");
     const auto* fit_pow = find_row(report, "pctodl-" + gpu + " in-sample", "power_w");
     if (fit_thr != nullptr && fit_pow != nullptr) {
-      sentences += fmt::format(" The twin's error on the very points it is fitted to is {:.1f} % and {:.1f} %.",
+      sentences += fmt::format(" The twin's error on the very points it is fitted to is {:.1f} % in throughput and {:.1f} % in power.",
                                fit_thr->stats.mape, fit_pow->stats.mape);
     }
   }

@@ -54,22 +54,23 @@ TEST(PctodlSource, FidelityReportsTheFittedPointsApartAsInSample) {
   options.sources = {Source::pctodl};
   options.paths.pctodl_params = test::shared_file("pctodl");
   const auto report = measure_fidelity(catalog(), options);
-  const auto row = [&](const std::string& source, const std::string& quantity) -> const FidelityRow& {
+  const auto row = [&](const std::string& source, const std::string& quantity) -> const FidelityRow* {
     const auto it = std::find_if(report.rows.begin(), report.rows.end(), [&](const FidelityRow& r) {
       return r.source == source && r.quantity == quantity;
     });
-    EXPECT_NE(it, report.rows.end()) << source << " " << quantity;
-    return *it;
+    return it == report.rows.end() ? nullptr : &*it;
   };
   for (const std::string gpu : {"pctodl-rtx3080ti", "pctodl-a100"}) {
     for (const std::string quantity : {"throughput_img_s", "power_w"}) {
-      const auto& held_out = row(gpu, quantity);
-      const auto& fitted = row(gpu + " in-sample", quantity);
-      EXPECT_EQ(held_out.target_mape_pct, 5.0);
-      EXPECT_FALSE(fitted.target_mape_pct.has_value()) << "a diagnostic, not a target";
-      EXPECT_EQ(fitted.stats.n, 4u * held_out.stats.n) << "four fifths fitted, one held out";
-      EXPECT_GT(fitted.stats.mape, 0.0);
-      EXPECT_LT(fitted.stats.mape, 50.0);
+      const auto* held_out = row(gpu, quantity);
+      const auto* fitted = row(gpu + " in-sample", quantity);
+      ASSERT_NE(held_out, nullptr) << gpu << " " << quantity;
+      ASSERT_NE(fitted, nullptr) << gpu << " in-sample " << quantity;
+      EXPECT_EQ(held_out->target_mape_pct, 5.0);
+      EXPECT_FALSE(fitted->target_mape_pct.has_value()) << "a diagnostic, not a target";
+      EXPECT_EQ(fitted->stats.n, 4u * held_out->stats.n) << "four fifths fitted, one held out";
+      EXPECT_GT(fitted->stats.mape, 0.0);
+      EXPECT_LT(fitted->stats.mape, 50.0);
     }
   }
   const auto markdown = fidelity_markdown(report, catalog(), "cmd");
