@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  g++ cmake make
+  g++ cmake make ccache
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libceres-dev libboost-dev gnuplot-nox
   python3  # scripts/make-fidelity.sh edits a copy of the data files
   libdlib-dev  # kernel ridge regression for the fitted predictor (gpucap fit)
