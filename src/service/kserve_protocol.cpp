@@ -1,0 +1,622 @@
+#include "gpucap/service/kserve_protocol.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace gpucap::service::kserve {
+namespace {
+
+using nlohmann::json;
+
+static_assert(sizeof(bool) == 1, "BOOL elements are written as C++ bools of one byte");
+
+ProtocolError bad_request(const std::string& message) { return ProtocolError(kBadRequest, message); }
+
+// A JSON value for a message: short, one line, never throwing on odd bytes.
+std::string excerpt(const json& value) {
+  if (value.is_array() || value.is_object()) return std::string("an ") + value.type_name();
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  constexpr std::size_t kMaxChars = 40;
+  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars - 3) + "...";
+  return text;
+}
+
+// What nlohmann's parser would let through or pay dearly for, refused in one pass over the header
+// before it builds anything: nesting deeper than kMaxJsonDepth (a 10,000-deep array is cheap to
+// send and costs a DOM node per level), and a NUL byte, which the parser takes as the end of its
+// input, so "{...}\0junk" would parse; JSON text never holds a raw NUL. Strings are skipped.
+void check_json_header(std::string_view text, const std::string& not_json, bool header_length_given) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\0') {
+      throw bad_request(fmt::format("{}: a NUL byte at offset {}{}", not_json, i,
+                                    header_length_given ? ""
+                                                        : " (binary tensor data needs the "
+                                                          "Inference-Header-Content-Length header)"));
+    }
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw bad_request(fmt::format("the inference request nests JSON deeper than {} levels", kMaxJsonDepth));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+const json* member(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+const std::string& string_member(const json& object, const char* key, std::string_view where) {
+  const json* value = member(object, key);
+  if (value == nullptr) throw bad_request(fmt::format("{} has no '{}'", where, key));
+  if (!value->is_string()) {
+    throw bad_request(fmt::format("'{}' of {} must be a string, not {}", key, where, excerpt(*value)));
+  }
+  return value->get_ref<const std::string&>();
+}
+
+const json* optional_object(const json& object, const char* key, std::string_view where) {
+  const json* value = member(object, key);
+  if (value != nullptr && !value->is_object()) {
+    throw bad_request(fmt::format("'{}' of {} must be a JSON object, not {}", key, where, excerpt(*value)));
+  }
+  return value;
+}
+
+std::optional<std::uint64_t> as_unsigned(const json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  return std::nullopt;
+}
+
+bool as_bool(const json& value, std::string_view what) {
+  if (!value.is_boolean()) throw bad_request(fmt::format("{} must be true or false, not {}", what, excerpt(value)));
+  return value.get<bool>();
+}
+
+// --- JSON elements to tensor bytes ---
+
+template <typename T>
+bool to_element(const json& value, T& out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_boolean()) return false;
+    out = value.get<bool>();
+    return true;
+  } else if constexpr (std::is_integral_v<T>) {
+    // Integers only: 2.0 or 1e3 for an INT32 is refused, as Triton's AsInt/AsUInt refuse it.
+    if (value.is_number_unsigned()) {
+      const auto u = value.get_ref<const json::number_unsigned_t&>();
+      if (!std::in_range<T>(u)) return false;
+      out = static_cast<T>(u);
+      return true;
+    }
+    if (value.is_number_integer()) {
+      const auto s = value.get_ref<const json::number_integer_t&>();
+      if (!std::in_range<T>(s)) return false;
+      out = static_cast<T>(s);
+      return true;
+    }
+    return false;
+  } else {
+    if (!value.is_number()) return false;
+    const double number = value.get<double>();  // finite: the parser refuses overflow (1e999)
+    if constexpr (std::is_same_v<T, float>) {
+      if (std::abs(number) > static_cast<double>(std::numeric_limits<float>::max())) return false;
+    }
+    out = static_cast<T>(number);
+    return true;
+  }
+}
+
+template <typename T>
+std::string expected_element(Datatype datatype) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "true or false (BOOL)";
+  } else if constexpr (std::is_integral_v<T>) {
+    return fmt::format("an integer in [{}, {}] ({})", +std::numeric_limits<T>::min(), +std::numeric_limits<T>::max(),
+                       to_string(datatype));
+  } else {
+    return fmt::format("a number within {} range", to_string(datatype));
+  }
+}
+
+template <typename Visit>
+void for_each_leaf(const json& node, Visit& visit) {
+  if (!node.is_array()) {
+    visit(node);
+    return;
+  }
+  for (const auto& element : node) for_each_leaf(element, visit);  // depth bounded by check_json_depth
+}
+
+std::uint64_t count_leaves(const json& node) {
+  if (!node.is_array()) return 1;
+  std::uint64_t count = 0;
+  for (const auto& element : node) count += count_leaves(element);
+  return count;
+}
+
+template <typename T>
+void fill_fixed_from_json(Tensor& tensor, const json& data, std::size_t count) {
+  tensor.data.resize(count * sizeof(T));
+  std::byte* out = tensor.data.data();
+  std::size_t index = 0;
+  auto write = [&](const json& value) {
+    T element{};
+    if (!to_element(value, element)) {
+      throw bad_request(fmt::format("input '{}' element {}: {} is not {}", tensor.name, index, excerpt(value),
+                                    expected_element<T>(tensor.datatype)));
+    }
+    std::memcpy(out + index * sizeof(T), &element, sizeof(T));
+    ++index;
+  };
+  for_each_leaf(data, write);
+}
+
+void fill_bytes_from_json(Tensor& tensor, const json& data) {
+  std::size_t total_bytes = 0;
+  std::size_t index = 0;
+  auto measure = [&](const json& value) {
+    if (!value.is_string()) {
+      throw bad_request(
+          fmt::format("input '{}' element {}: {} is not a string (BYTES)", tensor.name, index, excerpt(value)));
+    }
+    total_bytes += 4 + value.get_ref<const std::string&>().size();
+    ++index;
+  };
+  for_each_leaf(data, measure);
+  tensor.data.reserve(total_bytes);
+  auto append = [&](const json& value) { append_bytes_element(tensor.data, value.get_ref<const std::string&>()); };
+  for_each_leaf(data, append);
+}
+
+void fill_from_json(Tensor& tensor, const json& data, std::uint64_t count) {
+  if (tensor.datatype == Datatype::fp16 || tensor.datatype == Datatype::bf16) {
+    throw bad_request(
+        fmt::format("{} input '{}' cannot be sent as JSON; send it as binary data "
+                    "(parameters.binary_data_size)",
+                    to_string(tensor.datatype), tensor.name));
+  }
+  if (!data.is_array()) throw bad_request(fmt::format("'data' of input '{}' must be an array", tensor.name));
+  // Count before allocating: the shape alone must never size an allocation (a shape of
+  // [1, 10^12] with three values is a 400, not an attempt at 4 TB).
+  const auto leaves = count_leaves(data);
+  if (leaves != count) {
+    throw bad_request(fmt::format("input '{}' has shape {} ({} elements) but 'data' holds {}", tensor.name,
+                                  shape_string(tensor.shape), count, leaves));
+  }
+  const auto n = static_cast<std::size_t>(count);
+  switch (tensor.datatype) {
+    case Datatype::boolean:
+      return fill_fixed_from_json<bool>(tensor, data, n);
+    case Datatype::uint8:
+      return fill_fixed_from_json<std::uint8_t>(tensor, data, n);
+    case Datatype::uint16:
+      return fill_fixed_from_json<std::uint16_t>(tensor, data, n);
+    case Datatype::uint32:
+      return fill_fixed_from_json<std::uint32_t>(tensor, data, n);
+    case Datatype::uint64:
+      return fill_fixed_from_json<std::uint64_t>(tensor, data, n);
+    case Datatype::int8:
+      return fill_fixed_from_json<std::int8_t>(tensor, data, n);
+    case Datatype::int16:
+      return fill_fixed_from_json<std::int16_t>(tensor, data, n);
+    case Datatype::int32:
+      return fill_fixed_from_json<std::int32_t>(tensor, data, n);
+    case Datatype::int64:
+      return fill_fixed_from_json<std::int64_t>(tensor, data, n);
+    case Datatype::fp32:
+      return fill_fixed_from_json<float>(tensor, data, n);
+    case Datatype::fp64:
+      return fill_fixed_from_json<double>(tensor, data, n);
+    case Datatype::bytes:
+      return fill_bytes_from_json(tensor, data);
+    case Datatype::fp16:
+    case Datatype::bf16:
+      break;  // refused above
+  }
+}
+
+// The one copy of a binary input: from the request body into the tensor.
+void fill_from_binary(Tensor& tensor, std::string_view chunk, std::uint64_t count) {
+  const auto* first = reinterpret_cast<const std::byte*>(chunk.data());
+  const std::span<const std::byte> bytes(first, chunk.size());
+  if (tensor.datatype == Datatype::bytes) {
+    std::size_t elements = 0;
+    try {
+      elements = bytes_elements(bytes).size();
+    } catch (const ProtocolError& e) {
+      throw bad_request(fmt::format("input '{}': {}", tensor.name, e.what()));
+    }
+    if (elements != count) {
+      throw bad_request(fmt::format("BYTES input '{}' has shape {} ({} elements) but its binary data holds {}",
+                                    tensor.name, shape_string(tensor.shape), count, elements));
+    }
+  } else {
+    const auto size = element_size_bytes(tensor.datatype);
+    if (chunk.size() % size != 0) {
+      throw bad_request(
+          fmt::format("binary_data_size {} of input '{}' is not a multiple of the {} element size ({} bytes)",
+                      chunk.size(), tensor.name, to_string(tensor.datatype), size));
+    }
+    if (chunk.size() / size != count) {
+      throw bad_request(fmt::format(
+          "input '{}' has shape {} ({} elements) but binary_data_size {} holds {} {} elements", tensor.name,
+          shape_string(tensor.shape), count, chunk.size(), chunk.size() / size, to_string(tensor.datatype)));
+    }
+    if (tensor.datatype == Datatype::boolean) {
+      // A byte other than 0 or 1 read as a C++ bool downstream is undefined behaviour.
+      for (std::size_t i = 0; i < bytes.size(); ++i) {
+        if (std::to_integer<unsigned>(bytes[i]) > 1) {
+          throw bad_request(fmt::format("BOOL input '{}' element {} is byte {}; BOOL elements are 0 or 1", tensor.name,
+                                        i, std::to_integer<unsigned>(bytes[i])));
+        }
+      }
+    }
+  }
+  tensor.data.assign(bytes.begin(), bytes.end());
+}
+
+// --- Validation against the model ---
+
+std::vector<std::int64_t> parse_shape(const json& value, const std::string& input_name) {
+  if (!value.is_array()) throw bad_request(fmt::format("'shape' of input '{}' must be an array", input_name));
+  std::vector<std::int64_t> shape;
+  shape.reserve(value.size());
+  for (const auto& dim : value) {
+    const auto d = as_unsigned(dim);
+    if (!d || !std::in_range<std::int64_t>(*d)) {
+      throw bad_request(
+          fmt::format("'shape' of input '{}' must hold non-negative integers, not {}", input_name, excerpt(dim)));
+    }
+    shape.push_back(static_cast<std::int64_t>(*d));
+  }
+  return shape;
+}
+
+void check_shape(const TensorSpec& spec, std::span<const std::int64_t> shape, const ModelMetadata& model) {
+  if (shape.size() != spec.shape.size()) {
+    throw bad_request(fmt::format("input '{}' has shape {} (rank {}); model '{}' expects rank {} ({})", spec.name,
+                                  shape_string(shape), shape.size(), model.name, spec.shape.size(),
+                                  shape_string(spec.shape)));
+  }
+  std::size_t first_fixed = 0;
+  if (model.max_batch_size > 0) {
+    if (shape[0] < 1 || shape[0] > model.max_batch_size) {
+      throw bad_request(fmt::format("input '{}' has batch size {}; model '{}' takes 1 to {}", spec.name, shape[0],
+                                    model.name, model.max_batch_size));
+    }
+    first_fixed = 1;
+  }
+  for (std::size_t i = first_fixed; i < shape.size(); ++i) {
+    if (spec.shape[i] != -1 && spec.shape[i] != shape[i]) {
+      throw bad_request(fmt::format("input '{}' has shape {}; model '{}' expects {} (dimension {} must be {})",
+                                    spec.name, shape_string(shape), model.name, shape_string(spec.shape), i,
+                                    spec.shape[i]));
+    }
+  }
+}
+
+std::optional<std::size_t> find_spec(const std::vector<TensorSpec>& specs, std::string_view name) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+std::string spec_names(const std::vector<TensorSpec>& specs) {
+  std::string names;
+  for (const auto& spec : specs) names += (names.empty() ? "" : ", ") + spec.name;
+  return names;
+}
+
+// --- Request parts ---
+
+void parse_request_parameters(const json& doc, InferRequest& request) {
+  const json* parameters = optional_object(doc, "parameters", "the request");
+  if (parameters == nullptr) return;
+  for (const auto& [key, value] : parameters->items()) {
+    if (key == "priority") {
+      const auto p = as_unsigned(value);
+      if (!p || !std::in_range<std::int64_t>(*p)) {
+        throw bad_request(fmt::format("parameters.priority must be a non-negative integer, not {}", excerpt(value)));
+      }
+      if (*p != 0) request.priority = static_cast<std::int64_t>(*p);
+    } else if (key == "timeout") {
+      const auto t = as_unsigned(value);
+      if (!t) {
+        throw bad_request(
+            fmt::format("parameters.timeout must be a non-negative integer of microseconds, not {}", excerpt(value)));
+      }
+      if (*t != 0) request.timeout_us = *t;
+    } else if (key == "binary_data_output") {
+      request.binary_data_output = as_bool(value, "parameters.binary_data_output");
+    } else if (key == "sequence_id") {
+      const bool unset = (value.is_number_unsigned() && value.get<std::uint64_t>() == 0) ||
+                         (value.is_number_integer() && value.get<std::int64_t>() == 0) ||
+                         (value.is_string() && value.get_ref<const std::string&>().empty());
+      if (!unset) throw bad_request("sequences (parameters.sequence_id) are not supported by this server");
+    } else if (key == "sequence_start" || key == "sequence_end") {
+      if (as_bool(value, "parameters." + key)) {
+        throw bad_request(fmt::format("sequences (parameters.{}) are not supported by this server", key));
+      }
+    } else if (key.starts_with("triton_")) {
+      throw bad_request(fmt::format("parameter '{}': keys starting with 'triton_' are reserved", key));
+    }
+    // Anything else is a custom parameter, which no gpucap engine takes: ignored, as KServe allows.
+  }
+}
+
+void parse_requested_outputs(const json& doc, const ModelMetadata& model, InferRequest& request) {
+  const json* outputs = member(doc, "outputs");
+  if (outputs == nullptr) return;
+  if (!outputs->is_array()) throw bad_request("'outputs' must be an array");
+  for (std::size_t i = 0; i < outputs->size(); ++i) {
+    const json& output = (*outputs)[i];
+    const auto where = fmt::format("outputs[{}]", i);
+    if (!output.is_object()) throw bad_request(fmt::format("{} must be a JSON object", where));
+    const auto& name = string_member(output, "name", where);
+    if (!find_spec(model.outputs, name)) {
+      throw bad_request(fmt::format("unknown output '{}' for model '{}' (its outputs: {})", name, model.name,
+                                    spec_names(model.outputs)));
+    }
+    for (const auto& earlier : request.outputs) {
+      if (earlier.name == name) throw bad_request(fmt::format("output '{}' is requested twice", name));
+    }
+    RequestedOutput requested{name, request.binary_data_output};
+    if (const json* parameters = optional_object(output, "parameters", where)) {
+      if (parameters->contains("shared_memory_region")) {
+        throw bad_request(fmt::format("output '{}': the shared-memory extension is not supported", name));
+      }
+      if (parameters->contains("classification")) {
+        throw bad_request(fmt::format("output '{}': the classification extension is not supported", name));
+      }
+      if (const json* binary = member(*parameters, "binary_data")) {
+        requested.binary_data = as_bool(*binary, fmt::format("parameters.binary_data of output '{}'", name));
+      }
+    }
+    request.outputs.push_back(std::move(requested));
+  }
+}
+
+void parse_inputs(const json& doc, std::string_view binary, bool header_length_given, const ModelMetadata& model,
+                  InferRequest& request) {
+  const json* inputs = member(doc, "inputs");
+  if (inputs == nullptr) throw bad_request("the request has no 'inputs'");
+  if (!inputs->is_array()) throw bad_request("'inputs' must be an array");
+
+  std::vector<std::optional<Tensor>> by_spec(model.inputs.size());
+  std::size_t binary_used = 0;
+  for (std::size_t i = 0; i < inputs->size(); ++i) {
+    const json& input = (*inputs)[i];
+    const auto where = fmt::format("inputs[{}]", i);
+    if (!input.is_object()) throw bad_request(fmt::format("{} must be a JSON object", where));
+    const auto& name = string_member(input, "name", where);
+    const auto spec_index = find_spec(model.inputs, name);
+    if (!spec_index) {
+      throw bad_request(fmt::format("unknown input '{}' for model '{}' (its inputs: {})", name, model.name,
+                                    spec_names(model.inputs)));
+    }
+    if (by_spec[*spec_index]) throw bad_request(fmt::format("input '{}' appears more than once", name));
+    const TensorSpec& spec = model.inputs[*spec_index];
+
+    const auto& datatype_name = string_member(input, "datatype", fmt::format("input '{}'", name));
+    const auto datatype = datatype_from_string(datatype_name);
+    if (!datatype) throw bad_request(fmt::format("input '{}' has unknown datatype '{}'", name, datatype_name));
+    if (*datatype != spec.datatype) {
+      throw bad_request(fmt::format("input '{}' has datatype {}; model '{}' expects {}", name, datatype_name,
+                                    model.name, to_string(spec.datatype)));
+    }
+    const json* shape_json = member(input, "shape");
+    if (shape_json == nullptr) throw bad_request(fmt::format("input '{}' has no 'shape'", name));
+    Tensor tensor{name, *datatype, parse_shape(*shape_json, name), {}};
+    check_shape(spec, tensor.shape, model);
+    const auto count = element_count(tensor.shape);
+    if (!count) {
+      throw bad_request(fmt::format("input '{}' shape {} has too many elements", name, shape_string(tensor.shape)));
+    }
+
+    std::optional<std::uint64_t> binary_size;
+    if (const json* parameters = optional_object(input, "parameters", fmt::format("input '{}'", name))) {
+      if (parameters->contains("shared_memory_region")) {
+        throw bad_request(fmt::format("input '{}': the shared-memory extension is not supported", name));
+      }
+      if (const json* size = member(*parameters, "binary_data_size")) {
+        binary_size = as_unsigned(*size);
+        if (!binary_size) {
+          throw bad_request(
+              fmt::format("parameters.binary_data_size of input '{}' must be a non-negative integer, not {}", name,
+                          excerpt(*size)));
+        }
+      }
+    }
+    const json* data = member(input, "data");
+    if ((data != nullptr) == binary_size.has_value()) {
+      throw bad_request(
+          fmt::format("input '{}' must have exactly one of 'data' and parameters.binary_data_size", name));
+    }
+    if (binary_size) {
+      const std::size_t available = binary.size() - binary_used;
+      if (*binary_size > available) {
+        throw bad_request(fmt::format(
+            "input '{}' declares binary_data_size {} but only {} bytes follow the JSON header{}", name, *binary_size,
+            available, header_length_given ? "" : " (binary data needs the Inference-Header-Content-Length header)"));
+      }
+      fill_from_binary(tensor, binary.substr(binary_used, static_cast<std::size_t>(*binary_size)), *count);
+      binary_used += static_cast<std::size_t>(*binary_size);
+    } else {
+      fill_from_json(tensor, *data, *count);
+    }
+    by_spec[*spec_index] = std::move(tensor);
+  }
+  if (binary_used != binary.size()) {
+    throw bad_request(
+        fmt::format("{} bytes follow the JSON header but the inputs' binary_data_size values add up to {}",
+                    binary.size(), binary_used));
+  }
+  request.inputs.reserve(model.inputs.size());
+  for (std::size_t i = 0; i < by_spec.size(); ++i) {
+    if (!by_spec[i]) {
+      throw bad_request(
+          fmt::format("model '{}' needs input '{}', which the request lacks", model.name, model.inputs[i].name));
+    }
+    request.inputs.push_back(std::move(*by_spec[i]));
+  }
+  request.batch_size = model.max_batch_size > 0 ? batch_size(request.inputs) : 1;
+}
+
+// Inference-Header-Content-Length: 0 (extension_binary_data.md, "Raw Binary Request"): the body
+// is the data of the model's only input, batch 1; at most one variable dimension, deduced from
+// the byte count; a BYTES input has shape [1]; every output comes back binary.
+InferRequest parse_raw_request(std::string_view body, const ModelMetadata& model) {
+  if (model.inputs.size() != 1) {
+    throw bad_request(
+        fmt::format("a request with no inference header (Inference-Header-Content-Length: 0) needs a "
+                    "model with one input; model '{}' has {}",
+                    model.name, model.inputs.size()));
+  }
+  const TensorSpec& spec = model.inputs.front();
+  const std::size_t first = model.max_batch_size > 0 ? 1 : 0;
+  Tensor tensor{spec.name, spec.datatype, spec.shape, {}};
+  if (first == 1) tensor.shape.front() = 1;
+  if (spec.datatype == Datatype::bytes) {
+    if (spec.shape.size() != first + 1 || (spec.shape[first] != 1 && spec.shape[first] != -1)) {
+      throw bad_request(fmt::format("a raw binary request for BYTES input '{}' needs shape [1]; model '{}' declares {}",
+                                    spec.name, model.name, shape_string(spec.shape)));
+    }
+    tensor.shape[first] = 1;
+  } else {
+    std::optional<std::size_t> variable;
+    std::uint64_t fixed_bytes = element_size_bytes(spec.datatype);
+    for (std::size_t i = first; i < spec.shape.size(); ++i) {
+      if (spec.shape[i] == -1) {
+        if (variable) {
+          throw bad_request(
+              fmt::format("a raw binary request for input '{}' needs at most one variable dimension; "
+                          "model '{}' declares {}",
+                          spec.name, model.name, shape_string(spec.shape)));
+        }
+        variable = i;
+      } else if (__builtin_mul_overflow(fixed_bytes, static_cast<std::uint64_t>(spec.shape[i]), &fixed_bytes)) {
+        throw bad_request(
+            fmt::format("input '{}' shape {} has too many elements", spec.name, shape_string(spec.shape)));
+      }
+    }
+    if (variable) {
+      if (fixed_bytes != 0 && body.size() % fixed_bytes != 0) {
+        throw bad_request(
+            fmt::format("a raw binary body of {} bytes is not a multiple of {} bytes, the size of input "
+                        "'{}' {} per step of its variable dimension",
+                        body.size(), fixed_bytes, spec.name, shape_string(spec.shape)));
+      }
+      tensor.shape[*variable] = fixed_bytes == 0 ? 0 : static_cast<std::int64_t>(body.size() / fixed_bytes);
+    }
+  }
+  const auto count = element_count(tensor.shape);
+  if (!count) {
+    throw bad_request(fmt::format("input '{}' shape {} has too many elements", spec.name, shape_string(tensor.shape)));
+  }
+  fill_from_binary(tensor, body, *count);
+
+  InferRequest request;
+  request.inputs.push_back(std::move(tensor));
+  request.binary_data_output = true;
+  return request;
+}
+
+InferRequest parse_request(std::string_view body, std::optional<std::size_t> header_length,
+                           const ModelMetadata& model) {
+  if (header_length && *header_length > body.size()) {
+    throw bad_request(fmt::format("Inference-Header-Content-Length {} is larger than the body ({} bytes)",
+                                  *header_length, body.size()));
+  }
+  if (header_length && *header_length == 0) return parse_raw_request(body, model);
+
+  const auto header = body.substr(0, header_length.value_or(body.size()));
+  const auto binary = body.substr(header.size());
+  const auto not_json =
+      header_length ? fmt::format("the first {} bytes of the body (Inference-Header-Content-Length) are not valid JSON",
+                                  *header_length)
+                    : std::string("the request body is not valid JSON");
+  check_json_header(header, not_json, header_length.has_value());
+  json doc;
+  try {
+    doc = json::parse(header.begin(), header.end());
+  } catch (const json::exception& e) {
+    // parse_error, or out_of_range 406 for a number beyond a double (1e999).
+    throw bad_request(fmt::format("{}: {}", not_json, e.what()));
+  }
+  if (!doc.is_object()) {
+    throw bad_request(fmt::format("the inference request must be a JSON object, not {}", excerpt(doc)));
+  }
+
+  InferRequest request;
+  if (const json* id = member(doc, "id")) {
+    if (!id->is_string()) throw bad_request(fmt::format("'id' must be a string, not {}", excerpt(*id)));
+    request.id = id->get<std::string>();
+  }
+  parse_request_parameters(doc, request);  // first: binary_data_output is the outputs' default
+  parse_requested_outputs(doc, model, request);
+  parse_inputs(doc, binary, header_length.has_value(), model, request);
+  return request;
+}
+
+}  // namespace
+
+std::size_t parse_header_length(std::string_view header_value) {
+  auto text = header_value;
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  std::size_t length = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), length);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    throw bad_request(
+        fmt::format("{} must be a byte count, not '{}'", kInferenceHeaderContentLength, header_value.substr(0, 40)));
+  }
+  return length;
+}
+
+InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length,
+                                 const ModelMetadata& model) {
+  // Every way out is a ProtocolError: nlohmann's exceptions (a type mismatch this code missed),
+  // memory exhaustion and anything else are converted, so the server needs one catch.
+  try {
+    return parse_request(body, header_length, model);
+  } catch (const ProtocolError&) {
+    throw;
+  } catch (const json::exception& e) {
+    throw bad_request(fmt::format("the inference request is malformed: {}", e.what()));
+  } catch (const std::bad_alloc&) {
+    throw bad_request("the inference request needs more memory than the server has");
+  } catch (const std::exception& e) {
+    throw ProtocolError(kInternalError, fmt::format("failed to parse the inference request: {}", e.what()));
+  }
+}
+
+}  // namespace gpucap::service::kserve
