@@ -155,11 +155,19 @@ FitResult fit_problem(const Problem& problem, const TwinParams& start) {
 }
 
 std::vector<SourceFit> calibrate_sources(const sim::Catalog& catalog, const std::vector<Source>& sources,
-                                         const SourcePaths& paths) {
+                                         const SourcePaths& paths, const ProgressSink& progress) {
+  const auto tell = [&progress](const std::string& stage) {
+    if (progress) progress(stage);
+  };
+  // Quietly: a bad input is then the one line of its error.
+  std::vector<Problem> problems;
+  for (const auto source : sources) problems.push_back(build_problem(source, catalog, paths));
   std::vector<SourceFit> fits;
   auto current = TwinParams::from(catalog);
-  for (const auto source : sources) {
-    const auto problem = build_problem(source, catalog, paths);
+  for (const auto& problem : problems) {
+    const auto source = problem.source;
+    tell(fmt::format("{}: fitting {} parameters to {} observations", to_string(source), problem.parameters.size(),
+                     problem.fitted.size()));
     SourceFit fit;
     fit.source = source;
     fit.parameters = problem.parameters;
@@ -317,7 +325,13 @@ void add_p40(FidelityReport& report, const sim::Catalog& catalog, const Fidelity
   const auto matrix = !run_times.empty() && std::filesystem::exists(matrix_path) ? std::optional(bench::load_matrix(matrix_path))
                                                                                 : std::nullopt;
   std::vector<double> run_time_errors;
+  std::size_t jobs_begun = 0;
   for (const int job : jobs) {
+    if (options.progress) {
+      options.progress(options.p40_cross_validate
+                           ? fmt::format("p40: job {} ({} of {}), the twin fitted to the other jobs", job, ++jobs_begun, jobs.size())
+                           : fmt::format("p40: job {} ({} of {})", job, ++jobs_begun, jobs.size()));
+    }
     TwinParams params = current;
     if (options.p40_cross_validate) {
       std::vector<P40Run> train;
@@ -476,6 +490,9 @@ FidelityReport measure_fidelity(const sim::Catalog& catalog, const FidelityOptio
   FidelityReport report;
   const auto current = TwinParams::from(catalog);
   for (const auto source : options.sources) {
+    if (options.progress && source != Source::p40) {
+      options.progress(fmt::format("{}: fitting its training data and comparing with the rest", to_string(source)));
+    }
     if (source == Source::p40) {
       add_p40(report, catalog, options, current);
     } else if (source == Source::zeus) {

@@ -211,7 +211,7 @@ std::vector<FitParameter> zeus_fit_parameters(const ZeusSetup& setup, const std:
   for (const auto& m : setup.workloads) {
     if (models.insert(m.model).second) {
       parameters.push_back({FileKind::model, m.model, "training_efficiency_scale", 0.01, 20.0, 2.0});
-      if (catalog.model(m.model).family == "zeus-training") {
+      if (catalog.model(m.model).training_only()) {
         parameters.push_back({FileKind::model, m.model, "power_intensity", 0.05, 5.0, 1.0});
         parameters.push_back({FileKind::model, m.model, "launch_scale", 0.01, 20.0, 2.0});
         parameters.push_back({FileKind::model, m.model, "activation_melems", 1e-5, 1e4, 2.0});

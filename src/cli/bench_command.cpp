@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
+#include "progress.hpp"
 
 namespace gpucap::cli {
 
@@ -166,16 +166,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                      options.trace_dir = (std::filesystem::path(flags->out_dir) / "traces").string();
                      options.plot_dir = (std::filesystem::path(flags->out_dir) / "plots").string();
                    }
-                   if (isatty(fileno(stderr)) != 0) {
-                     options.progress = [](std::size_t done, std::size_t total) {
-                       constexpr std::size_t kWidth = 30;
-                       const auto filled = kWidth * done / total;
-                       std::fprintf(stderr, "\r[%s%s] %3zu%% %zu/%zu (models, then runs)",
-                                    std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-                                    100 * done / total, done, total);
-                       if (done == total) std::fprintf(stderr, "\n");
-                     };
-                   }
+                   options.progress = CountProgress("bench", stderr_is_terminal());
                    const auto runs = bench::run_matrix(matrix, catalog, options);
                    const auto csv = bench::bench_summary_csv(matrix, runs);
                    const auto json = bench::bench_summary_json(matrix, runs, options);

@@ -15,6 +15,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "progress.hpp"
 
 namespace gpucap::cli {
 
@@ -46,8 +47,10 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand(
       "calibrate",
       "Fit the twin's GPU, model and dataset parameters to measurements (Ceres least squares) and write them to the "
-      "data files; every fit starts from the hand estimates kept under \"_prior\". The GPUs data/calibration/zeus.json "
-      "names under \"derive\" (fitted to no trace) take values derived from the fitted testbeds");
+      "data files (the data folder in use: --data-dir, else the checkout's data/; --dry-run writes nothing); every "
+      "fit starts from the hand estimates kept under \"_prior\". The GPUs data/calibration/zeus.json names under "
+      "\"derive\" (fitted to no trace) take values derived from the fitted testbeds. Every input is read before the "
+      "first fit; progress goes to stderr");
   cmd->add_option("--sources", flags->sources, "p40, pctodl, published, zeus, real (comma-separated) or all")
       ->capture_default_str();
   cmd->add_option("--p40-logs", flags->p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
@@ -62,7 +65,11 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                    const auto data_dir = resolve_data_dir(global);
                    const auto catalog = sim::Catalog::load(data_dir);
                    const auto sources = calibrate::parse_sources(flags->sources);
-                   const auto fits = calibrate::calibrate_sources(catalog, sources, source_paths(*flags, data_dir));
+                   const StageProgress progress("calibrate");
+                   const auto fits = calibrate::calibrate_sources(
+                       catalog, sources, source_paths(*flags, data_dir),
+                       [&progress](const std::string& stage) { progress.stage(stage); });
+                   progress.stage(fmt::format("fitted in {:.0f} s", progress.elapsed_s()));
                    // Nothing is written unless every fit converged.
                    for (const auto& fit : fits) {
                      if (!fit.result.report.converged) {

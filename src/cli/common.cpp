@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -14,10 +15,25 @@
 
 namespace gpucap::cli {
 
+namespace {
+
+// The data folder and where it was named, so that a missing one is reported as the user gave it.
+std::string existing_data_dir(const std::string& dir, const char* named_by) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw usage_error(fmt::format("{} '{}': no such folder (it should hold gpus/, models/ and datasets/)", named_by, dir));
+  }
+  return dir;
+}
+
+}  // namespace
+
 std::string resolve_data_dir(const GlobalOptions& global) {
-  if (!global.data_dir.empty()) return global.data_dir;
-  if (const char* env = std::getenv("GPUCAP_DATA_DIR"); env != nullptr && *env != '\0') return env;
-  return GPUCAP_DEFAULT_DATA_DIR;
+  if (!global.data_dir.empty()) return existing_data_dir(global.data_dir, "--data-dir");
+  if (const char* env = std::getenv("GPUCAP_DATA_DIR"); env != nullptr && *env != '\0') {
+    return existing_data_dir(env, "$GPUCAP_DATA_DIR");
+  }
+  return existing_data_dir(GPUCAP_DEFAULT_DATA_DIR, "the built-in data folder");
 }
 
 std::string resolve_pctodl_params_dir(const std::optional<std::string>& given) {
@@ -29,6 +45,21 @@ std::string resolve_pctodl_params_dir(const std::optional<std::string>& given) {
 std::string resolve_shared_dir() {
   if (const char* env = std::getenv("GPUCAP_SHARED_DATA_DIR"); env != nullptr && *env != '\0') return env;
   return GPUCAP_DEFAULT_SHARED_DIR;
+}
+
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        const auto value = parse_double(text);
+        return value && *value > 0.0 ? std::string() : fmt::format("must be a positive number, not '{}'", text);
+      },
+      "POSITIVE");
+}
+
+void check_power_cap_flag(const std::optional<double>& cap_w) {
+  if (cap_w && !(std::isfinite(*cap_w) && *cap_w > 0.0)) {
+    throw usage_error(fmt::format("--power-cap {:g}: must be a positive number of watts", *cap_w));
+  }
 }
 
 std::uint64_t parse_seed(const std::string& text) {

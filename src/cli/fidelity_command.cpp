@@ -10,6 +10,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "progress.hpp"
 
 namespace gpucap::cli {
 
@@ -96,7 +97,10 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                    if (!flags->pctodl_params.empty()) options.paths.pctodl_params = flags->pctodl_params;
                    if (!flags->published.empty()) options.paths.published = flags->published;
                    if (!flags->zeus_traces.empty()) options.paths.zeus_traces = flags->zeus_traces;
+                   const StageProgress progress("fidelity");
+                   options.progress = [&progress](const std::string& stage) { progress.stage(stage); };
                    const auto report = calibrate::measure_fidelity(catalog, options);
+                   progress.stage(fmt::format("measured in {:.0f} s", progress.elapsed_s()));
                    if (!flags->plots_dir.empty()) {
                      calibrate::write_p40_plots(report, flags->plots_dir);
                      calibrate::write_zeus_plots(report.zeus, flags->plots_dir);

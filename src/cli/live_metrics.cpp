@@ -29,6 +29,10 @@ void LiveFlags::add_to(CLI::App& app, bool with_pace) {
   app.add_option("--metrics", metrics,
                  "Serve Prometheus metrics at HOST:PORT/metrics while it runs: the GPU's (dcgm-exporter's names) and "
                  "gpucap's own (cap, window power, knobs, throughput ...); port 0 picks a free one (printed on stderr)");
+  app.add_option("--hostname-label", hostname_label,
+                 "The host label of the DCGM_* series: hostname (dcgm-exporter since its 2026-05 rename) or Hostname "
+                 "(dashboards written before it)")
+      ->capture_default_str();
   if (with_pace) {
     app.add_option("--pace", pace,
                    "twin: let virtual time follow the wall clock, 'realtime' or a speed factor (virtual seconds per "
@@ -43,6 +47,21 @@ std::optional<double> LiveFlags::pace_factor() const {
 
 void LiveFlags::check_address() const {
   if (metrics) (void)service::parse_listen_address(*metrics, "--metrics", kMetricsExample);
+  (void)monitor::parse_hostname_label(hostname_label);
+}
+
+monitor::GpuIdentity LiveFlags::labelled(monitor::GpuIdentity gpu) const {
+  gpu.hostname_label = monitor::parse_hostname_label(hostname_label);
+  return gpu;
+}
+
+void LiveFlags::warn_if_unpaced(const char* command) const {
+  if (!metrics || pace) return;
+  std::fprintf(stderr,
+               "gpucap %s: warning: the twin runs in virtual time, so without --pace this run ends in moments with "
+               "little for a scraper to see; add --pace realtime to watch --metrics move\n",
+               command);
+  std::fflush(stderr);
 }
 
 LiveExport::LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
@@ -84,14 +103,20 @@ monitor::WindowFigures window_figures(const runtime::TraceRow& row) {
 RunExport::RunExport(LiveExport& live, runtime::Platform& platform, const monitor::GpuIdentity& gpu)
     : live_(live),
       gpu_(live.registry(), {&platform.device()}, {gpu}, [&clock = platform.clock()] { return clock.now_s(); }) {
-  gpu_.publish();  // a scrape before the first window sees the GPU
+  gpu_.publish();  // a scrape before the first sample sees the GPU
 }
 
 runtime::TraceSink RunExport::sink(runtime::TraceSink inner) {
   return [this, inner = std::move(inner)](const runtime::TraceRow& row) {
     if (inner) inner(row);
     live_.work().window(window_figures(row));
-    gpu_.publish();
+  };
+}
+
+runtime::PowerSampleSink RunExport::power_sink() {
+  return [this](const PowerSample& sample, double cap_w) {
+    gpu_.publish_with_power(sample.power_w);
+    live_.work().cap(cap_w);
   };
 }
 
@@ -106,10 +131,11 @@ std::unique_ptr<RunExport> attach_run_export(LiveExport* live, runtime::Platform
   return std::make_unique<RunExport>(*live, platform, gpu);
 }
 
-ShareLive::ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario)
+ShareLive::ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario,
+                     monitor::GpuIdentity gpu)
     : pacer_(std::move(pacer)),
       live_(live),
-      gpu_(monitor::twin_identity(0, scenario.gpu.id, monitor::local_hostname())),
+      gpu_(std::move(gpu)),
       max_power_w_(scenario.gpu.max_power_w),
       mps_(scenario.policy == sched::Policy::mps) {
   if (live_ != nullptr) monitor::declare_dcgm_metrics(live_->registry());
@@ -124,7 +150,7 @@ void ShareLive::on_window(const sched::ShareProgress& p) {
   const double length_s = p.window.end_s - p.window.start_s;
   items_before_.resize(p.items_done.size(), 0);
   monitor::WindowFigures f;
-  f.cap_w = p.window.cap_w;
+  f.cap_w = p.window.cap_w;  // 0 without a cap: left out
   f.max_power_w = kNotMeasured;  // the share twin keeps only each window's mean
   f.mean_power_w = p.window.mean_power_w;
   // The clock a controller set; without one the GPU chooses, and the twin does not say which.
@@ -155,8 +181,9 @@ void ShareLive::on_window(const sched::ShareProgress& p) {
   busy_before_s_ = p.gpu_busy_s;
   gpu.memory_utilization_pct = kNotMeasured;
   gpu.temperature_c = kNotMeasured;
-  // The limit in force: the cap of the window, else the board's own (the twin's maximum power).
-  gpu.power_limit_w = p.window.cap_w > 0.0 ? p.window.cap_w : (max_power_w_ > 0.0 ? max_power_w_ : kNotMeasured);
+  // The board's enforced limit: the share twin's controllers turn clocks, never the board's limit, so
+  // it stays at its default (the cap is gpucap_power_cap_watts).
+  gpu.power_limit_w = max_power_w_ > 0.0 ? max_power_w_ : kNotMeasured;
   monitor::publish_dcgm(live_->registry(), gpu_, gpu);
 }
 

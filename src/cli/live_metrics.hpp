@@ -22,13 +22,20 @@ namespace gpucap::cli {
 struct LiveFlags {
   std::optional<std::string> metrics;  // HOST:PORT
   std::optional<std::string> pace;     // realtime | FACTOR
+  std::string hostname_label = monitor::kHostnameLabel;
 
-  // --metrics always; --pace where the command has a twin to pace.
+  // --metrics and --hostname-label always; --pace where the command has a twin to pace.
   void add_to(CLI::App& app, bool with_pace);
   // The pace factor, if --pace was given (Error(usage) for a bad one).
   [[nodiscard]] std::optional<double> pace_factor() const;
-  // Error(usage) for a --metrics that is not HOST:PORT: call before anything starts.
+  // Error(usage) for a --metrics that is not HOST:PORT or a bad --hostname-label: call before
+  // anything starts.
   void check_address() const;
+  // `gpu` with the host label's spelling of --hostname-label.
+  [[nodiscard]] monitor::GpuIdentity labelled(monitor::GpuIdentity gpu) const;
+  // On the twin: --metrics without --pace serves a run that ends in milliseconds of virtual time,
+  // with nothing to scrape; says so on stderr (`command`: "run", "share").
+  void warn_if_unpaced(const char* command) const;
 };
 
 // A running exporter: its registry, gpucap's work metrics in it, and the HTTP server. The URL is
@@ -62,8 +69,11 @@ class RunExport {
  public:
   // The GPU's metrics join `live` (already serving), read from the platform's device.
   RunExport(LiveExport& live, runtime::Platform& platform, const monitor::GpuIdentity& gpu);
-  // `inner`, then the export of the window.
+  // `inner`, then the export of the window (gpucap's work metrics).
   [[nodiscard]] runtime::TraceSink sink(runtime::TraceSink inner);
+  // The GPU's series and the cap in force, at each new power sample (RunConfig::on_power_sample):
+  // the power as the run's sampler saw it, at its own period, not once per window.
+  [[nodiscard]] runtime::PowerSampleSink power_sink();
 
  private:
   LiveExport& live_;
@@ -80,7 +90,9 @@ class RunExport {
 // For `gpucap share`: paces the simulation and exports each window (either may be absent).
 class ShareLive final : public sched::ShareObserver {
  public:
-  ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario);
+  // `gpu` names the shared GPU on its DCGM series (LiveFlags::labelled, the board's name).
+  ShareLive(std::optional<runtime::Pacer> pacer, LiveExport* live, const sched::ShareScenario& scenario,
+            monitor::GpuIdentity gpu);
   void on_time(double now_s) override;
   void on_window(const sched::ShareProgress& progress) override;
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include "gpucap/cli/commands.hpp"
@@ -19,6 +20,42 @@
 #ifndef GPUCAP_VERSION
 #define GPUCAP_VERSION "unknown"
 #endif
+
+namespace {
+
+// The command word of `argv`: the first argument that is neither a global option nor its value
+// (nullopt when there is none before "--"). Looked at before CLI11 parses, because `gpucap
+// nosuchcommand --help` would otherwise print the top-level help and exit 0, hiding the typo.
+std::optional<std::string> command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return std::nullopt;
+    if (arg == "--data-dir") {
+      ++i;  // its value
+      continue;
+    }
+    if (arg.rfind('-', 0) == 0) continue;
+    return arg;
+  }
+  return std::nullopt;
+}
+
+// The long option of the command line given more than once ("--power-cap"), if any: CLI11 only
+// says "At Most 1 required but received 2".
+std::optional<std::string> repeated_option(int argc, char** argv) {
+  std::vector<std::string> seen;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(seen.begin(), seen.end(), arg) != seen.end()) return arg;
+    seen.push_back(arg);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -61,8 +98,26 @@ int main(int argc, char** argv) {
   // options may also follow the command (`gpucap run ... --data-dir DIR`).
   app.allow_extras();
   for (const auto& command : commands) command.app->fallthrough();
+  std::vector<std::string> command_names;
+  for (const auto& command : commands) {
+    if (!command.app->get_group().empty()) command_names.push_back(command.app->get_name());  // not the hidden
+  }
+  const auto names = gpucap::join(command_names, ", ");
+  if (const auto word = command_word(argc, argv);
+      word && std::none_of(commands.begin(), commands.end(),
+                           [&word](const gpucap::cli::Command& c) { return c.app->get_name() == *word; })) {
+    std::fprintf(stderr, "gpucap: error: unknown command '%s'; known: %s (see --help)\n", word->c_str(), names.c_str());
+    return gpucap::exit_code(gpucap::ErrorCode::usage);
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {
+    if (const auto option = repeated_option(argc, argv)) {
+      std::fprintf(stderr, "gpucap: error: %s was given more than once; give it once (see --help)\n", option->c_str());
+    } else {
+      std::fprintf(stderr, "gpucap: error: %s (see --help)\n", e.what());
+    }
+    return gpucap::exit_code(gpucap::ErrorCode::usage);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; real parse errors are usage errors.
     const int code = app.exit(e);
@@ -73,11 +128,6 @@ int main(int argc, char** argv) {
   const auto chosen = std::find_if(commands.begin(), commands.end(),
                                    [](const gpucap::cli::Command& c) { return c.app->parsed(); });
   if (chosen == commands.end() || !app.remaining().empty()) {
-    std::vector<std::string> command_names;
-    for (const auto& command : commands) {
-      if (!command.app->get_group().empty()) command_names.push_back(command.app->get_name());  // not the hidden
-    }
-    const auto names = gpucap::join(command_names, ", ");
     const auto extras = app.remaining();
     if (extras.empty()) {
       std::fprintf(stderr, "gpucap: error: a command is required: %s (see --help)\n", names.c_str());
@@ -111,7 +161,11 @@ int main(int argc, char** argv) {
     }
     return chosen->exit_status ? *chosen->exit_status : 0;
   } catch (const gpucap::Error& e) {
-    std::fprintf(stderr, "gpucap: error: %s\n", e.what());
+    // Commands that also run on the twin say so when there is no GPU (monitor and devices watch
+    // real GPUs only; monitor names its own way out).
+    const bool has_twin = name != "monitor" && name != "devices";
+    const char* hint = e.code() == gpucap::ErrorCode::no_gpu && has_twin ? "; the simulated GPUs (--platform sim) need none" : "";
+    std::fprintf(stderr, "gpucap: error: %s%s\n", e.what(), hint);
     return gpucap::exit_code(e.code());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpucap: internal error: %s\n", e.what());

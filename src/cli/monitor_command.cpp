@@ -40,6 +40,7 @@ struct MonitorFlags {
   bool json = false;
   std::optional<std::string> csv;
   std::vector<std::string> listen;  // given without a value: the default address
+  std::string hostname_label = monitor::kHostnameLabel;
   CLI::Option* listen_option = nullptr;
   std::vector<std::string> command;
 };
@@ -58,6 +59,12 @@ struct Gpus {
     const auto host = monitor::local_hostname();
     std::vector<monitor::GpuIdentity> out;
     for (const auto& d : devices) out.push_back(monitor::nvml_identity(d->info(), host));
+    return out;
+  }
+  // The identities with the host label spelled as `label` (--hostname-label).
+  [[nodiscard]] std::vector<monitor::GpuIdentity> identities(const std::string& label) const {
+    auto out = identities();
+    for (auto& gpu : out) gpu.hostname_label = label;
     return out;
   }
 };
@@ -90,7 +97,12 @@ Gpus open_gpus(const MonitorFlags& flags) {
     gpus.nvml = std::make_unique<device::NvmlLibrary>(flags.nvml_library);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::no_gpu) throw;
-    throw Error(ErrorCode::no_gpu, fmt::format("no GPU to measure on this machine: {}", e.what()));
+    // NVML's own message suggests the twin, which monitor does not watch: say where it is.
+    throw Error(ErrorCode::no_gpu,
+                fmt::format("no GPU to measure on this machine ({}); to try the exporter without a GPU, "
+                            "'gpucap run --gpu a100 --model resnet50 --power-cap 250 --algorithm capfit --duration 600 "
+                            "--pace realtime --metrics {}' serves a simulated GPU's metrics under the same names",
+                            e.what(), kDefaultListen));
   }
   const auto count = gpus.nvml->device_count();
   if (count == 0) throw Error(ErrorCode::no_gpu, "no GPU to measure on this machine: NVML lists no NVIDIA GPU");
@@ -227,11 +239,13 @@ int measure_command(const MonitorFlags& flags) {
 
 // Serves the GPUs' readings, taken at each scrape, until SIGINT or SIGTERM.
 void serve_metrics(const MonitorFlags& flags) {
-  const auto address = flags.listen.empty() ? std::string(kDefaultListen) : flags.listen.front();
+  // `--listen` alone: CLI11 hands an empty value.
+  const auto address = flags.listen.empty() || flags.listen.front().empty() ? std::string(kDefaultListen) : flags.listen.front();
   const auto [host, port] = service::parse_listen_address(address, "--listen", kDefaultListen);
   const auto gpus = open_gpus(flags);
   monitor::MetricsRegistry registry;
-  monitor::GpuExporter exporter(registry, gpus.pointers(), gpus.identities(), monitor::steady_seconds_clock());
+  monitor::GpuExporter exporter(registry, gpus.pointers(), gpus.identities(flags.hostname_label),
+                                monitor::steady_seconds_clock());
   // Blocked before the server's threads start, so that they inherit the mask and only sigtimedwait
   // below takes the signals.
   const sigset_t set = stop_signal_set();
@@ -264,6 +278,7 @@ int run_monitor(const MonitorFlags& flags) {
   if (listening && !flags.command.empty()) {
     throw usage_error("give either --listen (serve metrics) or a command after '--' (measure it), not both");
   }
+  (void)monitor::parse_hostname_label(flags.hostname_label);
   if (listening) {
     if (flags.json || flags.csv) throw usage_error("--json and --csv are for measuring a command, not for --listen");
     serve_metrics(flags);
@@ -295,6 +310,10 @@ Command add_monitor_command(CLI::App& app, const GlobalOptions& /*global*/) {
                                   "until SIGINT/SIGTERM (default {})",
                                   kDefaultListen))
           ->expected(0, 1);
+  cmd->add_option("--hostname-label", flags->hostname_label,
+                  "--listen: the host label of the DCGM_* series: hostname (dcgm-exporter since its 2026-05 rename) or "
+                  "Hostname (dashboards written before it)")
+      ->capture_default_str();
   cmd->add_option("--nvml-lib", flags->nvml_library, "NVML library to load (default: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1)")
       ->capture_default_str();
   cmd->add_option("command", flags->command, "The command to measure, after '--'");

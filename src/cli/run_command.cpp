@@ -86,6 +86,7 @@ class TraceFile {
 };
 
 CapSchedule cap_schedule(const RunFlags& flags) {
+  check_power_cap_flag(flags.power_cap_w);
   if (flags.cap_schedule) {
     const auto schedule =
         CapSchedule::parse(*flags.cap_schedule, flags.power_cap_w ? &*flags.power_cap_w : nullptr);
@@ -265,15 +266,19 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   }
 
   spec.sim.pace = flags.live.pace_factor();
+  flags.live.check_address();
 
   const auto& gpu = catalog.gpu(spec.gpu);
   // --metrics bound before anything runs or any file is made: a bad or busy address fails first.
   const auto metrics = start_run_live(flags.live, run_labels(spec.algorithm, spec.model, gpu.id, 0, true), true);
   runtime::SimJob job(catalog, spec);  // validates before any file is created
   auto trace = open_trace(flags.trace_path, /*simulated=*/true);
-  const auto live = attach_run_export(metrics.get(), job.platform(), monitor::twin_identity(0, gpu.name, monitor::local_hostname()));
+  const auto live = attach_run_export(metrics.get(), job.platform(),
+                                      flags.live.labelled(monitor::twin_identity(0, gpu.name, monitor::local_hostname())));
+  flags.live.warn_if_unpaced("run");
   const StopOnSignals stop_on_signals;
-  const auto summary = job.run(live ? live->sink(trace.sink) : trace.sink, &stop_requested);
+  const auto summary = job.run(live ? live->sink(trace.sink) : trace.sink, &stop_requested,
+                               live ? live->power_sink() : runtime::PowerSampleSink{});
   if (flags.json) {
     std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
   } else {
@@ -457,11 +462,13 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
                  false),
       false);
   auto trace = open_trace(flags.trace_path, /*simulated=*/false);
-  const auto live = attach_run_export(metrics.get(), platform, monitor::nvml_identity(info, monitor::local_hostname()));
+  const auto live =
+      attach_run_export(metrics.get(), platform, flags.live.labelled(monitor::nvml_identity(info, monitor::local_hostname())));
   measure_before_run(flags, platform, config.schedule, budget, controller_options);
   const auto controller = control::make_controller(flags.algorithm, controller_options, platform.controller_limits());
   const StopOnSignals stop_on_signals;
   config.stop = &stop_requested;
+  if (live) config.on_power_sample = live->power_sink();
   const auto summary = runtime::run_job(platform, *controller, config, live ? live->sink(trace.sink) : trace.sink);
   if (flags.json) {
     auto out = summary_json(summary);

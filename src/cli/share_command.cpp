@@ -303,17 +303,16 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", flags->seed, "twin: seed of the step-to-step variation of kernel times; torch: seed of the synthetic data")->capture_default_str();
   cmd->add_option("--max-time", flags->max_time_s, "twin: virtual seconds after which running jobs are cut short")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
   cmd->add_option("--trace", flags->trace, "Write every step (job, step, device, start, end) to this CSV file");
-  cmd->add_option("--power-cap", flags->power_cap_w, "Cap on the shared GPU's power, W (judged per --window)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--power-cap", flags->power_cap_w, "Cap on the shared GPU's power, W (judged per --window)");
   cmd->add_option("--cap-schedule", flags->cap_schedule, "A cap that changes: SECONDS:WATTS,... e.g. 0:200,30:160");
   cmd->add_option("--algorithm", flags->algorithm,
                   "none (the policy alone) or capshare (gpucap: the SLO job keeps its latency, the training job gets the "
                   "power left: GPU clock and its batch size)")
       ->capture_default_str();
-  cmd->add_option("--window", flags->window_s, "Power window, s")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--window", flags->window_s, "Power window, s")->capture_default_str()->check(positive_number());
   flags->live.add_to(*cmd, /*with_pace=*/true);
   cmd->add_flag("--resume", flags->resume,
                 "switchflow: a preempted job that stays on the GPU resumes its step instead of redoing it (gpucap's "
@@ -345,8 +344,10 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             scenario.record_steps = flags->trace.has_value();
             scenario.window_s = flags->window_s;
             if (flags->cap_schedule) {
+              check_power_cap_flag(flags->power_cap_w);
               scenario.cap = CapSchedule::parse(*flags->cap_schedule, flags->power_cap_w ? &*flags->power_cap_w : nullptr);
             } else if (flags->power_cap_w) {
+              check_power_cap_flag(flags->power_cap_w);
               scenario.cap = CapSchedule::constant(*flags->power_cap_w);
             }
             scenario.resume_preempted = flags->resume;
@@ -362,16 +363,20 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             }
             // Both before the run: a bad --pace or an address in use fails before anything is simulated.
             const auto pace = flags->live.pace_factor();
+            flags->live.check_address();
             std::unique_ptr<LiveExport> live;
             if (flags->live.metrics) {
               live = std::make_unique<LiveExport>("share", *flags->live.metrics, share_labels(scenario, flags->algorithm), true);
             }
             std::unique_ptr<ShareLive> observer;
             if (live || pace) {
+              const auto gpu = flags->live.labelled(
+                  monitor::twin_identity(0, twin.device_name(scenario.gpu.id), monitor::local_hostname()));
               observer = std::make_unique<ShareLive>(pace ? std::optional<runtime::Pacer>(runtime::Pacer(*pace)) : std::nullopt,
-                                                     live.get(), scenario);
+                                                     live.get(), scenario, gpu);
               scenario.observer = observer.get();
             }
+            flags->live.warn_if_unpaced("share");
             const auto result = sched::simulate_share(scenario, twin);
             if (flags->trace) write_trace(*flags->trace, result);
             if (flags->json) {

@@ -113,9 +113,8 @@ NvmlLibrary::NvmlLibrary(const std::string& path) : path_(path), api_(std::make_
   handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle_ == nullptr) {
     const char* why = dlerror();
-    throw Error(ErrorCode::no_gpu, fmt::format("no NVIDIA driver: cannot load {} ({}); the simulated GPUs "
-                                               "(--platform sim) need none",
-                                               path, why != nullptr ? why : "unknown reason"));
+    throw Error(ErrorCode::no_gpu, fmt::format("no NVIDIA driver: cannot load {} ({})", path,
+                                               why != nullptr ? why : "unknown reason"));
   }
   try {
     auto& a = *api_;

@@ -91,6 +91,15 @@ void MetricsRegistry::set(const std::string& name, const Labels& labels, double 
   it->second = value;
 }
 
+void MetricsRegistry::set_if_known(const std::string& name, const Labels& labels, double value) {
+  if (!std::isnan(value)) {
+    set(name, labels, value);
+    return;
+  }
+  const std::lock_guard lock(mutex_);
+  family_locked(name).series.erase(labels);
+}
+
 void MetricsRegistry::add(const std::string& name, const Labels& labels, double delta) {
   const std::lock_guard lock(mutex_);
   auto& family = family_locked(name);

@@ -19,6 +19,14 @@ void GpuExporter::publish() {
   for (std::size_t i = 0; i < devices.size(); ++i) publish_dcgm(registry_, gpus_[i], read_gpu(*devices[i], energy_j[i]));
 }
 
+void GpuExporter::publish_with_power(double power_w) {
+  const auto& devices = monitor_.devices();
+  if (devices.size() != 1) throw Error(ErrorCode::internal, "publish_with_power exports one GPU");
+  auto reading = read_gpu(*devices.front(), monitor_.energy_since_start_j().front());
+  reading.power_w = power_w;
+  publish_dcgm(registry_, gpus_.front(), reading);
+}
+
 bool GpuExporter::integrates_power() const {
   const auto sources = monitor_.sources();
   return std::find(sources.begin(), sources.end(), EnergySource::integrated) != sources.end();

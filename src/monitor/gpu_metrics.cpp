@@ -32,7 +32,7 @@ const std::array<DcgmField, 8>& dcgm_fields() {
       {"DCGM_FI_DEV_SM_CLOCK", MetricType::gauge, "Streaming-multiprocessor clock, in MHz.", &GpuReading::sm_clock_mhz,
        1.0},
       {"DCGM_FI_DEV_MEM_CLOCK", MetricType::gauge, "Memory clock, in MHz.", &GpuReading::memory_clock_mhz, 1.0},
-      {"DCGM_FI_DEV_GPU_TEMP", MetricType::gauge, "GPU temperature in degrees Celsius; NaN without a sensor (the twin).",
+      {"DCGM_FI_DEV_GPU_TEMP", MetricType::gauge, "GPU temperature in degrees Celsius; absent without a sensor (the twin).",
        &GpuReading::temperature_c, 1.0},
       {"DCGM_FI_DEV_POWER_USAGE", MetricType::gauge,
        "Power the board draws, in W: NVML's instantaneous reading where the driver has one, else its power usage.",
@@ -42,9 +42,11 @@ const std::array<DcgmField, 8>& dcgm_fields() {
       {"DCGM_FI_DEV_GPU_UTIL", MetricType::gauge, "Share of time a kernel ran on the GPU, in %.",
        &GpuReading::utilization_pct, 1.0},
       {"DCGM_FI_DEV_MEM_COPY_UTIL", MetricType::gauge,
-       "Share of time device memory was read or written, in %; NaN where not measured (the twin).",
+       "Share of time device memory was read or written, in %; absent where not measured (the twin).",
        &GpuReading::memory_utilization_pct, 1.0},
-      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", MetricType::gauge, "Power limit (cap) in force, in W.",
+      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", MetricType::gauge,
+       "The board's enforced power limit, in W (its default where none was set); gpucap's own cap is "
+       "gpucap_power_cap_watts.",
        &GpuReading::power_limit_w, 1.0},
   }};
   return fields;
@@ -71,6 +73,12 @@ double power_limit_w(device::Device& device) {
 }
 
 }  // namespace
+
+std::string parse_hostname_label(const std::string& text) {
+  if (text == kHostnameLabel || text == kLegacyHostnameLabel) return text;
+  throw usage_error(fmt::format("--hostname-label '{}' must be {} (dcgm-exporter since 2026-05) or {} (before)", text,
+                                kHostnameLabel, kLegacyHostnameLabel));
+}
 
 GpuIdentity nvml_identity(const device::NvmlDeviceInfo& info, const std::string& hostname) {
   return {info.index, info.uuid, info.pci_bus_id, info.name, hostname, false};
@@ -106,7 +114,7 @@ Labels dcgm_labels(const GpuIdentity& gpu) {
                    {"pci_bus_id", gpu.pci_bus_id},
                    {"device", fmt::format("nvidia{}", gpu.index)},
                    {"modelName", gpu.model_name},
-                   {"Hostname", gpu.hostname}};
+                   {gpu.hostname_label, gpu.hostname}};
   if (gpu.simulated) labels.emplace_back("simulated", "true");
   return labels;
 }
@@ -117,7 +125,7 @@ void declare_dcgm_metrics(MetricsRegistry& registry) {
 
 void publish_dcgm(MetricsRegistry& registry, const GpuIdentity& gpu, const GpuReading& reading) {
   const auto labels = dcgm_labels(gpu);
-  for (const auto& field : dcgm_fields()) registry.set(field.name, labels, reading.*field.value * field.scale);
+  for (const auto& field : dcgm_fields()) registry.set_if_known(field.name, labels, reading.*field.value * field.scale);
 }
 
 const std::vector<std::string>& dcgm_metric_names() {

@@ -18,10 +18,11 @@ struct Family {
 };
 
 constexpr std::array<Family, 12> kWindowFamilies = {{
-    {"gpucap_power_cap_watts", MetricType::gauge, "The power cap in force at the end of the last window (0: none)."},
+    {"gpucap_power_cap_watts", MetricType::gauge, "The power cap in force (absent: none)."},
     {"gpucap_window_max_power_watts", MetricType::gauge, "Highest power sample of the last window."},
     {"gpucap_window_mean_power_watts", MetricType::gauge, "Mean power of the last window."},
-    {"gpucap_batch_size", MetricType::gauge, "Batch size the controller set for the last window."},
+    {"gpucap_batch_size", MetricType::gauge,
+     "Batch size the controller set for the last window (absent where jobs differ: gpucap_tenant_batch_size)."},
     {"gpucap_sm_clock_hertz", MetricType::gauge, "SM clock at the end of the last window."},
     {"gpucap_memory_clock_hertz", MetricType::gauge, "Memory clock at the end of the last window."},
     {"gpucap_throughput_images_per_second", MetricType::gauge, "Images per second over the last window."},
@@ -75,25 +76,28 @@ Labels WorkMetrics::with(const char* name, const std::string& value) const {
 
 void WorkMetrics::window(const WindowFigures& f) {
   auto& r = registry_;
-  const auto set_if_known = [&](const char* name, double value) {
-    if (!std::isnan(value)) r.set(name, labels_, value);
-  };
-  r.set("gpucap_power_cap_watts", labels_, f.cap_w);
+  const auto set_if_known = [&](const char* name, double value) { r.set_if_known(name, labels_, value); };
+  cap(f.cap_w);
   set_if_known("gpucap_window_max_power_watts", f.max_power_w);
   r.set("gpucap_window_mean_power_watts", labels_, f.mean_power_w);
-  r.set("gpucap_batch_size", labels_, f.batch_size);
+  if (f.batch_size > 0) r.set("gpucap_batch_size", labels_, f.batch_size);
   set_if_known("gpucap_sm_clock_hertz", f.sm_clock_mhz * kHertzPerMegahertz);
   set_if_known("gpucap_memory_clock_hertz", f.memory_clock_mhz * kHertzPerMegahertz);
   r.set("gpucap_throughput_images_per_second", labels_, f.throughput_img_s);
   for (const auto& tenant : f.tenants) {
-    if (!std::isnan(tenant.mps_share_pct)) {
-      r.set("gpucap_tenant_mps_share_ratio", with("tenant", tenant.name), tenant.mps_share_pct / kPercent);
-    }
-    r.set("gpucap_tenant_batch_size", with("tenant", tenant.name), tenant.batch_size);
+    const auto labels = with("tenant", tenant.name);
+    r.set_if_known("gpucap_tenant_mps_share_ratio", labels, tenant.mps_share_pct / kPercent);
+    // A job that is not running has no batch size: its series goes until it runs again.
+    r.set_if_known("gpucap_tenant_batch_size", labels,
+                   tenant.batch_size > 0 ? static_cast<double>(tenant.batch_size) : std::nan(""));
   }
   r.add("gpucap_windows_total", labels_, 1.0);
   r.add("gpucap_windows_over_cap_total", labels_, f.over_cap ? 1.0 : 0.0);
   r.add("gpucap_images_total", labels_, static_cast<double>(f.images));
+}
+
+void WorkMetrics::cap(double cap_w) {
+  registry_.set_if_known("gpucap_power_cap_watts", labels_, cap_w > 0.0 ? cap_w : std::nan(""));
 }
 
 void WorkMetrics::preemptions(std::int64_t total) {

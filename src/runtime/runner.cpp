@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -174,9 +175,12 @@ class JobRun {
            config_.schedule.cap_at(now_s - start_s_) != config_.schedule.cap_at(window_.start_s - start_s_);
   }
 
-  // Streams the meter's new samples into the window: statistics and the per-sample cap check.
+  // Streams the meter's new samples into the window: statistics and the per-sample cap check;
+  // then hands the newest one to RunConfig::on_power_sample.
   void collect_samples(double now_s) {
-    platform_.meter().collect(now_s, [this](const PowerSample& sample) {
+    std::optional<PowerSample> newest;
+    platform_.meter().collect(now_s, [this, &newest](const PowerSample& sample) {
+      newest = sample;
       // Each sample stands for the time since the one before (a sampler can be late).
       sampled_energy_j_ += sample.power_w * std::max(0.0, sample.time_s - last_sample_s_);
       last_sample_s_ = sample.time_s;
@@ -190,6 +194,9 @@ class JobRun {
       summary_.max_power_w = std::max(summary_.max_power_w, sample.power_w);
       if (sample.power_w > config_.schedule.cap_at(sample.time_s - start_s_)) ++window_.samples_over_cap;
     });
+    if (newest && config_.on_power_sample) {
+      config_.on_power_sample(*newest, config_.schedule.cap_at(newest->time_s - start_s_));
+    }
   }
 
   Observation close_window(double now_s) {

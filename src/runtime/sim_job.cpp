@@ -67,6 +67,11 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   const auto& gpu = catalog.gpu(spec.gpu);
   const auto& model = catalog.model(spec.model);
   const auto& dataset = catalog.dataset(spec.dataset);
+  if (model.training_only()) {
+    throw usage_error(fmt::format("{} is a training workload of Zeus's traces: the twin models its training step only, "
+                                  "not inference (see the inference models in 'gpucap list models')",
+                                  model.id));
+  }
   check_cap_schedule(spec.schedule, gpu);
   check_run_limits(spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images), spec.duration_s);
   auto options = spec.sim;
@@ -125,9 +130,10 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   if (options.spawned_nvidia_smi) config_.wait_without_sample_s = kSpawnedSamplerWaitS;
 }
 
-RunSummary SimJob::run(const TraceSink& sink, const std::atomic<bool>* stop) {
+RunSummary SimJob::run(const TraceSink& sink, const std::atomic<bool>* stop, const PowerSampleSink& on_power_sample) {
   auto config = config_;
   config.stop = stop;
+  config.on_power_sample = on_power_sample;
   return run_job(*platform_, *controller_, config, sink);
 }
 

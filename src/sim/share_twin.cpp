@@ -276,6 +276,11 @@ sched::DeviceInfo ShareTwin::device(const std::string& id) const {
   return it->second.info;
 }
 
+std::string ShareTwin::device_name(const std::string& id) const {
+  (void)device(id);  // Error(usage) for an unknown one
+  return devices_.at(id).name;
+}
+
 std::vector<std::string> ShareTwin::device_ids() const {
   std::vector<std::string> ids;
   for (const auto& [id, d] : devices_) ids.push_back(id);

@@ -19,6 +19,7 @@
 #include "gpucap/predict/pctodl.hpp"
 #include "support/cli_runner.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
 namespace gpucap {
 namespace {
@@ -157,6 +158,48 @@ TEST(Cli, RunRejectsBadInput) {
                 "--governor-clock", "1000"},
                2, "a governor SM clock applies to one process; mpsfit runs MPS tenants");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
+}
+
+// What a newcomer's slips get: one line that names what they typed, exit code 2.
+TEST(Cli, ANewcomersSlipsGetOneLineNamingWhatWasTyped) {
+  // A mistyped command with --help is not the top-level help and exit 0.
+  const auto typo = gpucap({"nosuchcommand", "--help"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown command 'nosuchcommand'"), std::string::npos) << typo.err;
+  EXPECT_EQ(typo.out.find("Usage"), std::string::npos) << typo.out;
+  EXPECT_EQ(gpucap({"run", "--help"}).exit_code, 0);
+  EXPECT_EQ(gpucap({"list", "--help"}).exit_code, 0);
+  // A negative cap is a bad --power-cap, not a step of a schedule nobody gave.
+  const auto negative = gpucap(with(kRun, {"--power-cap", "-50"}));
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_NE(negative.err.find("--power-cap -50: must be a positive number of watts"), std::string::npos) << negative.err;
+  EXPECT_EQ(negative.err.find("schedule"), std::string::npos) << negative.err;
+  expect_error({"share", "--job", "a=train:keras_vgg16", "--algorithm", "capshare", "--power-cap", "0"}, 2,
+               "--power-cap 0: must be a positive number of watts");
+  expect_error({"share", "--job", "a=train:keras_vgg16", "--window", "-1"}, 2, "must be a positive number, not '-1'");
+  // A missing data folder is named as it was given.
+  {
+    const test::ScopedEnv data("GPUCAP_DATA_DIR", "/nonexistent/data");
+    const auto r = test::gpucap_without_data_dir(with(kRun, {"--power-cap", "131"}));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("$GPUCAP_DATA_DIR '/nonexistent/data': no such folder"), std::string::npos) << r.err;
+  }
+  // An option given twice names the option.
+  expect_error(with(kRun, {"--power-cap", "131", "--power-cap", "120"}), 2, "--power-cap was given more than once");
+  // A training workload of Zeus's traces is not run as inference without a word.
+  expect_error({"run", "--gpu", "v100", "--model", "bert_base_seq128", "--algorithm", "batchsizer", "--power-cap", "200"}, 2,
+               "bert_base_seq128 is a training workload of Zeus's traces");
+  expect_error(with(kRun, {"--power-cap", "131", "--hostname-label", "HOSTNAME"}), 2, "--hostname-label 'HOSTNAME'");
+}
+
+// --metrics on the twin without --pace: the run goes ahead, and stderr says why a scraper sees little.
+TEST(Cli, AnUnpacedTwinRunWithMetricsSaysItEndsInMoments) {
+  const auto r = gpucap(with(kRun, {"--power-cap", "131", "--images", "200", "--metrics", "127.0.0.1:0"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("without --pace this run ends in moments"), std::string::npos) << r.err;
+  const auto paced = gpucap(with(kRun, {"--power-cap", "131", "--images", "200", "--metrics", "127.0.0.1:0", "--pace", "1000"}));
+  ASSERT_EQ(paced.exit_code, 0) << paced.err;
+  EXPECT_EQ(paced.err.find("without --pace"), std::string::npos) << paced.err;
 }
 
 TEST(Cli, RunRejectsValuesThatWouldNeverEndOrExhaustMemory) {
@@ -560,6 +603,45 @@ TEST(Cli, CalibrateFitsAndWritesOnlyWhenAsked) {
   EXPECT_EQ(read_text_file(v100), after);
   expect_error({"calibrate", "--sources", "mlperf"}, 2, "unknown calibration source 'mlperf'");
   expect_error({"calibrate", "--sources", "p40", "--p40-logs", "/nonexistent"}, 4, "/nonexistent");
+}
+
+// Every input is read before the first fit: a broken one fails at once, naming itself, with no
+// fitting line on stderr before it; and a copied data folder carries the real-GPU sweeps it names.
+TEST(Cli, CalibrateChecksEveryInputBeforeFittingAndACopiedDataFolderCalibrates) {
+  test::TempDir dir;
+  const auto data = copied_data_dir(dir);
+  const auto run = [&](const std::string& args) {
+    const auto command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data) + " calibrate " + args + " > " +
+                         quote(dir.file("out")) + " 2> " + quote(dir.file("err"));
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  ASSERT_EQ(run("--sources real --dry-run"), 0) << read_text_file(dir.file("err"));
+  const auto progress = read_text_file(dir.file("err"));
+  EXPECT_NE(progress.find("gpucap calibrate ["), std::string::npos) << progress;
+  EXPECT_NE(progress.find("real: fitting"), std::string::npos) << progress;
+  std::filesystem::remove_all(data + "/calibration/real/2026-11-26-NVIDIA_H200-run2");
+  EXPECT_EQ(run("--sources p40,real --dry-run"), 3);
+  const auto err = read_text_file(dir.file("err"));
+  EXPECT_NE(err.find("real/2026-11-26-NVIDIA_H200-run2 is not a folder"), std::string::npos) << err;
+  EXPECT_EQ(err.find("fitting"), std::string::npos) << "a fit started before every input was read:\n" << err;
+}
+
+// The sweeps calibration reads from the data folder are the measurements of docs/measurements/.
+TEST(Cli, TheCalibrationsRealSweepsAreCopiesOfTheMeasurements) {
+  const auto setup = nlohmann::json::parse(read_text_file(test::data_dir() + "/calibration/real.json"));
+  std::size_t compared = 0;
+  for (const auto& folder : setup.at("folders")) {
+    const std::filesystem::path copy = std::filesystem::path(test::data_dir()) / "calibration" / folder.at("path").get<std::string>();
+    const auto original = std::filesystem::path(test::data_dir()).parent_path() / "docs" / "measurements" / copy.filename();
+    for (const auto& entry : std::filesystem::directory_iterator(original)) {
+      const auto name = entry.path().filename().string();
+      if (!name.starts_with("sweep-")) continue;
+      EXPECT_EQ(read_text_file((copy / name).string()), read_text_file(entry.path().string())) << name;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 12u);
 }
 
 TEST(Cli, CalibrateDerivesTheGpuNoTraceFitsFromTheFittedOnes) {

@@ -21,6 +21,7 @@
 #include "support/cli_runner.hpp"
 #include "gpucap/core/files.hpp"
 #include "support/paths.hpp"
+#include "support/private_prometheus.hpp"
 
 namespace gpucap {
 namespace {
@@ -60,12 +61,15 @@ TEST(LiveMetrics, APacedTwinRunIsScrapedLiveAndShowsItsCapStep) {
                         "simulated=\"true\",tenant=\"0\"} 1"),
             std::string::npos);
   const std::string twin_labels =
-      R"({gpu="0",UUID="GPU-SIMULATED-00000000",pci_bus_id="SIMULATED:00:00.0",device="nvidia0",modelName="Tesla P40 (simulated twin)",Hostname=")";
+      R"({gpu="0",UUID="GPU-SIMULATED-00000000",pci_bus_id="SIMULATED:00:00.0",device="nvidia0",modelName="Tesla P40 (simulated twin)",hostname=")";
   for (const char* name : {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_SM_CLOCK",
-                           "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP",
-                           "DCGM_FI_DEV_POWER_MGMT_LIMIT"}) {
+                           "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_MGMT_LIMIT"}) {
     EXPECT_NE(during.find(std::string(name) + twin_labels), std::string::npos) << name;
   }
+  // The twin has no temperature sensor: the series is left out, not exported as 0 or NaN.
+  EXPECT_EQ(during.find("DCGM_FI_DEV_GPU_TEMP{"), std::string::npos);
+  // The board's enforced limit (the P40's default, 250 W), not the cap.
+  EXPECT_EQ(test::series_value(during, "DCGM_FI_DEV_POWER_MGMT_LIMIT"), 250.0);
   EXPECT_EQ(test::promtool_problems(during), std::vector<std::string>{});
   // The schedule's step, 180 W then 120 W, in the scraped series.
   ASSERT_FALSE(caps.empty());
@@ -97,14 +101,19 @@ TEST(LiveMetrics, APacedShareExportsItsWindowsAndPreemptions) {
   EXPECT_NE(text->find("gpucap_tenant_batch_size{algorithm=\"none\",policy=\"switchflow\",model=\"keras_resnet50,"
                        "keras_vgg16\",gpu_model=\"rtx2080ti\",gpu=\"0\""),
             std::string::npos);
-  EXPECT_NE(text->find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-SIMULATED-00000000\""), std::string::npos);
-  // The limit in force is the cap; what the share twin does not know is not exported.
-  EXPECT_EQ(test::series_value(*text, "DCGM_FI_DEV_POWER_MGMT_LIMIT"), 240.0);
+  // The board's name, as on run (not the catalogue id), and the current spelling of the host label.
+  EXPECT_NE(text->find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-SIMULATED-00000000\",pci_bus_id=\"SIMULATED:00:00.0\","
+                       "device=\"nvidia0\",modelName=\"NVIDIA GeForce RTX 2080 Ti (simulated twin)\",hostname=\""),
+            std::string::npos);
+  // The board's enforced limit is its default (the share twin turns clocks, not the limit); the cap
+  // is gpucap's own series, as on run. What the share twin does not know is not exported.
+  EXPECT_EQ(test::series_value(*text, "DCGM_FI_DEV_POWER_MGMT_LIMIT"), 250.0);
   EXPECT_EQ(test::series_value(*text, "gpucap_power_cap_watts"), 240.0);
   EXPECT_FALSE(test::series_value(*text, "gpucap_window_max_power_watts").has_value());
   EXPECT_FALSE(test::series_value(*text, "gpucap_sm_clock_hertz").has_value());
   EXPECT_FALSE(test::series_value(*text, "gpucap_memory_clock_hertz").has_value());
-  EXPECT_TRUE(std::isnan(*test::series_value(*text, "DCGM_FI_DEV_SM_CLOCK")));
+  EXPECT_FALSE(test::series_value(*text, "gpucap_batch_size").has_value());  // the jobs' differ
+  EXPECT_FALSE(test::series_value(*text, "DCGM_FI_DEV_SM_CLOCK").has_value());
   EXPECT_EQ(test::promtool_problems(*text), std::vector<std::string>{});
   child.signal(SIGKILL);
 }
@@ -174,6 +183,52 @@ TEST(LiveMetrics, BsoServeCountsItsTrialEventsByBatchSize) {
   const auto status = child.wait(10.0);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
+// A paced twin run scraped every second by a real Prometheus never shows the twin's power above the
+// cap for longer than the run's own summary says it was: the exported power is what the run's
+// sampler saw, at its period, with the cap in force when it was taken (before, it was a reading held
+// for a whole 3-s window, which showed the old power under a new, lower cap for seconds). capfit
+// answers a cap change at once, so the run itself is over the cap only while its power settles.
+TEST(LiveMetrics, PrometheusNeverSeesThePowerOverTheCapLongerThanTheRunSaysItWas) {
+  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "run", "--gpu", "a100", "--model", "resnet50",
+                            "--algorithm", "capfit", "--cap-schedule", "0:250,8:180,14:230", "--duration", "20", "--pace",
+                            "realtime", "--metrics", "127.0.0.1:0", "--json"},
+                           /*merge_stderr=*/true);
+  const auto url = test::read_metrics_url(child);
+  ASSERT_FALSE(url.empty()) << "no metrics URL announced";
+  const auto target = url.substr(std::string("http://").size(), url.rfind("/metrics") - std::string("http://").size());
+  const double interval_s = 1.0;
+  const test::PrivatePrometheus prometheus({target}, interval_s);
+  std::string output;
+  while (const auto line = child.read_line(60.0)) output += *line + "\n";
+  const auto status = child.wait(10.0);
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << output;
+  const auto summary = nlohmann::json::parse(output.substr(output.find('{')));
+  const double run_over_s = summary.at("time_over_cap_s").get<double>();
+
+  const auto power = prometheus.samples("DCGM_FI_DEV_POWER_USAGE");
+  const auto cap = prometheus.samples("gpucap_power_cap_watts");
+  ASSERT_GE(power.size(), 10u) << "Prometheus scraped too little of the run";
+  // The scraped span holds the cap's steps (so the transitions were watched).
+  std::vector<double> caps;
+  for (const auto& [t, w] : cap) caps.push_back(w);
+  EXPECT_NE(std::find(caps.begin(), caps.end(), 250.0), caps.end());
+  EXPECT_NE(std::find(caps.begin(), caps.end(), 180.0), caps.end());
+  // Both series come from the same scrapes: join them on the scrape's time.
+  std::size_t over = 0;
+  std::size_t joined = 0;
+  for (const auto& [t, w] : power) {
+    const auto c = std::find_if(cap.begin(), cap.end(), [t](const auto& s) { return s.first == t; });
+    if (c == cap.end()) continue;
+    ++joined;
+    if (w > c->second) ++over;
+  }
+  ASSERT_GE(joined, 10u);
+  // A scrape is one instant standing for a whole interval: one interval is the resolution.
+  EXPECT_LE(static_cast<double>(over) * interval_s, run_over_s + interval_s)
+      << over << " scrapes showed the power over the cap; the run says " << run_over_s << " s over";
 }
 
 // A --metrics address in use fails (exit code 4) before anything runs: no trace file is made.

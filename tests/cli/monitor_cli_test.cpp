@@ -34,7 +34,7 @@ using test::gpucap;
 
 constexpr double kFakePowerW = 120.0;
 // dcgm-exporter's labels, as the fake NVML's GPU has them.
-constexpr const char* kFakeGpuLabels = R"({gpu="0",UUID="GPU-run",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-40GB",Hostname=")";
+constexpr const char* kFakeGpuLabels = R"({gpu="0",UUID="GPU-run",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-40GB",hostname=")";
 
 // The fake NVML for this test's life: gpucap loads it as its NVML library.
 class FakeNvmlMonitor : public ::testing::Test {
@@ -48,6 +48,12 @@ nlohmann::json last_json(const std::string& out) { return nlohmann::json::parse(
 TEST(MonitorCli, WithoutAGpuItSaysSoAndExitsWithNoGpu) {
   const test::ScopedEnv library("GPUCAP_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
   expect_error({"monitor", "--", "sleep", "2"}, 8, "no GPU to measure on this machine");
+  // --listen alone takes the default address (it got as far as looking for a GPU), and the way to
+  // try the exporter without one is a command that exists: not monitor --platform sim.
+  const auto r = test::gpucap({"monitor", "--listen"});
+  EXPECT_EQ(r.exit_code, 8) << r.err;
+  EXPECT_NE(r.err.find("--pace realtime --metrics 127.0.0.1:9400"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--platform sim"), std::string::npos) << r.err;
 }
 
 TEST(MonitorCli, BadInputIsOneLineAndExitTwo) {
@@ -55,6 +61,29 @@ TEST(MonitorCli, BadInputIsOneLineAndExitTwo) {
   expect_error({"monitor", "--interval-ms", "0", "--", "true"}, 2, "--interval-ms 0 must be between");
   expect_error({"monitor", "--listen", "127.0.0.1:9400", "--", "true"}, 2, "not both");
   expect_error({"monitor", "--listen", "nonsense"}, 2, "expected HOST:PORT");
+  expect_error({"monitor", "--listen", "127.0.0.1:0", "--hostname-label", "host"}, 2,
+               "--hostname-label 'host' must be hostname");
+}
+
+// `--listen` with no address serves at the documented default, 127.0.0.1:9400.
+TEST_F(FakeNvmlMonitor, ListenAloneServesAtTheDefaultAddress) {
+  test::ChildProcess child({GPUCAP_CLI_PATH, "monitor", "--listen"});
+  EXPECT_EQ(test::read_metrics_url(child), "http://127.0.0.1:9400/metrics");
+  child.signal(SIGTERM);
+  EXPECT_TRUE(child.wait(10.0).has_value());
+}
+
+// Dashboards written before dcgm-exporter's 2026-05 rename get the old spelling on request.
+TEST_F(FakeNvmlMonitor, TheOldHostnameSpellingOnRequest) {
+  test::ChildProcess child({GPUCAP_CLI_PATH, "monitor", "--listen", "127.0.0.1:0", "--hostname-label", "Hostname"});
+  const auto url = test::read_metrics_url(child);
+  ASSERT_FALSE(url.empty());
+  const auto text = test::scrape(url);
+  ASSERT_TRUE(text.has_value());
+  EXPECT_NE(text->find(R"(modelName="NVIDIA A100-SXM4-40GB",Hostname=")"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("hostname="), std::string::npos);
+  child.signal(SIGTERM);
+  EXPECT_TRUE(child.wait(10.0).has_value());
 }
 
 TEST_F(FakeNvmlMonitor, ReportsTheEnergyTheFakeCounterMovedToATenthOfAPercent) {

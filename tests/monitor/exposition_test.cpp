@@ -97,6 +97,27 @@ TEST(WorkMetrics, TenantsWithoutSharesHaveNoShareSeries) {
   EXPECT_DOUBLE_EQ(registry.value("gpucap_tenant_batch_size", {{"tenant", "fg"}}), 1.0);
 }
 
+// A share without a cap, whose jobs each have their own batch size: no cap series and no single
+// batch size, rather than 0s an alert would read; a job that stops running loses its batch series.
+TEST(WorkMetrics, UnknownFiguresAreLeftOutNotExportedAsZero) {
+  MetricsRegistry registry;
+  WorkMetrics work(registry, {});
+  WindowFigures f;
+  f.cap_w = 0.0;
+  f.batch_size = 0;
+  f.tenants = {{"fg", std::numeric_limits<double>::quiet_NaN(), 4}};
+  work.window(f);
+  const auto text = registry.render();
+  EXPECT_EQ(text.find("\ngpucap_power_cap_watts "), std::string::npos) << text;
+  EXPECT_EQ(text.find("\ngpucap_batch_size "), std::string::npos) << text;
+  EXPECT_NE(text.find("gpucap_tenant_batch_size{tenant=\"fg\"} 4"), std::string::npos) << text;
+  f.tenants = {{"fg", std::numeric_limits<double>::quiet_NaN(), 0}};
+  work.window(f);
+  EXPECT_EQ(registry.render().find("gpucap_tenant_batch_size{"), std::string::npos);
+  work.cap(180.0);
+  EXPECT_DOUBLE_EQ(registry.value("gpucap_power_cap_watts", {}), 180.0);
+}
+
 TEST(WorkMetrics, BsoEventsAreCountedByBatchSizeWithoutWindowFamilies) {
   MetricsRegistry registry;
   WorkMetrics work(registry, {{"algorithm", "bso"}}, /*windows=*/false);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <thread>
 
+#include "gpucap/core/error.hpp"
 #include "gpucap/device/sim_device.hpp"
 #include "gpucap/monitor/gpu_exporter.hpp"
 #include "gpucap/monitor/monitor.hpp"
@@ -84,7 +85,7 @@ TEST(GpuMetrics, AnNvmlGpuHasDcgmExportersLabels) {
                             {"pci_bus_id", "00000000:07:00.0"},
                             {"device", "nvidia0"},
                             {"modelName", "NVIDIA A100-SXM4-40GB"},
-                            {"Hostname", "node7"}}));
+                            {"hostname", "node7"}}));
   const auto r = read_gpu(gpu, 12.5);
   EXPECT_DOUBLE_EQ(r.power_w, 120.0);
   EXPECT_DOUBLE_EQ(r.sm_clock_mhz, 1410.0);
@@ -99,7 +100,7 @@ TEST(GpuMetrics, AnNvmlGpuHasDcgmExportersLabels) {
   EXPECT_DOUBLE_EQ(registry.value("DCGM_FI_DEV_GPU_UTIL", labels), 90.0);
 }
 
-TEST(GpuMetrics, TheTwinSaysItIsSimulatedAndLeavesWhatItLacksNaN) {
+TEST(GpuMetrics, TheTwinSaysItIsSimulatedAndLeavesOutWhatItLacks) {
   const auto catalog = sim::Catalog::load(test::data_dir());
   sim::GpuTwin twin{catalog.gpu("p40"), catalog.model("resnet50"), sim::Precision::fp32, 1};
   device::SimDevice gpu(twin, false);
@@ -113,6 +114,31 @@ TEST(GpuMetrics, TheTwinSaysItIsSimulatedAndLeavesWhatItLacksNaN) {
   EXPECT_TRUE(std::isnan(r.memory_utilization_pct));
   EXPECT_GT(r.sm_clock_mhz, 0.0);
   EXPECT_DOUBLE_EQ(r.power_limit_w, catalog.gpu("p40").power_limit_default_w);
+  // What the twin lacks is left out of the exposition, not exported as a number.
+  MetricsRegistry registry;
+  declare_dcgm_metrics(registry);
+  publish_dcgm(registry, id, r);
+  const auto text = registry.render();
+  EXPECT_EQ(text.find("DCGM_FI_DEV_GPU_TEMP{"), std::string::npos) << text;
+  EXPECT_EQ(text.find("DCGM_FI_DEV_MEM_COPY_UTIL{"), std::string::npos) << text;
+  EXPECT_NE(text.find("DCGM_FI_DEV_SM_CLOCK{"), std::string::npos) << text;
+}
+
+TEST(GpuMetrics, TheHostLabelIsSpelledAsAsked) {
+  auto id = twin_identity(0, "Tesla P40", "node7");
+  EXPECT_EQ(dcgm_labels(id)[5], (std::pair<std::string, std::string>{"hostname", "node7"}));
+  id.hostname_label = parse_hostname_label("Hostname");
+  EXPECT_EQ(dcgm_labels(id)[5], (std::pair<std::string, std::string>{"Hostname", "node7"}));
+  EXPECT_THROW((void)parse_hostname_label("HOSTNAME"), gpucap::Error);
+}
+
+TEST(Exposition, AnUnknownValueRemovesItsSeries) {
+  MetricsRegistry registry;
+  registry.declare("g", MetricType::gauge, "a gauge");
+  registry.set_if_known("g", {{"a", "1"}}, 2.0);
+  EXPECT_NE(registry.render().find("g{a=\"1\"} 2"), std::string::npos);
+  registry.set_if_known("g", {{"a", "1"}}, std::nan(""));
+  EXPECT_EQ(registry.render().find("g{a="), std::string::npos);
 }
 
 TEST(GpuExporter, PublishesEveryDcgmMetricForEveryGpu) {

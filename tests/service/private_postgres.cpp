@@ -1,9 +1,6 @@
 #include "service/private_postgres.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pwd.h>
-#include <sys/socket.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -14,6 +11,7 @@
 #include <stdexcept>
 
 #include "support/cli_runner.hpp"
+#include "support/free_port.hpp"
 
 namespace gpucap::test {
 namespace {
@@ -33,21 +31,6 @@ std::string find_bin_dir() {
         "postgresql package (scripts/setup.sh does)");
   }
   return best;
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot find a free port on 127.0.0.1");
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 std::string read_file(const std::string& path) {

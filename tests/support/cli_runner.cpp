@@ -23,9 +23,12 @@ std::string quote(const std::string& arg) {
   return quoted + "'";
 }
 
-CliResult gpucap(const std::vector<std::string>& args) {
+namespace {
+
+CliResult run_gpucap(const std::vector<std::string>& args, bool with_data_dir) {
   TempDir dir;
-  std::string command = quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data_dir());
+  std::string command = quote(GPUCAP_CLI_PATH);
+  if (with_data_dir) command += " --data-dir " + quote(data_dir());
   for (const auto& arg : args) command += " " + quote(arg);
   command += " >" + quote(dir.file("out")) + " 2>" + quote(dir.file("err"));
   const int status = std::system(command.c_str());
@@ -35,6 +38,12 @@ CliResult gpucap(const std::vector<std::string>& args) {
   result.err = read_text_file(dir.file("err"));
   return result;
 }
+
+}  // namespace
+
+CliResult gpucap(const std::vector<std::string>& args) { return run_gpucap(args, true); }
+
+CliResult gpucap_without_data_dir(const std::vector<std::string>& args) { return run_gpucap(args, false); }
 
 void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& fragment) {
   const auto r = gpucap(args);

@@ -17,6 +17,8 @@ struct CliResult {
 
 // `gpucap --data-dir DATA ARGS...`, stdout and stderr captured; the environment is inherited.
 [[nodiscard]] CliResult gpucap(const std::vector<std::string>& args);
+// `gpucap ARGS...` without --data-dir: where the data folder comes from is the test's subject.
+[[nodiscard]] CliResult gpucap_without_data_dir(const std::vector<std::string>& args);
 
 // Bad input: the given exit code and exactly one line on stderr, "gpucap: error: ...", that
 // contains `fragment`.

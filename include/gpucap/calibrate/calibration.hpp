@@ -22,6 +22,10 @@ namespace gpucap::calibrate {
 
 enum class Source { p40, pctodl, published, zeus, real };
 
+// Told what a long calibration or fidelity run is doing, one stage at a time ("zeus: fitting 84
+// parameters to 1,018 residuals"), so that the CLI can show progress; may be empty.
+using ProgressSink = std::function<void(const std::string& stage)>;
+
 [[nodiscard]] const char* to_string(Source source);
 // "p40,pctodl,published,zeus,real" or "all"; Error(usage).
 [[nodiscard]] std::vector<Source> parse_sources(const std::string& text);
@@ -68,9 +72,11 @@ struct SourceFit {
 // Fits a problem from `start` and sets its derived keys from the result.
 [[nodiscard]] FitResult fit_problem(const Problem& problem, const TwinParams& start);
 
-// Fits each source in order, each from its priors and on top of the sources before it.
+// Fits each source in order, each from its priors and on top of the sources before it. Every
+// source's data is read and checked before the first fit starts, so a missing or malformed input
+// fails at once rather than after minutes of fitting.
 [[nodiscard]] std::vector<SourceFit> calibrate_sources(const sim::Catalog& catalog, const std::vector<Source>& sources,
-                                                       const SourcePaths& paths);
+                                                       const SourcePaths& paths, const ProgressSink& progress = {});
 
 // Error statistics of a set of relative errors.
 struct ErrorStats {
@@ -170,6 +176,7 @@ struct FidelityOptions {
   SourcePaths paths;
   bool p40_cross_validate = true;  // leave-one-job-out fits; false: the current data files
   HarnessParams harness;
+  ProgressSink progress;  // a line per source, and per left-out P40 job
 };
 
 [[nodiscard]] FidelityReport measure_fidelity(const sim::Catalog& catalog, const FidelityOptions& options);

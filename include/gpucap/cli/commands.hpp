@@ -147,6 +147,13 @@ struct RealGpuFlags {
 // The shared reference measurements: $GPUCAP_SHARED_DATA_DIR, else the build's ../shared/data.
 [[nodiscard]] std::string resolve_shared_dir();
 
+// A CLI11 check for a positive, finite number: "must be a positive number, not '-1'" (CLI11's own
+// PositiveNumber prints the range up to the largest double, 300 digits).
+[[nodiscard]] CLI::Validator positive_number();
+
+// --power-cap, if given: a positive, finite number of watts; Error(usage) naming the flag otherwise.
+void check_power_cap_flag(const std::optional<double>& cap_w);
+
 // --seed: a whole number from 0 to 2^63-1; Error(usage) otherwise.
 [[nodiscard]] std::uint64_t parse_seed(const std::string& text);
 

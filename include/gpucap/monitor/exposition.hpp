@@ -27,6 +27,9 @@ class MetricsRegistry {
   void declare(const std::string& name, MetricType type, const std::string& help);
   // Sets a series of a declared family (Error(internal) for an undeclared one).
   void set(const std::string& name, const Labels& labels, double value);
+  // Sets a gauge whose value may be unknown: NaN removes the series, so an unknown figure is left
+  // out of the exposition rather than exported as a number an alert would read.
+  void set_if_known(const std::string& name, const Labels& labels, double value);
   // Adds to a series (from 0 when new); for counters.
   void add(const std::string& name, const Labels& labels, double delta);
   // The value of a series; 0 when it does not exist (tests, summaries).

@@ -19,6 +19,9 @@ class GpuExporter {
               SecondsClock clock);
   // Reads every GPU and sets its series.
   void publish();
+  // The same for one GPU exporter, with the power a sampler just took in place of a fresh reading
+  // (a run exports the power its own sampler sees). Error(internal) with several GPUs.
+  void publish_with_power(double power_w);
   // Brings integrated energy up to now without publishing (between scrapes, for GPUs without a
   // counter).
   void sample() { monitor_.sample(); }

@@ -4,7 +4,12 @@
 //   DCGM_FI_DEV_POWER_USAGE (W), DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ, counter),
 //   DCGM_FI_DEV_SM_CLOCK and DCGM_FI_DEV_MEM_CLOCK (MHz), DCGM_FI_DEV_GPU_UTIL and
 //   DCGM_FI_DEV_MEM_COPY_UTIL (%), DCGM_FI_DEV_GPU_TEMP (C), DCGM_FI_DEV_POWER_MGMT_LIMIT (W);
-//   labels gpu, UUID, pci_bus_id, device, modelName, Hostname.
+//   labels gpu, UUID, pci_bus_id, device, modelName, hostname.
+// dcgm-exporter spelled the host label `Hostname` until its 2026-05 rename (commit d5e5f51,
+// "Rename Hostname label to hostname (#655)"); gpucap emits the current spelling, and the old one
+// for dashboards written before it (--hostname-label Hostname).
+// modelName is the board's name as NVML gives it ("NVIDIA H200"); the twin's is its GPU file's
+// name with " (simulated twin)", on every command.
 // dcgm-exporter's names break two of Prometheus's style rules (a counter without "_total", the
 // camelCase label modelName); they are kept, since matching them is the point.
 //
@@ -21,6 +26,12 @@
 
 namespace gpucap::monitor {
 
+inline constexpr const char* kHostnameLabel = "hostname";
+inline constexpr const char* kLegacyHostnameLabel = "Hostname";
+
+// --hostname-label: "hostname" or "Hostname"; Error(usage) otherwise.
+[[nodiscard]] std::string parse_hostname_label(const std::string& text);
+
 struct GpuIdentity {
   unsigned index = 0;
   std::string uuid;
@@ -28,6 +39,7 @@ struct GpuIdentity {
   std::string model_name;
   std::string hostname;
   bool simulated = false;
+  std::string hostname_label = kHostnameLabel;  // the label's key: kHostnameLabel or kLegacyHostnameLabel
 };
 
 // A real GPU as NVML names it.
@@ -45,7 +57,7 @@ struct GpuReading {
   double utilization_pct = 0.0;
   double memory_utilization_pct = 0.0;
   double temperature_c = 0.0;
-  double power_limit_w = 0.0;      // in force (the board default where none was set)
+  double power_limit_w = 0.0;      // the board's enforced limit (its default where none was set), never a software cap
 };
 
 // Every signal of `device` (NaN for those it lacks); energy is the caller's (a Monitor's).

@@ -16,10 +16,10 @@ namespace gpucap::monitor {
 // One power window of a run or a share.
 // NaN: not known, and then not exported (the series is left out, not set to a guess).
 struct WindowFigures {
-  double cap_w = 0.0;               // 0: no cap
+  double cap_w = 0.0;               // 0 or NaN: no cap (the series is left out)
   double max_power_w = 0.0;         // NaN where the window keeps only its mean (share)
   double mean_power_w = 0.0;
-  int batch_size = 0;               // 0: not one batch size (share: see the jobs')
+  int batch_size = 0;               // 0: not one batch size, left out (share: see the jobs')
   double sm_clock_mhz = 0.0;        // NaN: not known (the GPU chooses it)
   double memory_clock_mhz = 0.0;    // NaN: not known
   double throughput_img_s = 0.0;
@@ -44,6 +44,8 @@ class WorkMetrics {
   WorkMetrics(MetricsRegistry& registry, Labels labels, bool windows = true);
 
   void window(const WindowFigures& figures);
+  // The cap in force now (between windows, with each power sample); 0 or NaN: none, left out.
+  void cap(double cap_w);
   // share: preemptions so far (a running total).
   void preemptions(std::int64_t total);
   // bso serve: one event, with the batch size it concerns (0: none).

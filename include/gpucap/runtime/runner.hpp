@@ -14,6 +14,9 @@
 
 namespace gpucap::runtime {
 
+// A power sample and the cap in force when it was taken.
+using PowerSampleSink = std::function<void(const PowerSample& sample, double cap_w)>;
+
 // Bounds that keep a run finite in time and memory.
 inline constexpr long long kMaxRunImages = 100'000'000;
 inline constexpr double kMaxRunDurationS = 1e6;
@@ -32,6 +35,10 @@ struct RunConfig {
   // one (0: never). The BatchDVFS harness slept 1 s before logging a step whose sample list was
   // still empty, which its short steps right after a decision often found.
   double wait_without_sample_s = 0.0;
+  // Called after each batch with the newest power sample and the cap in force when it was taken,
+  // if the batch brought a new one: a live exporter shows the power as the sampler sees it, at its
+  // own period, rather than once per window.
+  PowerSampleSink on_power_sample;
 };
 
 // One row per window.

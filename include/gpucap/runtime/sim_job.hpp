@@ -77,7 +77,8 @@ class SimJob {
   // throws Error(usage) before anything runs.
   SimJob(const sim::Catalog& catalog, const SimJobSpec& spec);
   // `stop`: see RunConfig::stop.
-  RunSummary run(const TraceSink& sink = {}, const std::atomic<bool>* stop = nullptr);
+  RunSummary run(const TraceSink& sink = {}, const std::atomic<bool>* stop = nullptr,
+                 const PowerSampleSink& on_power_sample = {});
   // The twin's platform: its device is what exporters read (from the run's thread, in its sink).
   [[nodiscard]] SimPlatform& platform() { return *platform_; }
 

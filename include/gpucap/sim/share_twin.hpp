@@ -44,6 +44,8 @@ class ShareTwin final : public sched::StepModel {
 
   // "rtx2080ti", "gtx1080ti", "v100", "cpu"; Error(usage) listing the known ones.
   [[nodiscard]] sched::DeviceInfo device(const std::string& id) const;
+  // The board's name ("NVIDIA GeForce RTX 2080 Ti"), as NVML would give it; Error(usage).
+  [[nodiscard]] std::string device_name(const std::string& id) const;
   [[nodiscard]] std::vector<std::string> device_ids() const;
   [[nodiscard]] std::vector<std::string> model_ids() const;
   [[nodiscard]] const ShareModelFacts& model(const std::string& id) const;  // Error(usage)

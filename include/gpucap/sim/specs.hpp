@@ -139,7 +139,11 @@ struct ModelSpec {
   std::map<std::string, double> priors;
   std::string name;
   std::vector<std::string> aliases;
-  std::string family;                 // "tf-slim" or "torchvision"
+  std::string family;                 // "tf-slim", "torchvision", or "zeus-training"
+  // A workload of Zeus's training traces (family "zeus-training"): the twin knows its training step
+  // only, and refuses to run it as inference.
+  [[nodiscard]] bool training_only() const { return family == kTrainingOnlyFamily; }
+  static constexpr const char* kTrainingOnlyFamily = "zeus-training";
   int input_size = 0;                 // square input, pixels
   double params_m = 0.0;              // parameters, millions
   double gmacs = 0.0;                 // multiply-accumulates per image at input_size, billions
