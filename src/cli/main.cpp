@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
       gpucap::cli::add_bso_command(app, global),
       gpucap::cli::add_share_command(app, global),
       gpucap::cli::add_monitor_command(app, global),
+      gpucap::cli::add_load_command(app, global),
   };
 
   // Unknown words are collected (not rejected by CLI11) so the error can name them, and the global
@@ -145,10 +146,11 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("gpucap: %l: %v");
   // Before anything else: settings a killed gpucap left on a GPU go back as they were. Not in an
   // MPS worker: its parent gpucap owns the GPU's settings (and did this when it started). Not in
-  // monitor, which only reads (it may watch a GPU another gpucap is controlling right now): the
-  // next other command restores them.
+  // monitor, which only reads (it may watch a GPU another gpucap is controlling right now), nor in
+  // load, which only sends requests (often to a gpucap serve on this machine, whose settings
+  // these are): the next other command restores them.
   const auto name = chosen->app->get_name();
-  if (name != "mps-worker" && name != "monitor") {
+  if (name != "mps-worker" && name != "monitor" && name != "load") {
     gpucap::cli::recover_gpu_settings(gpucap::cli::default_nvml_library());
   }
   try {
@@ -163,7 +165,7 @@ int main(int argc, char** argv) {
   } catch (const gpucap::Error& e) {
     // Commands that also run on the twin say so when there is no GPU (monitor and devices watch
     // real GPUs only; monitor names its own way out).
-    const bool has_twin = name != "monitor" && name != "devices";
+    const bool has_twin = name != "monitor" && name != "devices" && name != "load";
     const char* hint = e.code() == gpucap::ErrorCode::no_gpu && has_twin ? "; the simulated GPUs (--platform sim) need none" : "";
     std::fprintf(stderr, "gpucap: error: %s%s\n", e.what(), hint);
     return gpucap::exit_code(e.code());

@@ -1,0 +1,106 @@
+#pragma once
+// capserve — gpucap's serving controller (docs/serve.md, docs/algorithms.md). Every window it
+// picks the batcher's batch cap B and queue delay D, the SM clock f and the power limit, and how
+// many requests per second to admit, so that the p99 latency meets the SLO and the power stays
+// under the cap, from a profile of the model on the GPU (throughput and window-max power at every
+// batch size × clock, as capfit uses) and what it measures: the arrival rate, the p99, the power.
+//
+// The rule, for each configuration (B, f) of the profile:
+//   - power: its predicted window maximum, times the measured/predicted ratio learnt at the
+//     configurations that ran busy, must stay under the cap less a margin (widened by a window
+//     over the cap, narrowed again by windows under it);
+//   - latency: a request can wait for the batch in flight and then run in the next one, so
+//     2·s(B, f) + D must stay under a fraction κ of the SLO, where s(B, f) = B / throughput(B, f)
+//     is the batch's time; κ starts at 0.7 and is lowered when the measured p99 comes close to the
+//     SLO (and raised back slowly when it stays far below);
+//   - capacity: throughput(B, f) at a utilisation of at most ρ_max = 0.85 must carry the planned
+//     rate: the measured arrival rate plus three Poisson standard deviations of the window.
+// Among the configurations that meet all three it takes the one with the least energy per item
+// (predicted power / throughput): the load is served, under the cap and the SLO, with the least
+// power. When none can carry the load (demand beyond what the GPU can serve under the cap and the
+// SLO), it takes the one with the highest capacity and admits only that many requests per second:
+// the rest are shed at once with 429 instead of queueing until they time out (admitting 95 % of its
+// capacity: the token bucket smooths the arrivals, so full batches keep the queue short). The delay lets
+// batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is set to
+// the cap as a guard the board enforces within its own control loop, so a cap lowered between two
+// windows is held by the firmware before the next decision. A cap change ends the window at once.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpucap/control/serving.hpp"
+#include "gpucap/predict/profile_model.hpp"
+
+namespace gpucap::control {
+
+struct CapserveParams {
+  std::shared_ptr<const predict::ProfileModel> profile;
+  double slo_s = 0.1;
+  int max_batch_size = 256;          // the model's bound: no batch cap above it
+  double window_s = 1.0;             // decision period
+  double max_utilisation = 0.85;     // ρ_max: the load a configuration is planned to carry
+  double overload_utilisation = 0.95;  // the admit rate under overload, as a share of the capacity
+  double latency_fraction = 0.7;     // κ at the start
+  double min_latency_fraction = 0.2;
+  double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
+  double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
+  double overshoot_margin = 0.02;    // added after a window over the cap
+  double margin_decay = 0.002;       // given back per window under it
+  double learning_rate = 0.3;        // weight of a window in the power correction
+  double busy_for_learning = 0.5;    // a window teaches the power ratio only when the GPU ran this busy
+  bool lock_clocks = true;           // false: the GPU's clocks (the profile has one column)
+  PlatformLimits limits;
+};
+
+struct CapserveChoice {
+  int batch_cap = 1;
+  double sm_clock_mhz = 0.0;
+  double batch_time_s = 0.0;       // s(B, f)
+  double throughput_items_s = 0.0; // at full batches
+  double power_w = 0.0;            // predicted window max, corrected
+  bool carries_load = false;       // capacity at ρ_max covers the planned rate
+};
+
+class CapserveController final : public ServingController {
+ public:
+  // Throws Error(usage) without a profile, for an SLO that is not positive, or a bound < 1.
+  explicit CapserveController(CapserveParams params);
+  [[nodiscard]] std::string_view name() const override { return "capserve"; }
+  [[nodiscard]] DecisionPeriod period() const override { return DecisionPeriod::every_seconds(params_.window_s); }
+  [[nodiscard]] Requirements requirements() const override;
+  [[nodiscard]] ServingKnobs initial_knobs(double cap_w) const override;
+  [[nodiscard]] ServingKnobs decide(const ServingObservation& observation) override;
+  [[nodiscard]] std::string describe_state() const override;
+  [[nodiscard]] bool reacts_to_cap_changes() const override { return true; }
+
+  // The configuration the rule picks for a planned rate (items per second) under `cap_w` (for
+  // tests and reports); nullopt when no configuration fits under the cap at all.
+  [[nodiscard]] std::optional<CapserveChoice> choose(double cap_w, double planned_items_s) const;
+  // The rate planned for a measured one over a window: rate + σ·sqrt(rate / window).
+  [[nodiscard]] double planned_rate(double measured_rps) const;
+  [[nodiscard]] double latency_fraction() const { return kappa_; }
+  [[nodiscard]] double power_ratio() const { return power_ratio_; }
+
+ private:
+  struct Candidate {
+    int batch = 1;
+    double sm_clock_mhz = 0.0;
+    predict::ProfilePrediction profile;
+  };
+  // planned_items_s: the planned rate in items per second; admit rates are in requests of
+  // items_per_request items.
+  [[nodiscard]] ServingKnobs knobs_for(const std::optional<CapserveChoice>& choice, double cap_w, double planned_items_s,
+                                       double items_per_request) const;
+  void learn(const ServingObservation& observation);
+
+  CapserveParams params_;
+  std::vector<Candidate> candidates_;
+  double kappa_;
+  double margin_;
+  double power_ratio_ = 1.0;
+  double last_planned_rps_ = 0.0;
+};
+
+}  // namespace gpucap::control

@@ -1,0 +1,116 @@
+#pragma once
+// The GPU side of serving: runs the batches the core launches on a platform's engine (the twin's,
+// or LibTorch on a real GPU), measures the power, closes a window each controller period (or at
+// once when the cap changes), asks the serving controller and applies its knobs — the batcher's
+// through the core, the clock and power limit through a control session that restores the GPU at
+// the end. The same loop runs in virtual time (the benchmark, serve/simulation.hpp) and behind
+// the HTTP server in real time (the twin paced to the wall clock, or a real GPU). The caller
+// serialises the calls, as for the core.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gpucap/control/serving.hpp"
+#include "gpucap/core/window_stats.hpp"
+#include "gpucap/runtime/platform.hpp"
+#include "gpucap/serve/serving_core.hpp"
+
+namespace gpucap::serve {
+
+// The cap in force and where it came from ("flag", "schedule", "admin", "file", ...).
+struct CapReading {
+  double cap_w = 0.0;
+  std::string source;
+};
+// The cap in force at a time from the start of serving (platform time).
+using CapProvider = std::function<CapReading(double now_s)>;
+
+// One closed window: what reports, traces, metrics and the dashboard show.
+struct ServingWindow {
+  double start_s = 0.0;  // from the start of serving
+  double end_s = 0.0;
+  double cap_w = 0.0;    // at the end
+  std::string cap_source;
+  WindowStats power;
+  bool over_cap = false;        // some sample above the cap in force when it was taken
+  bool cap_transition = false;  // some sample between a cap change and the reading of the answer to it
+  WindowCounts counts;
+  LatencySummary slo;           // the sliding SLO statistics at the end of the window
+  control::ServingKnobs knobs;  // in force during the window
+  double sm_clock_mhz = 0.0;    // the clock the GPU ran at (end of window); NaN if unknown
+  std::size_t queued_requests = 0;
+};
+
+struct ServingTotals {
+  int windows = 0;
+  int windows_over_cap = 0;
+  int windows_over_cap_outside_transitions = 0;
+  double time_over_cap_s = 0.0;  // samples over the cap × sampling period
+  double energy_j = 0.0;         // the samples integrated
+  double max_power_w = 0.0;
+  int device_writes = 0;
+};
+
+struct BatchRun {
+  double start_s = 0.0;
+  double end_s = 0.0;
+  bool ok = true;
+  std::string error;  // the engine's message when !ok
+};
+
+class ServingLoop {
+ public:
+  // Applies the controller's first knobs (checked against the device before anything is written:
+  // Error(usage/unsupported)). The platform, controller and core must outlive the loop.
+  ServingLoop(runtime::Platform& platform, control::ServingController& controller, ServingCore& core, CapProvider cap,
+              double slo_s);
+  ~ServingLoop();
+  ServingLoop(const ServingLoop&) = delete;
+  ServingLoop& operator=(const ServingLoop&) = delete;
+
+  // Platform time since serving started.
+  [[nodiscard]] double now_s() const;
+  // Runs the batch on the engine; the core is told when it ended. An engine error fails the
+  // batch's requests (ok = false), it does not stop the loop.
+  BatchRun run(const Launch& launch);
+  // Lets the GPU idle until t_s: the twin's virtual time moves there; a real GPU's passes by itself.
+  void idle_until(double t_s);
+  // Takes the power samples up to now and closes the window if it is due, or at once if the cap
+  // changed (for a controller that reacts to it): the controller decides and its knobs apply.
+  std::optional<ServingWindow> poll();
+  // When the current window is due by time (infinity for a batch-counted period).
+  [[nodiscard]] double window_due_s() const;
+  // The cap as the loop last read it.
+  [[nodiscard]] const CapReading& cap() const { return cap_; }
+  // Closes the last, partial window (if it holds a sample) and puts every GPU setting back.
+  std::optional<ServingWindow> finish();
+  [[nodiscard]] const ServingTotals& totals() const { return totals_; }
+
+ private:
+  void collect_samples();
+  ServingWindow close_window(double now_s);
+  void apply(const control::ServingKnobs& knobs);
+
+  runtime::Platform& platform_;
+  control::ServingController& controller_;
+  ServingCore& core_;
+  CapProvider cap_provider_;
+  double slo_s_;
+  std::unique_ptr<device::ControlSession> session_;
+  double origin_s_ = 0.0;
+  CapReading cap_;
+  double window_start_s_ = 0.0;
+  int window_batches_ = 0;
+  WindowAccumulator window_power_;
+  bool window_over_cap_ = false;
+  bool window_transition_ = false;
+  double transition_end_s_ = -1.0;  // samples up to here are in a cap transition; +inf: still open
+  double last_sample_s_ = 0.0;
+  double last_sample_w_ = 0.0;
+  bool finished_ = false;
+  ServingTotals totals_;
+};
+
+}  // namespace gpucap::serve

@@ -1,0 +1,150 @@
+#include "gpucap/control/capserve.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::control {
+namespace {
+
+// κ moves toward the SLO's edge slowly and away from it fast.
+constexpr double kLatencyBackoff = 0.85;
+constexpr double kLatencyRecovery = 1.02;
+constexpr double kP99Close = 0.9;  // p99 above this share of the SLO lowers κ
+constexpr double kP99Far = 0.6;    // below it (with traffic) raises κ again
+
+}  // namespace
+
+CapserveController::CapserveController(CapserveParams params)
+    : params_(std::move(params)), kappa_(params_.latency_fraction), margin_(params_.power_margin) {
+  if (!params_.profile) throw usage_error("capserve needs a profile of the model on this GPU");
+  if (!(params_.slo_s > 0.0 && std::isfinite(params_.slo_s))) {
+    throw usage_error(fmt::format("capserve: the latency SLO {:g} s must be positive", params_.slo_s));
+  }
+  if (params_.max_batch_size < 1) throw usage_error("capserve: the model's max batch size must be >= 1");
+  if (!(params_.window_s > 0.0)) throw usage_error("capserve: the window must be positive");
+  for (const auto& column : params_.profile->columns()) {
+    for (int b = column.min_batch(); b <= std::min(column.max_batch(), params_.max_batch_size); ++b) {
+      if (const auto p = params_.profile->predict(column, b); p && p->throughput_img_s > 0.0) {
+        candidates_.push_back({b, column.sm_clock_mhz, *p});
+      }
+    }
+  }
+  if (candidates_.empty()) {
+    throw usage_error(fmt::format("capserve: the profile has no batch size up to the model's bound {}", params_.max_batch_size));
+  }
+}
+
+Requirements CapserveController::requirements() const { return Requirements{params_.lock_clocks, false, true}; }
+
+double CapserveController::planned_rate(double measured_rps) const {
+  const double rate = std::max(0.0, measured_rps);
+  return rate + params_.poisson_sigmas * std::sqrt(rate / params_.window_s);
+}
+
+std::optional<CapserveChoice> CapserveController::choose(double cap_w, double planned_items_s) const {
+  const double budget_w = cap_w * (1.0 - margin_);
+  const double latency_budget_s = kappa_ * params_.slo_s;
+  std::optional<CapserveChoice> best_carrying;   // least energy per item among those that carry the load
+  std::optional<CapserveChoice> best_capacity;   // otherwise the most capacity
+  std::optional<CapserveChoice> least_power;     // if nothing meets the latency bound
+  for (const auto& c : candidates_) {
+    CapserveChoice choice;
+    choice.batch_cap = c.batch;
+    choice.sm_clock_mhz = c.sm_clock_mhz;
+    choice.throughput_items_s = c.profile.throughput_img_s;
+    choice.batch_time_s = c.batch / c.profile.throughput_img_s;
+    choice.power_w = c.profile.max_power_w * power_ratio_;
+    if (choice.power_w > budget_w) continue;
+    if (!least_power || choice.power_w < least_power->power_w) least_power = choice;
+    if (2.0 * choice.batch_time_s > latency_budget_s) continue;
+    choice.carries_load = choice.throughput_items_s * params_.max_utilisation >= planned_items_s;
+    if (choice.carries_load) {
+      const double energy = choice.power_w / choice.throughput_items_s;
+      if (!best_carrying || energy < best_carrying->power_w / best_carrying->throughput_items_s) best_carrying = choice;
+    } else if (!best_capacity || choice.throughput_items_s > best_capacity->throughput_items_s) {
+      best_capacity = choice;
+    }
+  }
+  if (best_carrying) return best_carrying;
+  if (best_capacity) return best_capacity;
+  return least_power;
+}
+
+ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& choice, double cap_w,
+                                           double planned_items_s, double items_per_request) const {
+  ServingKnobs knobs;
+  knobs.power_limit_w = std::clamp(cap_w, params_.limits.power_limit_min_w, params_.limits.power_limit_max_w);
+  if (!choice) {
+    // Nothing fits under the cap: the smallest batch at the lowest clock, and the board's limit
+    // holds the power; admit what that can serve.
+    const auto lowest = std::min_element(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+      return std::tie(a.sm_clock_mhz, a.batch) < std::tie(b.sm_clock_mhz, b.batch);
+    });
+    knobs.max_batch_size = 1;
+    if (params_.lock_clocks) knobs.sm_clock_mhz = lowest->sm_clock_mhz;
+    knobs.admit_rate_rps = lowest->profile.throughput_img_s * params_.overload_utilisation / items_per_request;
+    return knobs;
+  }
+  knobs.max_batch_size = choice->batch_cap;
+  if (params_.lock_clocks) knobs.sm_clock_mhz = choice->sm_clock_mhz;
+  const double slack_s = kappa_ * params_.slo_s - 2.0 * choice->batch_time_s;
+  const double fill_s = planned_items_s > 0.0 ? choice->batch_cap / planned_items_s : 0.0;
+  knobs.max_queue_delay_s = std::max(0.0, std::min(slack_s, fill_s));
+  if (!choice->carries_load) {
+    knobs.admit_rate_rps = choice->throughput_items_s * params_.overload_utilisation / items_per_request;
+  }
+  return knobs;
+}
+
+ServingKnobs CapserveController::initial_knobs(double cap_w) const {
+  // Before any traffic is measured: plan for what the GPU can carry, i.e. take the configuration
+  // with the most capacity that meets the cap and the SLO (the first window corrects it).
+  return knobs_for(choose(cap_w, std::numeric_limits<double>::infinity()), cap_w, 0.0, 1.0);
+}
+
+void CapserveController::learn(const ServingObservation& o) {
+  // Power: the window maximum against the prediction for the configuration that ran, when the GPU
+  // was busy enough for the maximum to show a batch's power rather than idle gaps.
+  if (!o.power.empty() && o.busy_fraction >= params_.busy_for_learning) {
+    const auto ran = std::find_if(candidates_.begin(), candidates_.end(), [&o](const Candidate& c) {
+      return c.batch == o.knobs.max_batch_size && (!o.knobs.sm_clock_mhz || c.sm_clock_mhz == *o.knobs.sm_clock_mhz);
+    });
+    if (ran != candidates_.end() && ran->profile.max_power_w > 0.0) {
+      const double ratio = o.power.max_w / ran->profile.max_power_w;
+      power_ratio_ = std::max(power_ratio_ * (1.0 - params_.learning_rate) + ratio * params_.learning_rate, 0.5);
+    }
+  }
+  // Margin: a window over the cap widens it; windows under it give it back slowly.
+  if (!o.power.empty() && o.power.max_w > o.cap_w) {
+    margin_ += params_.overshoot_margin;
+  } else {
+    margin_ = std::max(params_.power_margin, margin_ - params_.margin_decay);
+  }
+  // Latency: back off fast when the p99 comes close to the SLO, recover slowly when far below.
+  if (o.p99_s > kP99Close * o.slo_s) {
+    kappa_ = std::max(params_.min_latency_fraction, kappa_ * kLatencyBackoff);
+  } else if (o.answered_rps > 0.0 && o.p99_s < kP99Far * o.slo_s) {
+    kappa_ = std::min(params_.latency_fraction, kappa_ * kLatencyRecovery);
+  }
+}
+
+ServingKnobs CapserveController::decide(const ServingObservation& observation) {
+  learn(observation);
+  last_planned_rps_ = planned_rate(observation.arrival_rps);
+  const double items = std::max(1.0, observation.items_per_request);
+  const double planned_items_s = last_planned_rps_ * items;
+  return knobs_for(choose(observation.cap_w, planned_items_s), observation.cap_w, planned_items_s, items);
+}
+
+std::string CapserveController::describe_state() const {
+  return fmt::format("planned {:.0f}/s, kappa {:.2f}, power ratio {:.3f}, margin {:.1f} %", last_planned_rps_, kappa_,
+                     power_ratio_, 100.0 * margin_);
+}
+
+}  // namespace gpucap::control

@@ -1,0 +1,150 @@
+#include "gpucap/serve/serving_core.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::serve {
+namespace {
+
+// The bucket holds a twentieth of a second of requests: enough for the bursts a Poisson stream
+// brings at the rate, too few to let a second's worth of overload through at once.
+constexpr double kBurstSeconds = 0.05;
+
+double burst_of(double rate_per_s) { return std::isinf(rate_per_s) ? 0.0 : std::max(1.0, rate_per_s * kBurstSeconds); }
+
+}  // namespace
+
+TokenBucket::TokenBucket(double rate_per_s) : rate_(rate_per_s), burst_(burst_of(rate_per_s)), tokens_(burst_) {
+  if (!(rate_per_s >= 0.0)) throw usage_error(fmt::format("admit rate {:g}/s must be >= 0", rate_per_s));
+}
+
+void TokenBucket::refill(double now_s) {
+  if (now_s > last_s_) {
+    tokens_ = std::min(burst_, tokens_ + (now_s - last_s_) * rate_);
+    last_s_ = now_s;
+  }
+}
+
+void TokenBucket::set_rate(double rate_per_s, double now_s) {
+  if (!(rate_per_s >= 0.0)) throw usage_error(fmt::format("admit rate {:g}/s must be >= 0", rate_per_s));
+  if (!std::isinf(rate_)) refill(now_s);
+  last_s_ = std::max(last_s_, now_s);
+  const bool was_unlimited = std::isinf(rate_);
+  rate_ = rate_per_s;
+  burst_ = burst_of(rate_per_s);
+  tokens_ = was_unlimited ? burst_ : std::min(tokens_, burst_);
+}
+
+bool TokenBucket::take(double now_s) {
+  if (std::isinf(rate_)) return true;
+  refill(now_s);
+  if (tokens_ < 1.0) return false;
+  tokens_ -= 1.0;
+  return true;
+}
+
+double TokenBucket::wait_s(double now_s) const {
+  if (std::isinf(rate_)) return 0.0;
+  const double tokens = std::min(burst_, tokens_ + std::max(0.0, now_s - last_s_) * rate_);
+  if (tokens >= 1.0) return 0.0;
+  return rate_ > 0.0 ? (1.0 - tokens) / rate_ : std::numeric_limits<double>::infinity();
+}
+
+ServingCore::ServingCore(BatcherConfig config, LatencyStatsConfig stats, const control::ServingKnobs& knobs,
+                         double start_s)
+    : config_(std::move(config)), queue_(config_), stats_(stats) {
+  set_knobs(knobs, start_s);
+}
+
+void ServingCore::count(std::uint64_t WindowCounts::*field, std::uint64_t n) {
+  window_.*field += n;
+  totals_.*field += n;
+}
+
+void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
+  control::ServingKnobs clamped = knobs;
+  clamped.max_batch_size = std::clamp(knobs.max_batch_size, 1, config_.max_batch_size);
+  batcher_knobs_ = effective_knobs(BatcherKnobs{clamped.max_batch_size, clamped.max_queue_delay_s}, config_);
+  admit_.set_rate(clamped.admit_rate_rps, now_s);
+  knobs_ = clamped;
+}
+
+Admission ServingCore::admit(const PendingRequest& request, double now_s) {
+  count(&WindowCounts::arrivals);
+  stats_.record_arrival(now_s);
+  if (!admit_.take(now_s)) {
+    count(&WindowCounts::shed);
+    const double wait = admit_.wait_s(now_s);
+    return {AdmissionResult::shed, wait,
+            fmt::format("the server is shedding load: demand is above what it serves within its SLO under the power "
+                        "cap ({:.0f} requests/s admitted)",
+                        admit_.rate_per_s())};
+  }
+  const auto outcome = queue_.enqueue(request, now_s);
+  if (outcome == EnqueueOutcome::accepted) {
+    count(&WindowCounts::admitted);
+    return {};
+  }
+  count(&WindowCounts::refused);
+  switch (outcome) {
+    case EnqueueOutcome::queue_full: return {AdmissionResult::queue_full, 0.0, describe(outcome)};
+    case EnqueueOutcome::too_large:
+      return {AdmissionResult::too_large, 0.0,
+              fmt::format("the request's batch of {} is above the model's max_batch_size {}", request.items,
+                          config_.max_batch_size)};
+    case EnqueueOutcome::bad_priority:
+      return {AdmissionResult::bad_priority, 0.0,
+              fmt::format("priority {} is not a level of this model (0, or 1 to {})", request.priority,
+                          std::max(1, config_.priority_levels))};
+    default: return {AdmissionResult::invalid, 0.0, describe(outcome)};
+  }
+}
+
+CoreStep ServingCore::step(double now_s) {
+  CoreStep out;
+  for (const auto id : queue_.expire(now_s).rejected_ids) {
+    out.timed_out.push_back(id);
+    stats_.record(now_s, 0.0, false);
+    count(&WindowCounts::failed);
+  }
+  const auto decision = decide(queue_, batcher_knobs_, config_, now_s);
+  if (decision.launch()) {
+    Launch launch;
+    launch.requests = queue_.pop_batch(decision.requests);
+    launch.items = decision.items;
+    launch.reason = decision.reason;
+    out.launch = std::move(launch);
+  } else if (decision.wait()) {
+    out.wake_s = decision.wake_s;
+  }
+  return out;
+}
+
+void ServingCore::finished(const Launch& launch, double start_s, double end_s, bool ok) {
+  count(&WindowCounts::batches);
+  window_.busy_s += end_s - start_s;
+  totals_.busy_s += end_s - start_s;
+  for (const auto& r : launch.requests) {
+    const double latency_s = std::max(0.0, end_s - r.arrival_s);
+    stats_.record(end_s, latency_s, ok);
+    if (!ok) {
+      count(&WindowCounts::failed);
+      continue;
+    }
+    count(&WindowCounts::answered);
+    count(&WindowCounts::items, static_cast<std::uint64_t>(r.items));
+    if (latency_s <= stats_.config().slo_s) count(&WindowCounts::good);
+  }
+}
+
+WindowCounts ServingCore::take_window() {
+  const auto out = window_;
+  window_ = WindowCounts{};
+  return out;
+}
+
+}  // namespace gpucap::serve

@@ -1,0 +1,492 @@
+#include "gpucap/service/load_generator.hpp"
+
+// The HTTP side of `gpucap load`: worker threads, one keep-alive connection each, sending one
+// pre-encoded request. The report's arithmetic is in load_report.cpp.
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
+
+namespace gpucap::service {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxWorkers = 1024;
+constexpr std::size_t kMaxErrorSamples = 5;
+// The longest a sleeping worker takes to notice a stop request.
+constexpr auto kStopPoll = std::chrono::milliseconds(20);
+constexpr auto kDriverPoll = std::chrono::milliseconds(5);
+constexpr double kMetadataTimeoutS = 10.0;
+// httplib's read timeout is per read: a request that failed after this share of the timeout
+// ran out of time rather than into an error.
+constexpr double kTimedOutShare = 0.95;
+// Outcome storage reserved up front per worker, at most (it grows past this if it must).
+constexpr std::uint64_t kMaxReservePerWorker = 1 << 20;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+Clock::duration to_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+void set_timeouts(httplib::Client& client, double timeout_s) {
+  const auto whole = static_cast<time_t>(std::floor(timeout_s));
+  const auto micro = static_cast<time_t>((timeout_s - static_cast<double>(whole)) * 1e6);
+  client.set_connection_timeout(whole, micro);
+  client.set_read_timeout(whole, micro);
+  client.set_write_timeout(whole, micro);
+}
+
+std::string transport_message(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection: return "could not connect to the server";
+    case httplib::Error::ConnectionTimeout: return "connecting to the server timed out";
+    case httplib::Error::Read: return "the connection failed or closed before the answer was read";
+    case httplib::Error::Write: return "sending the request failed";
+    default: return fmt::format("HTTP client error: {}", httplib::to_string(error));
+  }
+}
+
+// Retry-After as delta-seconds (RFC 9110); an HTTP-date is not read.
+std::optional<double> parse_retry_after(const std::string& value) {
+  const auto seconds = parse_integer(value);
+  if (!seconds || *seconds < 0) return std::nullopt;
+  return static_cast<double>(*seconds);
+}
+
+class ErrorLog {
+ public:
+  void add(int http_status, std::string message) {
+    const std::lock_guard lock(mutex_);
+    for (auto& sample : samples_) {
+      if (sample.http_status == http_status && sample.message == message) {
+        ++sample.count;
+        return;
+      }
+    }
+    if (samples_.size() < kMaxErrorSamples) {
+      samples_.push_back({http_status, std::move(message), 1});
+    } else {
+      ++others_;
+    }
+  }
+  void add_retry_after(double seconds) {
+    const std::lock_guard lock(mutex_);
+    ++retry_after_count_;
+    max_retry_after_s_ = std::max(max_retry_after_s_.value_or(seconds), seconds);
+  }
+  void into(LoadReport& report) const {
+    const std::lock_guard lock(mutex_);
+    report.errors = samples_;
+    report.other_errors = others_;
+    report.retry_after_count = retry_after_count_;
+    report.max_retry_after_s = max_retry_after_s_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<ErrorSample> samples_;
+  std::uint64_t others_ = 0;
+  std::uint64_t retry_after_count_ = 0;
+  std::optional<double> max_retry_after_s_;
+};
+
+struct Run {
+  Run(const LoadOptions& options_, const kserve::InferRequestBody& request_, std::string path_,
+      const std::atomic<bool>* stop_)
+      : options(options_), request(request_), path(std::move(path_)), stop(stop_) {}
+
+  const LoadOptions& options;
+  const kserve::InferRequestBody& request;
+  std::string path;
+  httplib::Headers headers;
+  Clock::time_point start;
+  const std::atomic<bool>* stop = nullptr;
+
+  std::optional<serve::ArrivalProcess> arrivals;  // open loop: read by the dispatcher only
+  std::atomic<std::uint64_t> claimed{0};          // closed loop: requests begun
+  std::atomic<bool> hit_max_requests{false};
+  std::atomic<bool> cancelling{false};
+  std::atomic<int> in_flight{0};
+  std::atomic<int> max_in_flight{0};
+  ErrorLog errors;
+
+  [[nodiscard]] bool stopped() const { return stop != nullptr && stop->load(std::memory_order_relaxed); }
+};
+
+// Sleeps until `when` unless a stop is requested first (then false).
+bool sleep_until_or_stop(const Run& run, Clock::time_point when) {
+  while (true) {
+    if (run.stopped()) return false;
+    const auto now = Clock::now();
+    if (now >= when) return true;
+    std::this_thread::sleep_until(std::min(when, now + kStopPoll));
+  }
+}
+
+// Sends the request scheduled at scheduled_s and records its outcome; returns the Retry-After of
+// a 429 that carried one.
+std::optional<double> send_one(Run& run, httplib::Client& client, double scheduled_s,
+                               std::vector<RequestOutcome>& outcomes) {
+  const auto sent_at = Clock::now();
+  const int now_in_flight = run.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
+  int seen = run.max_in_flight.load(std::memory_order_relaxed);
+  while (now_in_flight > seen && !run.max_in_flight.compare_exchange_weak(seen, now_in_flight)) {
+  }
+  const auto result = client.Post(run.path, run.headers, run.request.body, run.request.content_type);
+  const auto done = Clock::now();
+  run.in_flight.fetch_sub(1, std::memory_order_relaxed);
+
+  RequestOutcome outcome;
+  outcome.scheduled_s = scheduled_s;
+  outcome.latency_s = static_cast<float>(seconds_between(run.start + to_duration(scheduled_s), done));
+  outcome.service_s = static_cast<float>(seconds_between(sent_at, done));
+  std::optional<double> retry_after;
+  if (!result) {
+    const auto error = result.error();
+    if (run.cancelling.load()) {
+      outcome.kind = OutcomeKind::cancelled;
+    } else if (error != httplib::Error::Connection && outcome.service_s >= kTimedOutShare * run.options.timeout_s) {
+      outcome.kind = OutcomeKind::timed_out;
+      run.errors.add(0, fmt::format("no answer within the timeout of {:g} ms", run.options.timeout_s * 1e3));
+    } else {
+      outcome.kind = OutcomeKind::failed_transport;
+      run.errors.add(0, transport_message(error));
+    }
+  } else if (result->status == 200) {
+    outcome.kind = OutcomeKind::ok;
+  } else {
+    const int status = result->status;
+    outcome.kind = status == 429   ? OutcomeKind::rejected_429
+                   : status == 503 ? OutcomeKind::rejected_503
+                                   : OutcomeKind::failed_http;
+    if (status == 429 && result->has_header("Retry-After")) {
+      retry_after = parse_retry_after(result->get_header_value("Retry-After"));
+      if (retry_after) run.errors.add_retry_after(*retry_after);
+    }
+    run.errors.add(status, kserve::error_message_of(result->body, status));
+  }
+  outcomes.push_back(outcome);
+  return retry_after;
+}
+
+// The open loop's connections. The dispatcher hands each request, at its time, to the idle
+// worker that went idle last (LIFO), so a light load keeps few connections open and warm, and a
+// server that gives each connection a thread (cpp-httplib) is not held by idle ones.
+class WorkerPool {
+ public:
+  explicit WorkerPool(std::size_t workers) : jobs_(workers) {
+    for (std::size_t i = workers; i > 0; --i) idle_.push_back(i - 1);  // worker 0 first
+  }
+
+  // An idle worker, once one is free; nullopt if none was by `deadline` or a stop came first.
+  std::optional<std::size_t> acquire(const Run& run, Clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    while (idle_.empty()) {
+      if (run.stopped() || Clock::now() >= deadline) return std::nullopt;
+      idle_cv_.wait_until(lock, std::min(deadline, Clock::now() + kStopPoll));
+    }
+    const auto worker = idle_.back();
+    idle_.pop_back();
+    return worker;
+  }
+  void assign(std::size_t worker, double scheduled_s) {
+    {
+      const std::lock_guard lock(mutex_);
+      jobs_[worker].scheduled_s = scheduled_s;
+    }
+    jobs_[worker].cv.notify_one();
+  }
+  // No more requests: each worker ends after the one it has.
+  void close() {
+    {
+      const std::lock_guard lock(mutex_);
+      closed_ = true;
+    }
+    for (auto& job : jobs_) job.cv.notify_one();
+  }
+
+  // The worker's next request (its scheduled time); nullopt once the pool is closed.
+  std::optional<double> next_job(std::size_t worker) {
+    std::unique_lock lock(mutex_);
+    auto& job = jobs_[worker];
+    job.cv.wait(lock, [&] { return job.scheduled_s.has_value() || closed_; });
+    const auto scheduled_s = job.scheduled_s;
+    job.scheduled_s.reset();
+    return scheduled_s;
+  }
+  void release(std::size_t worker) {
+    {
+      const std::lock_guard lock(mutex_);
+      idle_.push_back(worker);
+    }
+    idle_cv_.notify_one();
+  }
+
+ private:
+  struct Job {
+    std::condition_variable cv;
+    std::optional<double> scheduled_s;
+  };
+  std::mutex mutex_;
+  std::condition_variable idle_cv_;
+  std::vector<std::size_t> idle_;  // a stack: the last released is the next acquired
+  std::vector<Job> jobs_;
+  bool closed_ = false;
+};
+
+void open_loop_worker(Run& run, WorkerPool& pool, std::size_t index, httplib::Client& client,
+                      std::vector<RequestOutcome>& outcomes) {
+  while (const auto scheduled_s = pool.next_job(index)) {
+    send_one(run, client, *scheduled_s, outcomes);
+    pool.release(index);
+  }
+}
+
+// Takes the arrivals in order, waits for each one's time, then for an idle worker. The wait for a
+// worker is part of the request's latency (measured from its scheduled time). A request that
+// finds no worker before sending stops is unsent, and so is every arrival after it.
+void dispatch_arrivals(Run& run, WorkerPool& pool, std::vector<RequestOutcome>& unsent) {
+  const auto window_end = run.start + to_duration(run.options.duration_s);
+  bool sending = true;
+  while (const auto arrival_s = run.arrivals->next()) {
+    std::optional<std::size_t> worker;
+    if (sending) {
+      if (!sleep_until_or_stop(run, run.start + to_duration(*arrival_s))) break;
+      worker = pool.acquire(run, window_end);
+      if (!worker && run.stopped()) break;
+      sending = worker.has_value();
+    }
+    if (worker) {
+      pool.assign(*worker, *arrival_s);
+      continue;
+    }
+    RequestOutcome outcome;
+    outcome.scheduled_s = *arrival_s;
+    outcome.latency_s = static_cast<float>(run.options.duration_s - *arrival_s);
+    outcome.kind = OutcomeKind::unsent;
+    unsent.push_back(outcome);
+  }
+  pool.close();
+}
+
+void closed_loop_worker(Run& run, httplib::Client& client, std::vector<RequestOutcome>& outcomes) {
+  const auto end = run.start + to_duration(run.options.duration_s);
+  while (!run.stopped()) {
+    const auto now = Clock::now();
+    if (now >= end) return;
+    if (run.claimed.fetch_add(1) >= run.options.max_requests) {
+      run.hit_max_requests = true;
+      return;
+    }
+    const auto retry_after_s = send_one(run, client, seconds_between(run.start, now), outcomes);
+    const double pause_s = std::max(run.options.think_s, retry_after_s.value_or(0.0));
+    if (pause_s > 0.0 && !sleep_until_or_stop(run, std::min(end, Clock::now() + to_duration(pause_s)))) return;
+  }
+}
+
+std::string describe_arrivals(const LoadOptions& options) {
+  if (options.mode == LoadMode::closed_loop) {
+    return options.think_s > 0.0 ? fmt::format("closed loop, think time {:g} ms", options.think_s * 1e3)
+                                 : "closed loop";
+  }
+  if (options.trace_s) return fmt::format("trace {}", options.trace_name.empty() ? "(given)" : options.trace_name);
+  return fmt::format("{} at {}", serve::to_string(options.spacing), options.schedule->to_string());
+}
+
+}  // namespace
+
+void validate(const LoadOptions& options) {
+  const auto positive = [](double value) { return std::isfinite(value) && value > 0.0; };
+  if (options.model.empty()) throw usage_error("--model is required");
+  if (!positive(options.duration_s)) {
+    throw usage_error(fmt::format("--duration must be a positive number of seconds, got {:g}", options.duration_s));
+  }
+  if (options.max_requests < 1) throw usage_error("--max-requests must be at least 1");
+  if (options.batch < 1) throw usage_error(fmt::format("--batch must be at least 1, got {}", options.batch));
+  if (!positive(options.timeout_s)) throw usage_error("--timeout-ms must be positive");
+  if (!positive(options.slo_s)) throw usage_error("--slo-ms must be positive");
+  if (!(std::isfinite(options.stop_grace_s) && options.stop_grace_s >= 0.0)) {
+    throw usage_error("the stop grace must be >= 0 s");
+  }
+  if (options.mode == LoadMode::open_loop) {
+    if (!options.schedule && !options.trace_s) {
+      throw usage_error("open loop needs a rate, a rate schedule or a trace (--rate, --rate-schedule, --trace)");
+    }
+    if (options.connections < 1 || options.connections > kMaxWorkers) {
+      throw usage_error(fmt::format("--connections must be from 1 to {}, got {}", kMaxWorkers, options.connections));
+    }
+  } else {
+    if (options.clients < 1 || options.clients > kMaxWorkers) {
+      throw usage_error(fmt::format("--clients must be from 1 to {}, got {}", kMaxWorkers, options.clients));
+    }
+    if (!(std::isfinite(options.think_s) && options.think_s >= 0.0)) throw usage_error("--think-ms must be >= 0");
+  }
+}
+
+LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
+  validate(options);
+  const auto url = kserve::parse_server_url(options.url);
+  const auto metadata = kserve::fetch_model_metadata(url, options.model, options.model_version,
+                                                     std::min(options.timeout_s, kMetadataTimeoutS));
+  const auto inputs = kserve::make_request_inputs(metadata, options.batch, options.shapes, options.seed);
+  const auto request = kserve::encode_infer_request(inputs, options.binary);
+
+  LoadReport report;
+  report.url = options.url;
+  report.model = options.model;
+  report.model_version = options.model_version;
+  report.mode = options.mode;
+  report.arrivals = describe_arrivals(options);
+  report.connections = options.mode == LoadMode::open_loop ? options.connections : options.clients;
+  report.think_s = options.think_s;
+  report.batch = options.batch;
+  report.binary = options.binary;
+  report.inputs = kserve::describe_inputs(inputs);
+  report.request_bytes = request.body.size();
+  report.slo_s = options.slo_s;
+  report.duration_s = options.duration_s;
+  report.timeout_s = options.timeout_s;
+  report.max_requests = options.max_requests;
+  report.seed = options.seed;
+
+  Run run(options, request, kserve::model_path(url, options.model, options.model_version) + "/infer", stop);
+  // Servers compress answers for clients that accept it (cpp-httplib's client does by default),
+  // which would load both sides with work no inference client does.
+  run.headers.emplace("Accept-Encoding", "identity");
+  if (request.header_length) {
+    run.headers.emplace(std::string(kserve::kInferenceHeaderContentLength), std::to_string(*request.header_length));
+  }
+  std::uint64_t expected = options.max_requests;
+  if (options.mode == LoadMode::open_loop) {
+    if (options.trace_s) {
+      run.arrivals = serve::ArrivalProcess::from_trace(*options.trace_s, options.duration_s, options.max_requests);
+      expected = std::min<std::uint64_t>(expected, options.trace_s->size());
+    } else {
+      run.arrivals = serve::ArrivalProcess::from_schedule(*options.schedule, options.spacing, options.seed,
+                                                          options.duration_s, options.max_requests);
+      const double mean = options.schedule->expected_arrivals(options.duration_s);
+      expected = std::min<std::uint64_t>(expected, static_cast<std::uint64_t>(mean + 4.0 * std::sqrt(mean) + 16.0));
+    }
+  }
+
+  const auto workers = static_cast<std::size_t>(report.connections);
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::vector<std::vector<RequestOutcome>> outcomes(workers);
+  for (std::size_t i = 0; i < workers; ++i) {
+    auto client = std::make_unique<httplib::Client>(url.scheme_host_port);
+    client->set_keep_alive(true);
+    client->set_tcp_nodelay(true);
+    set_timeouts(*client, options.timeout_s);
+    clients.push_back(std::move(client));
+    outcomes[i].reserve(static_cast<std::size_t>(std::min(kMaxReservePerWorker, expected / workers + 64)));
+  }
+
+  // Open the connections before the clock starts, one after another (a cheap GET), so that the
+  // first requests do not pay for connecting, and N closed-loop clients connecting at once do not
+  // overflow a small listen backlog (cpp-httplib's is 5: the kernel drops the excess SYNs and the
+  // clients retry a second later). Open loop: the first connection only, the pool opens more as
+  // the load needs them.
+  const auto warm = options.mode == LoadMode::closed_loop ? workers : std::size_t{1};
+  const auto health_path = url.path_prefix + "/v2/health/ready";
+  for (std::size_t i = 0; i < warm && !run.stopped(); ++i) (void)clients[i]->Get(health_path, run.headers);
+
+  WorkerPool pool(workers);
+  std::vector<RequestOutcome> unsent;
+  std::atomic<std::size_t> running{workers};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  const auto guarded = [&](auto&& work) {
+    try {
+      work();
+    } catch (...) {
+      const std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  run.start = Clock::now();
+  for (std::size_t i = 0; i < workers; ++i) {
+    threads.emplace_back([&, i] {
+      guarded([&] {
+        if (options.mode == LoadMode::open_loop) {
+          open_loop_worker(run, pool, i, *clients[i], outcomes[i]);
+        } else {
+          closed_loop_worker(run, *clients[i], outcomes[i]);
+        }
+      });
+      running.fetch_sub(1);
+    });
+  }
+  if (options.mode == LoadMode::open_loop) {
+    threads.emplace_back([&] {
+      guarded([&] { dispatch_arrivals(run, pool, unsent); });
+      pool.close();  // also when the dispatcher failed: the workers must end
+    });
+  }
+  // Wait; after a stop request, give the requests in flight stop_grace_s, then cut them off.
+  std::optional<Clock::time_point> stop_seen;
+  while (running.load() > 0) {
+    std::this_thread::sleep_for(kDriverPoll);
+    const auto now = Clock::now();
+    if (!stop_seen && run.stopped()) stop_seen = now;
+    if (stop_seen && now - *stop_seen >= to_duration(options.stop_grace_s)) {
+      run.cancelling = true;
+      for (auto& client : clients) client->stop();
+    }
+  }
+  for (auto& thread : threads) thread.join();
+  if (failure) std::rethrow_exception(failure);
+
+  for (const auto& part : outcomes) report.connections_used += part.empty() ? 0 : 1;
+  std::vector<RequestOutcome> all;
+  std::size_t total = 0;
+  for (const auto& part : outcomes) total += part.size();
+  all.reserve(total + unsent.size());
+  all.insert(all.end(), unsent.begin(), unsent.end());
+  for (auto& part : outcomes) {
+    all.insert(all.end(), part.begin(), part.end());
+    part = {};
+  }
+  std::sort(all.begin(), all.end(),
+            [](const RequestOutcome& a, const RequestOutcome& b) { return a.scheduled_s < b.scheduled_s; });
+
+  report.interrupted = stop_seen.has_value();
+  if (report.interrupted) {
+    report.stop_reason = "signal";
+  } else if (run.hit_max_requests || (run.arrivals && run.arrivals->produced() >= options.max_requests)) {
+    report.stop_reason = "max_requests";
+  } else {
+    report.stop_reason = options.trace_s && options.mode == LoadMode::open_loop ? "trace_end" : "duration";
+  }
+  // Elapsed: to the last answer, and over the whole sending window when the run used all of it.
+  double last_s = 0.0;
+  for (const auto& outcome : all) {
+    if (outcome.kind != OutcomeKind::unsent) {
+      last_s = std::max(last_s, outcome.scheduled_s + static_cast<double>(outcome.latency_s));
+    }
+  }
+  if (report.stop_reason == "duration") last_s = std::max(last_s, options.duration_s);
+  if (stop_seen) last_s = std::max(last_s, std::min(seconds_between(run.start, *stop_seen), options.duration_s));
+  report.elapsed_s = last_s;
+  report.max_in_flight = run.max_in_flight.load();
+  run.errors.into(report);
+  summarize_outcomes(report, all, options.mode == LoadMode::open_loop && !options.trace_s ? &*options.schedule : nullptr);
+  return report;
+}
+
+}  // namespace gpucap::service
