@@ -14,8 +14,12 @@ packages=(
   # gpucap bso serve: HTTP, the embedded SQLite store, the PostgreSQL store (libpqxx), and the
   # PostgreSQL server that the tests start themselves in a temporary directory
   libcpp-httplib-dev libsqlite3-dev libpqxx-dev postgresql
-  # The exporters' tests check the metrics text with Prometheus's own promtool
+  # The exporters' tests check the metrics text with Prometheus's own promtool, and scrape a paced
+  # run with a real Prometheus server
   prometheus
+  # gpucap serve's dashboard: its charting library, served by gpucap (no CDN); its test loads the
+  # page in headless Chromium through Selenium
+  libjs-chart.js chromium chromium-driver python3-selenium
 )
 
 missing=()

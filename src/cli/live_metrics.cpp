@@ -65,8 +65,9 @@ void LiveFlags::warn_if_unpaced(const char* command) const {
 }
 
 LiveExport::LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
-                       bool windows)
+                       bool windows, const std::function<void(service::MetricsServer&)>& pages)
     : work_(registry_, std::move(labels), windows), server_(start_server(address, registry_)) {
+  if (pages) pages(server_);
   const int port = server_.start();
   (void)port;
   std::fprintf(stderr, "gpucap %s: metrics at %s%s\n", command.c_str(), server_.url().c_str(),

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,10 +45,12 @@ class LiveExport {
  public:
   // Binds `address` (--metrics) at once: Error(usage) for a bad address, Error(io) when it cannot
   // be bound. `windows`: a run or share (see WorkMetrics).
+  // `pages`: adds pages to the server before it starts (gpucap serve's dashboard).
   LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
-             bool windows = true);
+             bool windows = true, const std::function<void(service::MetricsServer&)>& pages = {});
   [[nodiscard]] monitor::MetricsRegistry& registry() { return registry_; }
   [[nodiscard]] monitor::WorkMetrics& work() { return work_; }
+  [[nodiscard]] std::string url() const { return server_.url(); }
 
  private:
   monitor::MetricsRegistry registry_;

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
       gpucap::cli::add_bso_command(app, global),
       gpucap::cli::add_share_command(app, global),
       gpucap::cli::add_monitor_command(app, global),
+      gpucap::cli::add_serve_command(app, global),
       gpucap::cli::add_load_command(app, global),
   };
 

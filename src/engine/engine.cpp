@@ -14,4 +14,8 @@ BatchResult Engine::run_tenants(const std::vector<TenantKnobs>& tenants) {
                           name(), tenants.size()));
 }
 
+std::vector<TensorData> Engine::run_data(const TensorData& /*input*/) {
+  throw Error(ErrorCode::unsupported, fmt::format("the {} engine times batches; it does not run on data", name()));
+}
+
 }  // namespace gpucap::engine

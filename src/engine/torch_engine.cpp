@@ -4,6 +4,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <limits>
 #include <mutex>
 
 #include "gpucap/core/error.hpp"
@@ -154,6 +155,15 @@ std::vector<float> TorchEngine::infer(const std::vector<float>& input, int batch
   if (output_shape != nullptr) output_shape->assign(output.sizes().begin(), output.sizes().end());
   const auto* data = output.data_ptr<float>();
   return std::vector<float>(data, data + output.numel());
+}
+
+std::vector<TensorData> TorchEngine::run_data(const TensorData& input) {
+  if (input.shape.empty() || input.shape.front() < 1 || input.shape.front() > std::numeric_limits<int>::max()) {
+    throw usage_error("an input's first dimension is its batch, at least 1");
+  }
+  TensorData output;
+  output.values = infer(input.values, static_cast<int>(input.shape.front()), &output.shape);
+  return {std::move(output)};
 }
 
 }  // namespace gpucap::engine

@@ -56,18 +56,31 @@ ServingLoop::~ServingLoop() {
 double ServingLoop::now_s() const { return platform_.clock().now_s() - origin_s_; }
 
 BatchRun ServingLoop::run(const Launch& launch) {
+  const auto out = execute(launch);
+  completed(launch, out);
+  return out;
+}
+
+void ServingLoop::completed(const Launch& launch, const BatchRun& run) {
+  core_.finished(launch, run.start_s, run.end_s, run.ok);
+  ++window_batches_;
+}
+
+BatchRun ServingLoop::execute(const Launch& launch) {
+  return execute_with([this, items = launch.items] { (void)platform_.engine().run_batch(items); });
+}
+
+BatchRun ServingLoop::execute_with(const std::function<void()>& compute) {
   BatchRun out;
   out.start_s = now_s();
   try {
-    (void)platform_.engine().run_batch(launch.items);
+    compute();
   } catch (const std::exception& e) {
     out.ok = false;
     out.error = e.what();
-    spdlog::warn("serve: a batch of {} failed: {}", launch.items, e.what());
+    spdlog::warn("serve: a batch failed: {}", e.what());
   }
   out.end_s = now_s();
-  core_.finished(launch, out.start_s, out.end_s, out.ok);
-  ++window_batches_;
   return out;
 }
 
@@ -77,7 +90,9 @@ void ServingLoop::idle_until(double t_s) {
 }
 
 void ServingLoop::collect_samples() {
-  platform_.meter().collect(platform_.clock().now_s(), [this](const PowerSample& sample) {
+  std::optional<PowerSample> newest;
+  double newest_cap_w = 0.0;
+  platform_.meter().collect(platform_.clock().now_s(), [this, &newest, &newest_cap_w](const PowerSample& sample) {
     const double t = sample.time_s - origin_s_;
     const double cap_w = cap_provider_(t).cap_w;
     totals_.energy_j += last_sample_w_ * std::max(0.0, sample.time_s - last_sample_s_);
@@ -90,7 +105,10 @@ void ServingLoop::collect_samples() {
       window_over_cap_ = true;
       totals_.time_over_cap_s += 1.0 / platform_.meter().sample_hz();
     }
+    newest = sample;
+    newest_cap_w = cap_w;
   });
+  if (newest && on_sample_) on_sample_(*newest, newest_cap_w);
 }
 
 double ServingLoop::window_due_s() const {

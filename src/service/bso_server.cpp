@@ -27,14 +27,6 @@ namespace {
 constexpr std::size_t keep_alive_requests = 1000;
 constexpr time_t keep_alive_idle_s = 1;
 
-// Compares in time independent of where the strings differ (no timing hint about the token).
-bool same_secret(std::string_view given, std::string_view expected) {
-  if (given.size() != expected.size()) return false;
-  unsigned char difference = 0;
-  for (std::size_t i = 0; i < given.size(); ++i) difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
-  return difference == 0;
-}
-
 // The message of an error cpp-httplib answers by itself.
 std::string status_text(int status) {
   switch (status) {
@@ -45,30 +37,6 @@ std::string status_text(int status) {
     case 413: return "the body is too large";
     case 414: return "URI Too Long";
     default: return fmt::format("HTTP error {}", status);
-  }
-}
-
-// cpp-httplib listens with a backlog of 5, compiled into the library: two hundred clients that
-// connect at once would overflow it and wait a second or more for the kernel to retry their
-// connection. Linux lets listen() be called again on a listening socket to change its backlog;
-// the socket is found among this process's descriptors by its port. Best effort: a server that
-// keeps the small backlog still works.
-void widen_listen_backlog(int port) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    const auto name = entry.path().filename().string();
-    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc()) continue;
-    int listening = 0;
-    socklen_t length = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 || listening == 0) continue;
-    sockaddr_storage address{};
-    socklen_t address_length = sizeof address;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_length) != 0) continue;
-    int bound = -1;
-    if (address.ss_family == AF_INET) bound = ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
-    if (address.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
-    if (bound == port) ::listen(fd, SOMAXCONN);
   }
 }
 
@@ -138,11 +106,7 @@ struct BsoServer::Impl {
   }
 
   [[nodiscard]] bool authorized(const httplib::Request& request) const {
-    if (!options.bearer_token) return true;
-    const auto header = request.get_header_value("Authorization");
-    constexpr std::string_view scheme = "Bearer ";
-    if (!header.starts_with(scheme)) return false;
-    return same_secret(trim(std::string_view(header).substr(scheme.size())), *options.bearer_token);
+    return !options.bearer_token || detail::bearer_matches(request, *options.bearer_token);
   }
 
   void configure() {
@@ -203,7 +167,7 @@ int BsoServer::bind() {
   if (port < 0) {
     throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} (address in use, or not an address of this host)", o.host, o.port));
   }
-  widen_listen_backlog(port);
+  detail::widen_listen_backlog(port);
   return port;
 }
 

@@ -31,6 +31,8 @@ struct MetricsServer::Impl {
   std::thread thread;
   std::atomic<bool> loop_ended{false};
   std::mutex render_mutex;  // one render at a time: producers may not be reentrant
+  Render root_page;
+  std::string root_content_type;
 };
 
 MetricsServer::MetricsServer(std::string host, int port, Render render) : impl_(std::make_unique<Impl>()) {
@@ -47,7 +49,11 @@ MetricsServer::MetricsServer(std::string host, int port, Render render) : impl_(
     const std::lock_guard lock(impl->render_mutex);
     response.set_content(impl->render(), monitor::kExpositionContentType);
   });
-  http.Get("/", [](const httplib::Request&, httplib::Response& response) {
+  http.Get("/", [impl](const httplib::Request&, httplib::Response& response) {
+    if (impl->root_page) {
+      response.set_content(impl->root_page(), impl->root_content_type);
+      return;
+    }
     response.set_content("gpucap exporter: the metrics are at /metrics\n", "text/plain");
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
@@ -64,6 +70,18 @@ MetricsServer::MetricsServer(std::string host, int port, Render render) : impl_(
 }
 
 MetricsServer::~MetricsServer() { stop(); }
+
+void MetricsServer::add_page(const std::string& path, Render render, std::string content_type) {
+  if (path == "/") {
+    impl_->root_page = std::move(render);
+    impl_->root_content_type = std::move(content_type);
+    return;
+  }
+  impl_->http.Get(path, [render = std::move(render), type = std::move(content_type)](const httplib::Request&,
+                                                                                      httplib::Response& response) {
+    response.set_content(render(), type);
+  });
+}
 
 int MetricsServer::start() {
   auto& i = *impl_;

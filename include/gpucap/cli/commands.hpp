@@ -54,6 +54,8 @@ Command add_mps_worker_command(CLI::App& app, const GlobalOptions& global);
 Command add_share_command(CLI::App& app, const GlobalOptions& global);
 // gpucap monitor: a command's GPU time and energy, or a Prometheus exporter (dcgm-exporter's names).
 Command add_monitor_command(CLI::App& app, const GlobalOptions& global);
+// gpucap serve: an inference server (KServe v2) under a power cap set at any moment.
+Command add_serve_command(CLI::App& app, const GlobalOptions& global);
 // gpucap load: a load generator for any KServe v2 server (open or closed loop; measured over HTTP).
 Command add_load_command(CLI::App& app, const GlobalOptions& global);
 // gpucap bso: Zeus's batch-size optimizer for recurring training (serve, simulate, bench).

@@ -1,6 +1,7 @@
 #pragma once
 // An inference engine runs one batch at a time and says how long it took.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@ struct BatchResult {
   [[nodiscard]] double latency_s() const { return end_s - start_s; }
 };
 
+// A tensor of FP32 values, row-major: what a served request's batch carries to an engine that
+// runs on data (gpucap serve's LibTorch backend).
+struct TensorData {
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
 class Engine {
  public:
   Engine() = default;
@@ -33,6 +41,9 @@ class Engine {
   // batch of any of them finishes. An engine without MPS runs one tenant at 100 % only: the
   // default runs that as run_batch and throws Error(unsupported) for anything else.
   virtual BatchResult run_tenants(const std::vector<TenantKnobs>& tenants);
+  // Runs the model on `input` (its first dimension the batch) and returns its outputs, in the
+  // model's order. An engine that only times batches throws Error(unsupported).
+  virtual std::vector<TensorData> run_data(const TensorData& input);
 };
 
 }  // namespace gpucap::engine

@@ -50,6 +50,8 @@ class TorchEngine final : public Engine {
   [[nodiscard]] std::string name() const override;
   // One forward pass over `batch_size` input images, waited for (CUDA synchronised).
   BatchResult run_batch(int batch_size) override;
+  // The model on the given images (batch × 3 × size × size): infer(), as gpucap serve runs it.
+  std::vector<TensorData> run_data(const TensorData& input) override;
 
   // The model's output for `input` (batch_size × 3 × size × size, row-major float32), row-major
   // float32; `output_shape` receives its shape. Error(usage) for an input of the wrong size.

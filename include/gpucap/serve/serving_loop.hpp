@@ -72,9 +72,16 @@ class ServingLoop {
 
   // Platform time since serving started.
   [[nodiscard]] double now_s() const;
-  // Runs the batch on the engine; the core is told when it ended. An engine error fails the
-  // batch's requests (ok = false), it does not stop the loop.
+  // Runs the batch on the engine and tells the core when it ended (execute, then completed). An
+  // engine error fails the batch's requests (ok = false), it does not stop the loop.
   BatchRun run(const Launch& launch);
+  // The two halves of run(), for a server that runs the batch without holding the lock that
+  // guards the core: execute() touches only the platform's engine; completed() the core.
+  BatchRun execute(const Launch& launch);
+  // Times `compute` as a batch (an engine the caller drives with the requests' data, or nothing at
+  // all): what execute() does with the platform's engine.
+  BatchRun execute_with(const std::function<void()>& compute);
+  void completed(const Launch& launch, const BatchRun& run);
   // Lets the GPU idle until t_s: the twin's virtual time moves there; a real GPU's passes by itself.
   void idle_until(double t_s);
   // Takes the power samples up to now and closes the window if it is due, or at once if the cap
@@ -82,6 +89,9 @@ class ServingLoop {
   std::optional<ServingWindow> poll();
   // When the current window is due by time (infinity for a batch-counted period).
   [[nodiscard]] double window_due_s() const;
+  // Told of the newest power sample (and the cap in force then) each time samples are taken: an
+  // exporter shows the power as the sampler sees it. Set before serving starts.
+  void on_power_sample(std::function<void(const PowerSample& sample, double cap_w)> sink) { on_sample_ = std::move(sink); }
   // The cap as the loop last read it.
   [[nodiscard]] const CapReading& cap() const { return cap_; }
   // Closes the last, partial window (if it holds a sample) and puts every GPU setting back.
@@ -111,6 +121,7 @@ class ServingLoop {
   double last_sample_w_ = 0.0;
   bool finished_ = false;
   ServingTotals totals_;
+  std::function<void(const PowerSample& sample, double cap_w)> on_sample_;
 };
 
 }  // namespace gpucap::serve

@@ -21,6 +21,11 @@ class MetricsServer {
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
+  // Another page beside /metrics (gpucap serve's dashboard at "/" and what it loads), rendered at
+  // each request from the server's threads; before start(). A page at "/" replaces the default
+  // pointer to /metrics.
+  void add_page(const std::string& path, Render render, std::string content_type);
+
   // Binds and starts serving; returns the port. Error(io) when the address cannot be bound.
   int start();
   // Idempotent; returns once the serving thread has ended.

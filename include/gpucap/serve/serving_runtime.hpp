@@ -1,0 +1,119 @@
+#pragma once
+// Serving in real time, behind a server: many threads submit requests (the HTTP handlers), one
+// thread drives the GPU — the serving core's decisions, the loop's batches and windows, the
+// controller — and answers each request when its batch is done. Time is the wall clock since the
+// start (times `pace` for the twin, whose virtual time is kept on it: the twin idles up to the
+// present before each decision and its paced engine lets a batch end when the wall clock reaches
+// the batch's end). What a batch computes is the caller's (the Executor): the twin's time alone,
+// or a real engine on the requests' data, which the caller keeps by request id.
+//
+// Stopping: drain() refuses new requests (answered `stopping`), runs what is queued and in
+// flight to its end, then puts the GPU's settings back; nothing admitted is dropped.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "gpucap/serve/cap_state.hpp"
+#include "gpucap/serve/serving_core.hpp"
+#include "gpucap/serve/serving_loop.hpp"
+
+namespace gpucap::serve {
+
+enum class AnswerKind {
+  ok,         // the batch ran: the caller reads its outputs by id
+  shed,       // refused at admission by the controller's admit rate: 429 with Retry-After
+  refused,    // refused by the queue (full, too large, bad priority): 503 or 400
+  timed_out,  // its queue timeout expired before a batch took it
+  failed,     // its batch failed on the engine
+  stopping,   // the server is shutting down
+};
+
+struct Answer {
+  AnswerKind kind = AnswerKind::ok;
+  AdmissionResult admission = AdmissionResult::accepted;  // refused: why
+  std::string message;
+  double retry_after_s = 0.0;
+  double queue_s = 0.0;    // from arrival to its batch's start
+  double compute_s = 0.0;  // its batch's time
+  int batch_items = 0;     // the batch it ran in
+};
+
+struct RuntimeOptions {
+  double slo_s = 0.1;
+  BatcherConfig batcher;
+  LatencyStatsConfig stats;
+  // Virtual seconds per wall second on the twin (1: real time); 1 on a real GPU.
+  double pace = 1.0;
+};
+
+class ServingRuntime {
+ public:
+  // Runs the batch (on the GPU thread, without the core's lock): the twin's time, or a real
+  // engine on the requests' data. Its errors fail the batch's requests.
+  using Executor = std::function<BatchRun(ServingLoop& loop, const Launch& launch)>;
+  // Told of each window as it closes, on the GPU thread.
+  using WindowSink = std::function<void(const ServingWindow& window)>;
+  // Told of the newest power sample after each batch or idle, on the GPU thread.
+  using SampleSink = std::function<void(const PowerSample& sample, double cap_w)>;
+
+  // Applies the controller's first knobs (Error before anything is written) and starts the GPU
+  // thread. Everything passed must outlive the runtime.
+  ServingRuntime(runtime::Platform& platform, control::ServingController& controller, CapState& cap,
+                 RuntimeOptions options, Executor executor, WindowSink on_window = {}, SampleSink on_sample = {});
+  ~ServingRuntime();
+  ServingRuntime(const ServingRuntime&) = delete;
+  ServingRuntime& operator=(const ServingRuntime&) = delete;
+
+  // A request of `items` items arrives now. `id` is the caller's key for its payload (unique while
+  // the request lives). The future is ready when it was refused (at once) or answered.
+  [[nodiscard]] std::future<Answer> submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s);
+  // Seconds since serving started (the clock arrivals and the cap use).
+  [[nodiscard]] double now_s() const;
+  // Requests admitted and not yet answered (Triton's pending request count).
+  [[nodiscard]] std::size_t pending() const;
+  // Every request and batch counted since the start (the core's totals).
+  [[nodiscard]] WindowCounts counts() const;
+  // The SLO statistics of the last window of time (see LatencyStats).
+  [[nodiscard]] LatencySummary slo() const;
+  // Wakes the GPU thread to look at the cap now (after a source set it), rather than at its next
+  // decision.
+  void cap_changed();
+  // Refuses new requests, answers everything admitted, stops the GPU thread and restores the GPU.
+  // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread.
+  ServingTotals drain();
+  [[nodiscard]] bool draining() const;
+
+ private:
+  void gpu_thread();
+  void answer(std::uint64_t id, Answer answer);
+  void run_one(const Launch& launch, std::unique_lock<std::mutex>& lock);
+  [[nodiscard]] std::chrono::steady_clock::time_point wall_at(double t_s) const;
+
+  runtime::Platform& platform_;
+  CapState& cap_;
+  RuntimeOptions options_;
+  Executor executor_;
+  WindowSink on_window_;
+  std::chrono::steady_clock::time_point start_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::unique_ptr<ServingCore> core_;
+  std::unique_ptr<ServingLoop> loop_;
+  std::map<std::uint64_t, std::promise<Answer>> waiting_;  // admitted, not answered
+  bool draining_ = false;
+  bool stopped_ = false;
+  std::exception_ptr failure_;
+  ServingTotals totals_;
+  std::thread thread_;
+};
+
+}  // namespace gpucap::serve

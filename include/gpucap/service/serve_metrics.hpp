@@ -1,0 +1,50 @@
+#pragma once
+// `gpucap serve`'s metrics, on --metrics beside the GPU's DCGM series and gpucap's window series
+// (monitor/work_metrics.hpp):
+//   - Triton's request families, named and labelled as Triton's server exports them (model,
+//     version), so its Grafana dashboards work: nv_inference_request_success,
+//     nv_inference_request_failure{reason} (REJECTED: shed, refused or timed out in the queue;
+//     BACKEND: the engine failed; OTHER: a bad request), nv_inference_count (items),
+//     nv_inference_exec_count (batches), nv_inference_pending_request_count,
+//     nv_inference_request_duration_us, nv_inference_queue_duration_us and
+//     nv_inference_compute_infer_duration_us (cumulative microseconds, as Triton's counters);
+//   - what only gpucap knows: SLO attainment and p99 over the SLO window against the SLO, goodput,
+//     the arrival rate, requests shed, the batcher's knobs and the admit rate, where the cap comes
+//     from (gpucap_power_cap_source{source} = 1), and the cap file's health.
+// Counters are set from the request threads; the window's gauges from the GPU thread.
+
+#include <cstdint>
+#include <string>
+
+#include "gpucap/monitor/exposition.hpp"
+#include "gpucap/serve/serving_loop.hpp"
+#include "gpucap/serve/serving_runtime.hpp"
+
+namespace gpucap::service {
+
+class ServeMetrics {
+ public:
+  ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s);
+
+  // One request answered (or refused): its Triton outcome and, for a success, its times.
+  void request(const serve::Answer& answer, std::int64_t items, double total_s);
+  // A request the server refused before it reached the queue (a bad body, an unknown input).
+  void bad_request();
+  void batch(int items);
+  void pending(std::size_t requests);
+  // The window's figures (on the GPU thread).
+  void window(const serve::ServingWindow& window);
+  // The cap file: its last read was good (valid) or not; errors are counted.
+  void cap_file(bool valid);
+
+  [[nodiscard]] const monitor::Labels& labels() const { return labels_; }
+
+ private:
+  [[nodiscard]] monitor::Labels with(const char* name, const std::string& value) const;
+
+  monitor::MetricsRegistry& registry_;
+  monitor::Labels labels_;  // model, version
+  std::string cap_source_;
+};
+
+}  // namespace gpucap::service

@@ -1,0 +1,563 @@
+// gpucap serve: an inference server (KServe v2 over HTTP) that keeps its throughput and its p99
+// latency SLO under a power cap someone else sets, at any moment, through a flag, a schedule, an
+// admin API or a file. On the twin (the default) every batch takes the twin's time and power,
+// paced to the wall clock; on a real GPU (--platform nvml) a TorchScript model runs through the
+// LibTorch engine on the requests' data.
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "gpucap/cli/commands.hpp"
+#include "gpucap/control/capserve.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/engine/torch_plugin.hpp"
+#include "gpucap/monitor/gpu_exporter.hpp"
+#include "gpucap/runtime/nvml_platform.hpp"
+#include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/runtime/sim_platform.hpp"
+#include "gpucap/serve/serving_runtime.hpp"
+#include "gpucap/service/admin_server.hpp"
+#include "gpucap/service/bso_server.hpp"
+#include "gpucap/service/inference_server.hpp"
+#include "gpucap/service/serve_dashboard.hpp"
+#include "gpucap/service/serve_metrics.hpp"
+#include "gpucap/sim/catalog.hpp"
+#include "live_metrics.hpp"
+
+#ifndef GPUCAP_VERSION
+#define GPUCAP_VERSION "unknown"
+#endif
+
+namespace gpucap::cli {
+namespace {
+
+constexpr const char* kListenDefault = "127.0.0.1:8000";
+constexpr const char* kNoopModel = "noop";
+// The twin GPU's engine when the model is noop: the loop needs a model to idle the twin with;
+// noop never runs it.
+constexpr const char* kNoopTwinModel = "mobilenet_v1_0.25";
+constexpr double kCapFilePollS = 0.2;
+constexpr int kMaxBatchBound = 4096;
+
+struct ServeFlags {
+  std::string platform = "twin";
+  std::optional<std::string> gpu;
+  std::optional<std::string> model;
+  std::optional<std::string> precision;
+  RealGpuFlags real;
+  bool allow_gpu_control = false;
+  std::optional<std::string> profile_path;
+  std::string listen = kListenDefault;
+  std::optional<std::string> metrics;
+  std::optional<std::string> admin;
+  std::optional<std::string> admin_token_file;
+  double slo_ms = 100.0;
+  std::optional<double> power_cap_w;
+  std::optional<std::string> cap_schedule;
+  std::optional<std::string> cap_file;
+  std::string algorithm = "capserve";
+  std::string pace = "realtime";
+  int max_batch_size = 64;
+  double max_queue_delay_us = 0.0;
+  std::vector<int> preferred_batch_sizes;
+  int priority_levels = 0;
+  std::size_t max_queue_size = 0;
+  double queue_timeout_ms = 30'000.0;
+  double max_request_mib = 64.0;
+  std::size_t threads = 128;
+  std::string hostname_label = monitor::kHostnameLabel;
+  std::string seed = "1";
+  double sample_hz = 100.0;
+  bool json = false;
+};
+
+// The GPU, the model and how batches turn into answers.
+struct Served {
+  std::unique_ptr<runtime::Platform> platform;
+  std::unique_ptr<service::InferenceBackend> backend;
+  std::string gpu_id;     // catalogue id (twin) or NVML name
+  std::string gpu_name;   // the board's name
+  monitor::GpuIdentity identity;
+  std::shared_ptr<const predict::ProfileModel> profile;
+  double min_cap_w = 1.0;  // below it no controller can meet the cap
+};
+
+sim::Precision twin_precision(const std::string& text) {
+  if (text == "fp32") return sim::Precision::fp32;
+  if (text == "fp16") return sim::Precision::fp16;
+  throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16 on the twin", text));
+}
+
+serve::BatcherConfig batcher_config(const ServeFlags& f) {
+  if (f.max_batch_size < 1 || f.max_batch_size > kMaxBatchBound) {
+    throw usage_error(fmt::format("--max-batch-size {} must be between 1 and {}", f.max_batch_size, kMaxBatchBound));
+  }
+  if (!(f.max_queue_delay_us >= 0.0 && f.max_queue_delay_us <= 60e6)) {
+    throw usage_error(fmt::format("--max-queue-delay-us {:g} must be between 0 and 60000000", f.max_queue_delay_us));
+  }
+  if (!(f.queue_timeout_ms > 0.0 && f.queue_timeout_ms <= 3.6e6)) {
+    throw usage_error(fmt::format("--queue-timeout-ms {:g} must be between 0 and 3600000", f.queue_timeout_ms));
+  }
+  serve::BatcherConfig c;
+  c.max_batch_size = f.max_batch_size;
+  c.preferred_batch_sizes = f.preferred_batch_sizes;
+  c.max_queue_delay_s = f.max_queue_delay_us / 1e6;
+  c.priority_levels = f.priority_levels;
+  c.default_priority_level = f.priority_levels >= 2 ? f.priority_levels : 0;
+  c.default_queue_policy.max_queue_size = f.max_queue_size;
+  // Every request has a queue timeout, so every request is answered within a bound.
+  c.default_queue_policy.default_timeout_s = f.queue_timeout_ms / 1e3;
+  c.default_queue_policy.allow_timeout_override = true;
+  serve::validate(c);
+  return c;
+}
+
+Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
+  f.real.reject_on_twin();
+  reject_for_platform(f.allow_gpu_control, "--allow-gpu-control", "twin");
+  Served s;
+  const auto& gpu = catalog.gpu(f.gpu.value_or("a100"));
+  const auto model_id = f.model.value_or("resnet50");
+  const bool noop = model_id == kNoopModel;
+  const auto& model = catalog.model(noop ? kNoopTwinModel : model_id);
+  if (model.training_only()) {
+    throw usage_error(fmt::format("{} is a training workload of Zeus's traces: the twin models its training step only, "
+                                  "not inference (see 'gpucap list models')",
+                                  model.id));
+  }
+  runtime::SimOptions o;
+  o.seed = parse_seed(f.seed);
+  o.sample_hz = f.sample_hz;
+  o.pace = runtime::parse_pace(f.pace);
+  const auto precision = f.precision ? twin_precision(*f.precision) : model.precision;
+  s.platform = std::make_unique<runtime::SimPlatform>(gpu, model, precision, o);
+  s.min_cap_w = std::round(runtime::lowest_loaded_power_w(gpu) * 10.0) / 10.0;
+  s.backend = noop ? service::make_noop_backend(f.max_batch_size)
+                   : service::make_twin_backend(model.id, model.input_size, f.max_batch_size);
+  s.gpu_id = gpu.id;
+  s.gpu_name = gpu.name;
+  s.identity = monitor::twin_identity(0, gpu.name, monitor::local_hostname());
+  if (f.profile_path) {
+    s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+  } else if (f.algorithm == "capserve" || control::needs_profile(f.algorithm)) {
+    s.profile = runtime::measure_default_profile(catalog, gpu.id, model.id, f.sample_hz,
+                                                 sim::derive_seed(o.seed, runtime::kProfileSeedStream));
+  }
+  return s;
+}
+
+Served nvml_served(const ServeFlags& f) {
+  reject_for_platform(f.gpu.has_value(), "--gpu", "nvml (use --device N)");
+  reject_for_platform(f.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
+  if (!f.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  if ((f.algorithm == "capserve" || control::needs_profile(f.algorithm)) && !f.profile_path) {
+    throw usage_error(fmt::format("{} on a real GPU runs from a profile of the model on it: --profile FILE (the JSON of "
+                                  "'gpucap tune --platform nvml --algorithm oracle --json')",
+                                  f.algorithm));
+  }
+  Served s;
+  const auto engine_flags = f.real.engine(f.seed, f.precision);
+  s.platform = std::make_unique<runtime::NvmlPlatform>(
+      f.real.platform(f.allow_gpu_control, f.sample_hz), [&engine_flags](std::function<double()> now_s) {
+        return engine::load_torch_engine(torch_engine_options(engine_flags), std::move(now_s));
+      });
+  auto& nvml = dynamic_cast<runtime::NvmlPlatform&>(*s.platform);
+  // The model's outputs, from one pass on a batch of one: what its metadata declares.
+  engine::TensorData probe;
+  probe.shape = {1, 3, f.real.input_size, f.real.input_size};
+  probe.values.assign(static_cast<std::size_t>(3 * f.real.input_size * f.real.input_size), 0.0F);
+  const auto outputs = nvml.engine().run_data(probe);
+  service::kserve::ModelMetadata m;
+  m.name = std::filesystem::path(*f.real.model_file).stem().string();
+  m.versions = {"1"};
+  m.platform = "pytorch_libtorch";
+  m.max_batch_size = f.max_batch_size;
+  m.inputs = {{"input", service::kserve::Datatype::fp32, {-1, 3, f.real.input_size, f.real.input_size}}};
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    auto shape = outputs[k].shape;
+    if (!shape.empty()) shape.front() = -1;
+    m.outputs.push_back({outputs.size() == 1 ? "output" : fmt::format("output{}", k), service::kserve::Datatype::fp32, shape});
+  }
+  s.backend = service::make_engine_backend(std::move(m), nvml.engine());
+  const auto& info = nvml.gpu().info();
+  s.gpu_id = info.name;
+  s.gpu_name = info.name;
+  s.identity = monitor::nvml_identity(info, monitor::local_hostname());
+  if (f.profile_path) s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+  return s;
+}
+
+std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
+                                                                     bool gpu_writes) {
+  const auto limits = served.platform->controller_limits();
+  const control::BatcherDefaults batcher{f.max_batch_size, f.max_queue_delay_us / 1e6};
+  if (f.algorithm == "capserve") {
+    control::CapserveParams p;
+    p.profile = served.profile;
+    p.slo_s = f.slo_ms / 1e3;
+    p.max_batch_size = f.max_batch_size;
+    p.limits = limits;
+    p.lock_clocks = gpu_writes;
+    return std::make_unique<control::CapserveController>(p);
+  }
+  if (f.algorithm == "static") return std::make_unique<control::StaticServing>(batcher, limits, gpu_writes);
+  control::ControllerOptions options;
+  options.profile = served.profile;
+  options.gpu_chooses_clocks = !gpu_writes;
+  return std::make_unique<control::SeedServing>(control::make_controller(f.algorithm, options, limits), batcher);
+}
+
+// The cap at the start: --cap-schedule, --power-cap, or the cap file's first value.
+std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f) {
+  check_power_cap_flag(f.power_cap_w);
+  if (f.cap_schedule) {
+    return {CapSchedule::parse(*f.cap_schedule, f.power_cap_w ? &*f.power_cap_w : nullptr), "schedule"};
+  }
+  if (f.power_cap_w) return {CapSchedule::constant(*f.power_cap_w), "flag"};
+  if (f.cap_file) {
+    return {CapSchedule::constant(serve::parse_cap_file(read_text_file(*f.cap_file), *f.cap_file)), "file"};
+  }
+  throw usage_error("give the cap to start with: --power-cap W, --cap-schedule \"T:W,...\" or --cap-file F");
+}
+
+// Watches --cap-file (a power agent rewrites it): a new content that is a cap sets it; one that
+// is not (malformed, unreadable, out of range) keeps the last good cap, with a log line and the
+// cap-file metrics.
+class CapFileWatcher {
+ public:
+  CapFileWatcher(std::string path, serve::CapState& cap, serve::ServingRuntime& runtime, service::ServeMetrics* metrics)
+      : path_(std::move(path)), cap_(cap), runtime_(runtime), metrics_(metrics) {
+    last_ = read_or_error();
+    if (metrics_ != nullptr) metrics_->cap_file(true);
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~CapFileWatcher() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  CapFileWatcher(const CapFileWatcher&) = delete;
+  CapFileWatcher& operator=(const CapFileWatcher&) = delete;
+
+ private:
+  std::string read_or_error() const {
+    try {
+      return read_text_file(path_);
+    } catch (const Error& e) {
+      return std::string("\x01") + e.what();  // unreadable: not a content a file can have
+    }
+  }
+
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::duration<double>(kCapFilePollS), [this] { return stop_; })) {
+      const auto text = read_or_error();
+      if (text == last_) continue;
+      last_ = text;
+      try {
+        if (text.starts_with('\x01')) throw Error(ErrorCode::io, text.substr(1));
+        const double watts = serve::parse_cap_file(text, path_);
+        cap_.set(watts, "file", runtime_.now_s());
+        runtime_.cap_changed();
+        if (metrics_ != nullptr) metrics_->cap_file(true);
+        fmt::print(stderr, "gpucap serve: the cap is {:g} W from now on (--cap-file {})\n", watts, path_);
+      } catch (const Error& e) {
+        cap_.note_error("file", e.what());
+        if (metrics_ != nullptr) metrics_->cap_file(false);
+        const auto kept = cap_.at(runtime_.now_s());
+        fmt::print(stderr, "gpucap serve: warning: --cap-file: {}; the cap stays {:g} W (from {})\n", e.what(), kept.cap_w,
+                   kept.source);
+      }
+    }
+  }
+
+  std::string path_;
+  serve::CapState& cap_;
+  serve::ServingRuntime& runtime_;
+  service::ServeMetrics* metrics_;
+  std::string last_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// What serving exports on --metrics: the GPU's DCGM series (at each power sample), gpucap's window
+// series, Triton's request families and the dashboard.
+struct Exports {
+  std::unique_ptr<LiveExport> live;
+  std::unique_ptr<service::ServeMetrics> serve;
+  std::unique_ptr<monitor::GpuExporter> gpu;
+  service::SeriesBuffer series;
+};
+
+void print_summary(const ServeFlags& f, const Served& served, const serve::WindowCounts& c, const serve::LatencySummary& slo,
+                   const serve::ServingTotals& t, double seconds) {
+  const char* tag = served.platform->simulated() ? "simulated" : "real";
+  if (f.json) {
+    nlohmann::json out = {{"simulated", served.platform->simulated()},
+                          {"seconds", seconds},
+                          {"arrivals", c.arrivals},
+                          {"answered", c.answered},
+                          {"good", c.good},
+                          {"shed", c.shed},
+                          {"refused", c.refused},
+                          {"failed", c.failed},
+                          {"batches", c.batches},
+                          {"windows", t.windows},
+                          {"windows_over_cap", t.windows_over_cap},
+                          {"time_over_cap_s", t.time_over_cap_s},
+                          {"energy_j", t.energy_j},
+                          {"max_power_w", t.max_power_w},
+                          {"device_writes", t.device_writes}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  const auto line = [tag](const char* label, const std::string& value) {
+    fmt::print("  {:<22} {:>16}  [{}]\n", label, value, tag);
+  };
+  fmt::print("gpucap serve: stopped after {:.1f} s\n", seconds);
+  line("requests", fmt::format("{}", c.arrivals));
+  line("answered", fmt::format("{}", c.answered));
+  line("within the SLO", fmt::format("{}", c.good));
+  line("shed (429)", fmt::format("{}", c.shed));
+  line("refused or failed", fmt::format("{}", c.refused + c.failed));
+  line("batches", fmt::format("{}", c.batches));
+  line("p99, last 10 s", fmt::format("{:.1f} ms", slo.p99_s * 1e3));
+  line("windows over cap", fmt::format("{}/{}", t.windows_over_cap, t.windows));
+  line("time over cap", fmt::format("{:.2f} s", t.time_over_cap_s));
+  line("energy", fmt::format("{:.1f} J", t.energy_j));
+  line("max power", fmt::format("{:.2f} W", t.max_power_w));
+}
+
+void run_serve(const ServeFlags& f, const GlobalOptions& global) {
+  // Every flag first: nothing starts, binds or writes before they are all good.
+  if (!(f.slo_ms > 0.0 && f.slo_ms <= 3.6e6)) throw usage_error(fmt::format("--slo-ms {:g} must be positive", f.slo_ms));
+  if (!(f.max_request_mib > 0.0 && f.max_request_mib <= 4096.0)) {
+    throw usage_error(fmt::format("--max-request-mib {:g} must be between 0 and 4096", f.max_request_mib));
+  }
+  if (f.threads < 2 || f.threads > 4096) throw usage_error(fmt::format("--threads {} must be between 2 and 4096", f.threads));
+  const auto [listen_host, listen_port] = service::parse_listen_address(f.listen, "--listen", kListenDefault);
+  if (f.metrics) (void)service::parse_listen_address(*f.metrics, "--metrics", "127.0.0.1:9400");
+  std::optional<std::pair<std::string, int>> admin_address;
+  std::string token;
+  if (f.admin) {
+    admin_address = service::parse_listen_address(*f.admin, "--admin", "127.0.0.1:8001");
+    if (!f.admin_token_file) throw usage_error("--admin needs --admin-token-file (the API is refused without a token)");
+    token = service::read_token_file(*f.admin_token_file);
+  } else if (f.admin_token_file) {
+    throw usage_error("--admin-token-file goes with --admin HOST:PORT");
+  }
+  const auto hostname_label = monitor::parse_hostname_label(f.hostname_label);
+  const auto batcher = batcher_config(f);
+  auto [schedule, source] = initial_cap(f);
+  if (f.platform != "twin" && f.platform != "sim" && f.platform != "nvml") {
+    throw usage_error(fmt::format("--platform '{}' must be twin or nvml", f.platform));
+  }
+  const bool twin = f.platform != "nvml";
+  if (!twin && f.pace != "realtime") throw usage_error("--pace does not apply to --platform nvml (a real GPU runs in real time)");
+  runtime::check_sample_hz(f.sample_hz);
+
+  auto served = twin ? twin_served(f, sim::Catalog::load(resolve_data_dir(global))) : nvml_served(f);
+  served.identity.hostname_label = hostname_label;
+  auto& platform = *served.platform;
+  const auto limits = platform.controller_limits();
+  serve::CapState cap(schedule, source, served.min_cap_w, limits.power_limit_max_w);
+  const bool gpu_writes = twin || f.allow_gpu_control;
+  auto controller = make_serving_controller(f, served, gpu_writes);
+  const auto& model_name = served.backend->metadata().name;
+
+  Exports exports;
+  if (f.metrics) {
+    const service::DashboardInfo info{model_name, served.gpu_name, f.algorithm, f.slo_ms, platform.simulated()};
+    exports.live = std::make_unique<LiveExport>(
+        "serve", *f.metrics, run_labels(f.algorithm, model_name, served.gpu_id, served.identity.index, platform.simulated()),
+        platform.simulated(), true, [&exports, &info](service::MetricsServer& server) {
+          service::add_dashboard(server, exports.series, info);
+        });
+    exports.serve = std::make_unique<service::ServeMetrics>(exports.live->registry(), model_name, "1", f.slo_ms / 1e3);
+    exports.gpu = std::make_unique<monitor::GpuExporter>(exports.live->registry(), std::vector<device::Device*>{&platform.device()},
+                                                         std::vector<monitor::GpuIdentity>{served.identity},
+                                                         [&platform] { return platform.clock().now_s(); });
+  }
+  service::InferenceServerOptions server_options;
+  server_options.host = listen_host;
+  server_options.port = listen_port;
+  server_options.threads = f.threads;
+  server_options.max_request_bytes = static_cast<std::size_t>(f.max_request_mib * 1024.0 * 1024.0);
+  server_options.version = GPUCAP_VERSION;
+  service::InferenceServer server(*served.backend, server_options, exports.serve.get());
+  (void)server.bind();  // a busy address fails before the GPU is touched
+
+  std::atomic<double> last_power_w{std::nan("")};
+  serve::RuntimeOptions runtime_options;
+  runtime_options.slo_s = f.slo_ms / 1e3;
+  runtime_options.batcher = batcher;
+  runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
+  const auto on_window = [&exports](const serve::ServingWindow& w) {
+    exports.series.add(w);
+    if (!exports.live) return;
+    monitor::WindowFigures figures;
+    figures.cap_w = w.cap_w;
+    figures.max_power_w = w.power.empty() ? std::nan("") : w.power.max_w;
+    figures.mean_power_w = w.power.mean_w;
+    figures.batch_size = w.knobs.max_batch_size;
+    figures.sm_clock_mhz = w.sm_clock_mhz;
+    figures.memory_clock_mhz = std::nan("");
+    const double length_s = std::max(w.end_s - w.start_s, 1e-9);
+    figures.throughput_img_s = static_cast<double>(w.counts.items) / length_s;
+    figures.images = static_cast<std::int64_t>(w.counts.items);
+    figures.over_cap = w.over_cap;
+    exports.live->work().window(figures);
+    exports.serve->window(w);
+  };
+  const auto on_sample = [&exports, &last_power_w](const PowerSample& sample, double cap_w) {
+    last_power_w = sample.power_w;
+    if (!exports.gpu) return;
+    exports.gpu->publish_with_power(sample.power_w);
+    exports.live->work().cap(cap_w);
+  };
+
+  // Signals are blocked before any thread starts, so that only the wait below takes them.
+  const sigset_t signals = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  serve::ServingRuntime runtime(platform, *controller, cap, runtime_options, server.executor(), on_window, on_sample);
+  server.attach(runtime);
+  std::unique_ptr<service::AdminServer> admin;
+  if (admin_address) {
+    admin = std::make_unique<service::AdminServer>(
+        cap, service::AdminServerOptions{admin_address->first, admin_address->second, token},
+        [&runtime] { return runtime.now_s(); }, [&last_power_w] { return last_power_w.load(); },
+        [&runtime] { runtime.cap_changed(); });
+    (void)admin->start();
+  }
+  std::unique_ptr<CapFileWatcher> watcher;
+  if (f.cap_file) watcher = std::make_unique<CapFileWatcher>(*f.cap_file, cap, runtime, exports.serve.get());
+
+  std::exception_ptr serve_failure;
+  std::thread http([&server, &serve_failure] {
+    try {
+      server.serve();
+    } catch (...) {
+      serve_failure = std::current_exception();
+    }
+  });
+  const auto started = std::chrono::steady_clock::now();
+  fmt::print("gpucap serve: {} on {} {}, algorithm {}, p99 SLO {:g} ms, cap {} ({})\n", model_name,
+             platform.simulated() ? "the SIMULATED" : "a REAL", served.gpu_name,
+             f.algorithm, f.slo_ms, schedule.to_string(), source);
+  fmt::print("  inference (KServe v2)  {}/v2/models/{}/infer\n", server.url(), model_name);
+  if (exports.live) {
+    const auto metrics_url = exports.live->url();
+    fmt::print("  metrics                {}\n  dashboard              {}/\n", metrics_url,
+               metrics_url.substr(0, metrics_url.rfind("/metrics")));
+  }
+  if (admin) fmt::print("  admin                  {}/v1/power\n", admin->url());
+  fmt::print("  stop with Ctrl-C or SIGTERM: the queue drains and every GPU setting is restored\n");
+  std::fflush(stdout);
+
+  int signal = -1;
+  while (signal < 0) signal = sigwaitinfo(&signals, nullptr);
+  fmt::print(stderr, "gpucap serve: {}: draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  server.stop();  // no new connections; the handlers in flight wait for their answers
+  http.join();
+  const auto totals = runtime.drain();
+  watcher.reset();
+  if (admin) admin->stop();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  print_summary(f, served, runtime.counts(), runtime.slo(), totals, seconds);
+  if (serve_failure) std::rethrow_exception(serve_failure);
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
+  auto flags = std::make_shared<ServeFlags>();
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "Serve a model over KServe v2 (HTTP) under a power cap that may change at any moment (flag, schedule, admin API, "
+      "file): the batch cap, queue delay, clocks and power limit follow the cap and the p99 SLO");
+  cmd->add_option("--platform", flags->platform,
+                  "twin: the GPU twin, each batch taking its time and power, paced to the wall clock (default); nvml: a "
+                  "real NVIDIA GPU with a TorchScript model (LibTorch)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", flags->gpu, "twin: the GPU (see 'gpucap list gpus'; default a100)");
+  cmd->add_option("--model", flags->model,
+                  "twin: the model, its KServe name (see 'gpucap list models'; default resnet50); noop: a model that "
+                  "takes no time and answers its input (input FP32 [-1,16]), to measure the server itself");
+  cmd->add_option("--precision", flags->precision, "fp32 or fp16 (twin default: the model's; nvml: fp32, also bf16)");
+  cmd->add_option("--algorithm", flags->algorithm,
+                  "capserve (gpucap's serving controller, default), static (Triton as a user sets it: fixed batch cap "
+                  "and delay, default clocks, power limit = cap), or a batch-level controller of 'gpucap list "
+                  "algorithms' (batchsizer, batchdvfs, dvfs, clipper, capfit, ...): its batch size is the batch cap")
+      ->capture_default_str();
+  cmd->add_option("--listen", flags->listen, "The inference API's address, HOST:PORT (port 0: a free one)")
+      ->capture_default_str();
+  cmd->add_option("--metrics", flags->metrics,
+                  "Serve Prometheus metrics (Triton's nv_inference_*, gpucap_*, DCGM_*) at HOST:PORT/metrics and the "
+                  "live dashboard at HOST:PORT/");
+  cmd->add_option("--admin", flags->admin, "Serve the admin API (GET /v1/power, PUT /v1/power/cap) at HOST:PORT");
+  cmd->add_option("--admin-token-file", flags->admin_token_file,
+                  "The admin API's bearer token, read from this file (required with --admin)");
+  cmd->add_option("--slo-ms", flags->slo_ms, "The p99 latency SLO, ms")->capture_default_str();
+  cmd->add_option("--power-cap", flags->power_cap_w, "The cap to start with, W");
+  cmd->add_option("--cap-schedule", flags->cap_schedule, "A cap that steps: SECONDS:WATTS,... from the start");
+  cmd->add_option("--cap-file", flags->cap_file,
+                  "A file holding the cap in W (a number, or {\"watts\": W}) that a power agent rewrites: watched; a "
+                  "malformed or unreadable content keeps the last good cap");
+  cmd->add_option("--pace", flags->pace, "twin: realtime, or a speed factor (virtual seconds per wall second)")
+      ->capture_default_str();
+  cmd->add_option("--max-batch-size", flags->max_batch_size,
+                  "Triton's max_batch_size: the model's bound and the static setting's batch cap")
+      ->capture_default_str();
+  cmd->add_option("--max-queue-delay-us", flags->max_queue_delay_us,
+                  "Triton's max_queue_delay_microseconds: static's and the seeds' queue delay (capserve sets its own)")
+      ->capture_default_str();
+  cmd->add_option("--preferred-batch-size", flags->preferred_batch_sizes, "Triton's preferred_batch_size (repeatable)");
+  cmd->add_option("--priority-levels", flags->priority_levels,
+                  "Triton's priority_levels: requests' \"priority\" parameter 1 (highest) to N; 0 is the lowest")
+      ->capture_default_str();
+  cmd->add_option("--max-queue-size", flags->max_queue_size,
+                  "Triton's max_queue_size per priority level (0: unbounded; a full queue answers 503)")
+      ->capture_default_str();
+  cmd->add_option("--queue-timeout-ms", flags->queue_timeout_ms,
+                  "Triton's default_timeout_microseconds, in ms: a request still queued then is answered 503 (a "
+                  "request's \"timeout\" parameter may shorten it)")
+      ->capture_default_str();
+  cmd->add_option("--max-request-mib", flags->max_request_mib, "The largest inference request body, MiB (larger: 413)")
+      ->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "HTTP threads: the most clients served at once")->capture_default_str();
+  cmd->add_option("--profile", flags->profile_path,
+                  "capserve and capfit: the model's profile on this GPU (the JSON of 'gpucap tune --json'); the twin "
+                  "measures one when none is given; required on a real GPU");
+  cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
+                "nvml: let the controller lock clocks and set the power limit (root; restored at exit and after a crash "
+                "by the next gpucap start); without it only the batch cap, delay and admission move");
+  cmd->add_option("--hostname-label", flags->hostname_label,
+                  "The host label of the DCGM_* series: hostname (dcgm-exporter since 2026-05) or Hostname (before)")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "twin: seed of its noise")->capture_default_str();
+  cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate, Hz")->capture_default_str();
+  cmd->add_flag("--json", flags->json, "At exit, print the summary as JSON");
+  flags->real.add_to(*cmd);
+  return Command{cmd, [flags, &global] { run_serve(*flags, global); }};
+}
+
+}  // namespace gpucap::cli

@@ -1,0 +1,203 @@
+#include "gpucap/serve/serving_runtime.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::serve {
+namespace {
+
+// With nothing due, the GPU thread still looks every this often (a window of a batch-counted
+// period, a cap set by a source that did not wake it).
+constexpr double kLongestSleepS = 0.5;
+
+std::future<Answer> ready(Answer answer) {
+  std::promise<Answer> promise;
+  promise.set_value(std::move(answer));
+  return promise.get_future();
+}
+
+}  // namespace
+
+ServingRuntime::ServingRuntime(runtime::Platform& platform, control::ServingController& controller, CapState& cap,
+                               RuntimeOptions options, Executor executor, WindowSink on_window, SampleSink on_sample)
+    : platform_(platform),
+      cap_(cap),
+      options_(std::move(options)),
+      executor_(std::move(executor)),
+      on_window_(std::move(on_window)) {
+  if (!(options_.pace > 0.0)) throw usage_error("the serving pace must be positive");
+  auto stats = options_.stats;
+  stats.slo_s = options_.slo_s;
+  core_ = std::make_unique<ServingCore>(options_.batcher, stats, controller.initial_knobs(cap_.at(0.0).cap_w));
+  loop_ = std::make_unique<ServingLoop>(platform_, controller, *core_, [this](double t) { return cap_.at(t); },
+                                        options_.slo_s);
+  if (on_sample) loop_->on_power_sample(std::move(on_sample));
+  start_ = std::chrono::steady_clock::now();
+  thread_ = std::thread([this] { gpu_thread(); });
+}
+
+ServingRuntime::~ServingRuntime() {
+  try {
+    (void)drain();
+  } catch (const std::exception& e) {
+    spdlog::error("serve: {}", e.what());
+  }
+}
+
+double ServingRuntime::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() * options_.pace;
+}
+
+std::chrono::steady_clock::time_point ServingRuntime::wall_at(double t_s) const {
+  const double wall_s = std::min(t_s / options_.pace, now_s() / options_.pace + kLongestSleepS);
+  return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wall_s));
+}
+
+std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s) {
+  std::unique_lock lock(mutex_);
+  if (draining_ || stopped_) {
+    Answer a;
+    a.kind = AnswerKind::stopping;
+    a.message = "the server is shutting down";
+    return ready(std::move(a));
+  }
+  const double now = now_s();
+  const auto admission = core_->admit(PendingRequest{id, items, now, priority, timeout_s}, now);
+  if (!admission.accepted()) {
+    Answer a;
+    a.kind = admission.result == AdmissionResult::shed ? AnswerKind::shed : AnswerKind::refused;
+    a.admission = admission.result;
+    a.message = admission.message;
+    a.retry_after_s = admission.retry_after_s;
+    return ready(std::move(a));
+  }
+  auto [it, inserted] = waiting_.try_emplace(id);
+  if (!inserted) throw Error(ErrorCode::internal, "a request id was submitted twice");
+  auto future = it->second.get_future();
+  lock.unlock();
+  wake_.notify_one();
+  return future;
+}
+
+std::size_t ServingRuntime::pending() const {
+  const std::lock_guard lock(mutex_);
+  return waiting_.size();
+}
+
+void ServingRuntime::cap_changed() { wake_.notify_one(); }
+
+WindowCounts ServingRuntime::counts() const {
+  const std::lock_guard lock(mutex_);
+  return core_->totals();
+}
+
+LatencySummary ServingRuntime::slo() const {
+  const std::lock_guard lock(mutex_);
+  return core_->slo(now_s());
+}
+
+bool ServingRuntime::draining() const {
+  const std::lock_guard lock(mutex_);
+  return draining_;
+}
+
+void ServingRuntime::answer(std::uint64_t id, Answer answer) {
+  const auto it = waiting_.find(id);
+  if (it == waiting_.end()) return;
+  it->second.set_value(std::move(answer));
+  waiting_.erase(it);
+}
+
+void ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  BatchRun run;
+  try {
+    run = executor_(*loop_, launch);
+  } catch (const std::exception& e) {
+    run.ok = false;
+    run.error = e.what();
+    run.start_s = run.end_s = loop_->now_s();
+  }
+  lock.lock();
+  loop_->completed(launch, run);
+  for (const auto& r : launch.requests) {
+    Answer a;
+    a.kind = run.ok ? AnswerKind::ok : AnswerKind::failed;
+    a.message = run.error;
+    a.queue_s = std::max(0.0, run.start_s - r.arrival_s);
+    a.compute_s = run.end_s - run.start_s;
+    a.batch_items = launch.items;
+    answer(r.id, std::move(a));
+  }
+}
+
+void ServingRuntime::gpu_thread() {
+  std::unique_lock lock(mutex_);
+  const auto emit = [this, &lock](const std::optional<ServingWindow>& window) {
+    if (!window || !on_window_) return;
+    lock.unlock();
+    try {
+      on_window_(*window);
+    } catch (const std::exception& e) {
+      spdlog::warn("serve: a window could not be exported: {}", e.what());
+    }
+    lock.lock();
+  };
+  try {
+    while (true) {
+      loop_->idle_until(now_s());  // the twin's virtual time up to the present
+      const double t = loop_->now_s();
+      const auto step = core_->step(t);
+      for (const auto id : step.timed_out) {
+        Answer a;
+        a.kind = AnswerKind::timed_out;
+        a.message = "Request timeout expired";
+        answer(id, std::move(a));
+      }
+      if (step.launch) {
+        run_one(*step.launch, lock);
+        emit(loop_->poll());
+        continue;
+      }
+      emit(loop_->poll());
+      if (draining_ && core_->queued_requests() == 0 && waiting_.empty()) break;
+      const double wake = std::min({step.wake_s.value_or(std::numeric_limits<double>::infinity()), loop_->window_due_s(),
+                                    cap_.next_change_s(t)});
+      (void)wake_.wait_until(lock, wall_at(wake));
+    }
+    emit(loop_->finish());
+    totals_ = loop_->totals();
+  } catch (...) {
+    failure_ = std::current_exception();
+    for (auto& [id, promise] : waiting_) {
+      Answer a;
+      a.kind = AnswerKind::failed;
+      a.message = "the serving loop failed";
+      promise.set_value(std::move(a));
+    }
+    waiting_.clear();
+  }
+  stopped_ = true;
+}
+
+ServingTotals ServingRuntime::drain() {
+  {
+    const std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  if (failure_) {
+    auto failure = failure_;
+    failure_ = nullptr;
+    std::rethrow_exception(failure);
+  }
+  return totals_;
+}
+
+}  // namespace gpucap::serve

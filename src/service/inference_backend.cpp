@@ -1,0 +1,204 @@
+#include "gpucap/service/inference_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::service {
+namespace {
+
+constexpr std::int64_t kImageNetClasses = 1000;
+constexpr std::int64_t kNoopWidth = 16;
+
+kserve::Tensor zeros(const std::string& name, std::vector<std::int64_t> shape) {
+  kserve::Tensor t;
+  t.name = name;
+  t.datatype = kserve::Datatype::fp32;
+  t.shape = std::move(shape);
+  t.data.assign(static_cast<std::size_t>(*kserve::element_count(t.shape)) * sizeof(float), std::byte{0});
+  return t;
+}
+
+kserve::ModelMetadata image_model(const std::string& name, const std::string& platform, int input_size,
+                                  int max_batch_size) {
+  kserve::ModelMetadata m;
+  m.name = name;
+  m.versions = {"1"};
+  m.platform = platform;
+  m.max_batch_size = max_batch_size;
+  m.inputs = {{"input", kserve::Datatype::fp32, {-1, 3, input_size, input_size}}};
+  m.outputs = {{"output", kserve::Datatype::fp32, {-1, kImageNetClasses}}};
+  kserve::validate_model_metadata(m);
+  return m;
+}
+
+// The twin: the batch takes the twin's time on the loop's platform; the outputs are zeros.
+class TwinBackend final : public InferenceBackend {
+ public:
+  TwinBackend(const std::string& model_id, int input_size, int max_batch_size)
+      : metadata_(image_model(model_id, "gpucap_twin", input_size, max_batch_size)) {}
+  [[nodiscard]] const kserve::ModelMetadata& metadata() const override { return metadata_; }
+  [[nodiscard]] bool simulated() const override { return true; }
+  serve::BatchRun run(serve::ServingLoop& loop, const serve::Launch& launch,
+                      std::span<const kserve::InferRequest* const> requests,
+                      std::vector<std::vector<kserve::Tensor>>& outputs) override {
+    auto run = loop.execute(launch);
+    outputs.clear();
+    for (const auto* r : requests) outputs.push_back({zeros("output", {r->batch_size, kImageNetClasses})});
+    return run;
+  }
+
+ private:
+  kserve::ModelMetadata metadata_;
+};
+
+// noop: no time, the input back as the output.
+class NoopBackend final : public InferenceBackend {
+ public:
+  explicit NoopBackend(int max_batch_size) {
+    metadata_.name = "noop";
+    metadata_.versions = {"1"};
+    metadata_.platform = "gpucap_noop";
+    metadata_.max_batch_size = max_batch_size;
+    metadata_.inputs = {{"input", kserve::Datatype::fp32, {-1, kNoopWidth}}};
+    metadata_.outputs = {{"output", kserve::Datatype::fp32, {-1, kNoopWidth}}};
+    kserve::validate_model_metadata(metadata_);
+  }
+  [[nodiscard]] const kserve::ModelMetadata& metadata() const override { return metadata_; }
+  [[nodiscard]] bool simulated() const override { return false; }
+  serve::BatchRun run(serve::ServingLoop& loop, const serve::Launch& /*launch*/,
+                      std::span<const kserve::InferRequest* const> requests,
+                      std::vector<std::vector<kserve::Tensor>>& outputs) override {
+    return loop.execute_with([&] {
+      outputs.clear();
+      for (const auto* r : requests) {
+        auto echo = r->inputs.front();
+        echo.name = "output";
+        outputs.push_back({std::move(echo)});
+      }
+    });
+  }
+
+ private:
+  kserve::ModelMetadata metadata_;
+};
+
+// FP32 bytes to floats and back (the KServe tensors hold little-endian bytes, as x86 does).
+engine::TensorData to_engine(const kserve::Tensor& t) {
+  if (t.datatype != kserve::Datatype::fp32) {
+    throw Error(ErrorCode::unsupported, fmt::format("input {} is {}: the engine takes FP32", t.name, kserve::to_string(t.datatype)));
+  }
+  engine::TensorData out;
+  out.shape = t.shape;
+  out.values.resize(t.data.size() / sizeof(float));
+  std::memcpy(out.values.data(), t.data.data(), out.values.size() * sizeof(float));
+  return out;
+}
+
+kserve::Tensor from_engine(const std::string& name, const engine::TensorData& d) {
+  kserve::Tensor t;
+  t.name = name;
+  t.datatype = kserve::Datatype::fp32;
+  t.shape = d.shape;
+  t.data.resize(d.values.size() * sizeof(float));
+  std::memcpy(t.data.data(), d.values.data(), t.data.size());
+  return t;
+}
+
+// A model an engine runs on the requests' data.
+class EngineBackend final : public InferenceBackend {
+ public:
+  EngineBackend(kserve::ModelMetadata metadata, engine::Engine& engine) : metadata_(std::move(metadata)), engine_(engine) {
+    kserve::validate_model_metadata(metadata_);
+    if (metadata_.inputs.size() != 1) throw usage_error("the LibTorch backend serves models with one input");
+  }
+  [[nodiscard]] const kserve::ModelMetadata& metadata() const override { return metadata_; }
+  [[nodiscard]] bool simulated() const override { return false; }
+  serve::BatchRun run(serve::ServingLoop& loop, const serve::Launch& /*launch*/,
+                      std::span<const kserve::InferRequest* const> requests,
+                      std::vector<std::vector<kserve::Tensor>>& outputs) override {
+    return loop.execute_with([&] {
+      const auto batched = kserve::concat_inputs(requests);
+      const auto results = engine_.run_data(to_engine(batched.front()));
+      if (results.size() != metadata_.outputs.size()) {
+        throw Error(ErrorCode::device, fmt::format("the model returned {} outputs; its metadata declares {}", results.size(),
+                                                   metadata_.outputs.size()));
+      }
+      std::vector<kserve::Tensor> tensors;
+      for (std::size_t k = 0; k < results.size(); ++k) tensors.push_back(from_engine(metadata_.outputs[k].name, results[k]));
+      std::vector<std::int64_t> sizes;
+      for (const auto* r : requests) sizes.push_back(r->batch_size);
+      outputs = kserve::split_outputs(tensors, sizes);
+    });
+  }
+
+ private:
+  kserve::ModelMetadata metadata_;
+  engine::Engine& engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<InferenceBackend> make_twin_backend(const std::string& model_id, int input_size, int max_batch_size) {
+  return std::make_unique<TwinBackend>(model_id, input_size, max_batch_size);
+}
+
+std::unique_ptr<InferenceBackend> make_noop_backend(int max_batch_size) {
+  return std::make_unique<NoopBackend>(max_batch_size);
+}
+
+std::unique_ptr<InferenceBackend> make_engine_backend(kserve::ModelMetadata metadata, engine::Engine& engine) {
+  return std::make_unique<EngineBackend>(std::move(metadata), engine);
+}
+
+std::uint64_t RequestTable::add(kserve::InferRequest request) {
+  auto entry = std::make_shared<Entry>();
+  entry->request = std::move(request);
+  const std::lock_guard lock(mutex_);
+  const auto id = ++next_id_;
+  entries_.emplace(id, std::move(entry));
+  return id;
+}
+
+RequestTable::Entry RequestTable::take(std::uint64_t id) {
+  std::shared_ptr<Entry> entry;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = entries_.find(id);
+    if (it == entries_.end()) throw Error(ErrorCode::internal, fmt::format("request {} is not in flight", id));
+    entry = std::move(it->second);
+    entries_.erase(it);
+  }
+  return std::move(*entry);
+}
+
+std::size_t RequestTable::size() const {
+  const std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+serve::BatchRun RequestTable::run(InferenceBackend& backend, serve::ServingLoop& loop, const serve::Launch& launch) {
+  // The entries stay alive while the batch runs (shared), without the table's lock: the HTTP
+  // threads add and take others meanwhile. No HTTP thread takes these: their requests wait for
+  // this batch's answer.
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const auto& r : launch.requests) entries.push_back(entries_.at(r.id));
+  }
+  std::vector<const kserve::InferRequest*> requests;
+  for (const auto& e : entries) requests.push_back(&e->request);
+  std::vector<std::vector<kserve::Tensor>> outputs;
+  auto run = backend.run(loop, launch, requests, outputs);
+  if (run.ok && outputs.size() == entries.size()) {
+    for (std::size_t i = 0; i < entries.size(); ++i) entries[i]->outputs = std::move(outputs[i]);
+  } else if (run.ok) {
+    run.ok = false;
+    run.error = "the backend returned outputs for a different number of requests";
+  }
+  return run;
+}
+
+}  // namespace gpucap::service

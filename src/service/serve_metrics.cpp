@@ -1,0 +1,137 @@
+#include "gpucap/service/serve_metrics.hpp"
+
+#include <array>
+#include <cmath>
+
+namespace gpucap::service {
+namespace {
+
+using monitor::MetricType;
+
+constexpr double kMicrosecondsPerSecond = 1e6;
+
+struct Family {
+  const char* name;
+  MetricType type;
+  const char* help;
+};
+
+// Triton's names and types (docs/user_guide/metrics.md); the help texts are gpucap's words.
+constexpr std::array<Family, 8> kTritonFamilies = {{
+    {"nv_inference_request_success", MetricType::counter, "Inference requests answered successfully."},
+    {"nv_inference_request_failure", MetricType::counter,
+     "Inference requests that failed, by reason: REJECTED (shed under the cap, queue full, queue timeout), BACKEND "
+     "(the engine failed), OTHER (a bad request)."},
+    {"nv_inference_count", MetricType::counter, "Inferences performed: items of the successful requests."},
+    {"nv_inference_exec_count", MetricType::counter, "Batches executed (count / exec_count is the mean batch size)."},
+    {"nv_inference_pending_request_count", MetricType::gauge, "Requests admitted and not yet answered."},
+    {"nv_inference_request_duration_us", MetricType::counter,
+     "Cumulative time of the successful requests, from arrival to answer, in microseconds."},
+    {"nv_inference_queue_duration_us", MetricType::counter,
+     "Cumulative time the successful requests waited in the queue, in microseconds."},
+    {"nv_inference_compute_infer_duration_us", MetricType::counter,
+     "Cumulative compute time of the successful requests' batches, in microseconds."},
+}};
+
+constexpr std::array<Family, 12> kServeFamilies = {{
+    {"gpucap_serve_slo_seconds", MetricType::gauge, "The p99 latency SLO."},
+    {"gpucap_serve_latency_p99_seconds", MetricType::gauge, "p99 latency of the answers of the last 10 s."},
+    {"gpucap_serve_slo_attainment_ratio", MetricType::gauge,
+     "Share of the requests of the last 10 s answered within the SLO (errors count as misses)."},
+    {"gpucap_serve_goodput_requests_per_second", MetricType::gauge, "Requests answered within the SLO, last window."},
+    {"gpucap_serve_throughput_requests_per_second", MetricType::gauge, "Requests answered, last window."},
+    {"gpucap_serve_arrival_rate_requests_per_second", MetricType::gauge, "Requests offered, last window."},
+    {"gpucap_serve_requests_shed_total", MetricType::counter,
+     "Requests shed at admission with 429: demand above what the GPU serves within the SLO under the cap."},
+    {"gpucap_serve_batch_cap", MetricType::gauge, "The batcher's batch cap the controller set (items)."},
+    {"gpucap_serve_queue_delay_seconds", MetricType::gauge, "The batcher's queue delay the controller set."},
+    {"gpucap_serve_admit_rate_requests_per_second", MetricType::gauge,
+     "Requests per second admitted when the controller sheds load (absent: everything is admitted)."},
+    {"gpucap_power_cap_source", MetricType::gauge,
+     "Where the cap in force comes from (flag, schedule, admin, file, cluster): 1 for the current one."},
+    {"gpucap_cap_file_valid", MetricType::gauge,
+     "1 when the last read of --cap-file gave a cap, 0 when it was malformed or unreadable (the last good cap holds)."},
+}};
+
+}  // namespace
+
+ServeMetrics::ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s)
+    : registry_(registry), labels_{{"model", std::move(model)}, {"version", std::move(version)}} {
+  for (const auto& f : kTritonFamilies) registry_.declare(f.name, f.type, f.help);
+  for (const auto& f : kServeFamilies) registry_.declare(f.name, f.type, f.help);
+  registry_.declare("gpucap_cap_file_errors_total", MetricType::counter,
+                    "Reads of --cap-file that gave no cap (malformed or unreadable).");
+  // Counters start at 0, so a rate over the first scrapes has its origin.
+  for (const char* counter : {"nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count",
+                              "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                              "nv_inference_compute_infer_duration_us", "gpucap_serve_requests_shed_total"}) {
+    registry_.add(counter, labels_, 0.0);
+  }
+  for (const char* reason : {"REJECTED", "BACKEND", "OTHER"}) registry_.add("nv_inference_request_failure", with("reason", reason), 0.0);
+  registry_.set("nv_inference_pending_request_count", labels_, 0.0);
+  registry_.set("gpucap_serve_slo_seconds", labels_, slo_s);
+}
+
+monitor::Labels ServeMetrics::with(const char* name, const std::string& value) const {
+  auto labels = labels_;
+  labels.emplace_back(name, value);
+  return labels;
+}
+
+void ServeMetrics::request(const serve::Answer& answer, std::int64_t items, double total_s) {
+  switch (answer.kind) {
+    case serve::AnswerKind::ok:
+      registry_.add("nv_inference_request_success", labels_, 1.0);
+      registry_.add("nv_inference_count", labels_, static_cast<double>(items));
+      registry_.add("nv_inference_request_duration_us", labels_, total_s * kMicrosecondsPerSecond);
+      registry_.add("nv_inference_queue_duration_us", labels_, answer.queue_s * kMicrosecondsPerSecond);
+      registry_.add("nv_inference_compute_infer_duration_us", labels_, answer.compute_s * kMicrosecondsPerSecond);
+      return;
+    case serve::AnswerKind::shed:
+      registry_.add("gpucap_serve_requests_shed_total", labels_, 1.0);
+      registry_.add("nv_inference_request_failure", with("reason", "REJECTED"), 1.0);
+      return;
+    case serve::AnswerKind::refused:
+    case serve::AnswerKind::timed_out:
+    case serve::AnswerKind::stopping:
+      registry_.add("nv_inference_request_failure", with("reason", "REJECTED"), 1.0);
+      return;
+    case serve::AnswerKind::failed:
+      registry_.add("nv_inference_request_failure", with("reason", "BACKEND"), 1.0);
+      return;
+  }
+}
+
+void ServeMetrics::bad_request() { registry_.add("nv_inference_request_failure", with("reason", "OTHER"), 1.0); }
+
+void ServeMetrics::batch(int /*items*/) { registry_.add("nv_inference_exec_count", labels_, 1.0); }
+
+void ServeMetrics::pending(std::size_t requests) {
+  registry_.set("nv_inference_pending_request_count", labels_, static_cast<double>(requests));
+}
+
+void ServeMetrics::window(const serve::ServingWindow& w) {
+  const double length_s = std::max(w.end_s - w.start_s, 1e-9);
+  auto& r = registry_;
+  r.set("gpucap_serve_latency_p99_seconds", labels_, w.slo.p99_s);
+  r.set("gpucap_serve_slo_attainment_ratio", labels_, w.slo.slo_attainment);
+  r.set("gpucap_serve_goodput_requests_per_second", labels_, static_cast<double>(w.counts.good) / length_s);
+  r.set("gpucap_serve_throughput_requests_per_second", labels_, static_cast<double>(w.counts.answered) / length_s);
+  r.set("gpucap_serve_arrival_rate_requests_per_second", labels_, static_cast<double>(w.counts.arrivals) / length_s);
+  r.set("gpucap_serve_batch_cap", labels_, w.knobs.max_batch_size);
+  r.set("gpucap_serve_queue_delay_seconds", labels_, w.knobs.max_queue_delay_s);
+  r.set_if_known("gpucap_serve_admit_rate_requests_per_second", labels_,
+                 std::isinf(w.knobs.admit_rate_rps) ? std::nan("") : w.knobs.admit_rate_rps);
+  if (w.cap_source != cap_source_) {
+    if (!cap_source_.empty()) r.set_if_known("gpucap_power_cap_source", {{"source", cap_source_}}, std::nan(""));
+    cap_source_ = w.cap_source;
+    r.set("gpucap_power_cap_source", {{"source", cap_source_}}, 1.0);
+  }
+}
+
+void ServeMetrics::cap_file(bool valid) {
+  registry_.set("gpucap_cap_file_valid", {}, valid ? 1.0 : 0.0);
+  if (!valid) registry_.add("gpucap_cap_file_errors_total", {}, 1.0);
+}
+
+}  // namespace gpucap::service
