@@ -58,6 +58,7 @@ struct ServeFlags {
   std::optional<std::string> gpu;
   std::optional<std::string> model;
   std::optional<std::string> precision;
+  std::string noop_shape = "16";
   RealGpuFlags real;
   bool allow_gpu_control = false;
   std::optional<std::string> profile_path;
@@ -126,6 +127,19 @@ serve::BatcherConfig batcher_config(const ServeFlags& f) {
   return c;
 }
 
+// --noop-shape "3,224,224": the noop model's dimensions after the batch.
+std::vector<std::int64_t> noop_dims(const std::string& text) {
+  std::vector<std::int64_t> dims;
+  for (const auto part : split(text, ',')) {
+    const auto value = parse_integer(part);
+    if (!value || *value < 1 || *value > 1'000'000) {
+      throw usage_error(fmt::format("--noop-shape '{}': dimensions are whole numbers from 1 to 1000000", text));
+    }
+    dims.push_back(*value);
+  }
+  return dims;
+}
+
 Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
   f.real.reject_on_twin();
   reject_for_platform(f.allow_gpu_control, "--allow-gpu-control", "twin");
@@ -146,7 +160,8 @@ Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
   const auto precision = f.precision ? twin_precision(*f.precision) : model.precision;
   s.platform = std::make_unique<runtime::SimPlatform>(gpu, model, precision, o);
   s.min_cap_w = std::round(runtime::lowest_loaded_power_w(gpu) * 10.0) / 10.0;
-  s.backend = noop ? service::make_noop_backend(f.max_batch_size)
+  if (!noop && f.noop_shape != "16") throw usage_error("--noop-shape goes with --model noop");
+  s.backend = noop ? service::make_noop_backend(f.max_batch_size, noop_dims(f.noop_shape))
                    : service::make_twin_backend(model.id, model.input_size, f.max_batch_size);
   s.gpu_id = gpu.id;
   s.gpu_name = gpu.name;
@@ -502,6 +517,9 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--model", flags->model,
                   "twin: the model, its KServe name (see 'gpucap list models'; default resnet50); noop: a model that "
                   "takes no time and answers its input (input FP32 [-1,16]), to measure the server itself");
+  cmd->add_option("--noop-shape", flags->noop_shape,
+                  "--model noop: its input's dimensions after the batch, e.g. 3,224,224 (default 16)")
+      ->capture_default_str();
   cmd->add_option("--precision", flags->precision, "fp32 or fp16 (twin default: the model's; nvml: fp32, also bf16)");
   cmd->add_option("--algorithm", flags->algorithm,
                   "capserve (gpucap's serving controller, default), static (Triton as a user sets it: fixed batch cap "

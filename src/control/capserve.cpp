@@ -99,13 +99,19 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
   if (!choice->carries_load) {
     knobs.admit_rate_rps = choice->throughput_items_s * params_.overload_utilisation / items_per_request;
   }
+  // The queue holds no more than the GPU drains within the latency budget left after the batch in
+  // flight and the request's own batch.
+  knobs.max_queued_items =
+      std::max(static_cast<double>(choice->batch_cap), choice->throughput_items_s * std::max(0.0, slack_s + choice->batch_time_s));
   return knobs;
 }
 
 ServingKnobs CapserveController::initial_knobs(double cap_w) const {
-  // Before any traffic is measured: plan for what the GPU can carry, i.e. take the configuration
-  // with the most capacity that meets the cap and the SLO (the first window corrects it).
-  return knobs_for(choose(cap_w, std::numeric_limits<double>::infinity()), cap_w, 0.0, 1.0);
+  // Before any traffic is measured: the configuration with the most capacity that meets the cap
+  // and the SLO, admitting everything (nothing is shed on a guess; the first window measures).
+  auto knobs = knobs_for(choose(cap_w, std::numeric_limits<double>::infinity()), cap_w, 0.0, 1.0);
+  knobs.admit_rate_rps = kAdmitEverything;
+  return knobs;
 }
 
 void CapserveController::learn(const ServingObservation& o) {

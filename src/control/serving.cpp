@@ -13,8 +13,9 @@ std::string describe(const ServingKnobs& knobs) {
   const auto clock = knobs.sm_clock_mhz ? fmt::format("{:g}MHz", *knobs.sm_clock_mhz) : std::string("auto");
   const auto limit = knobs.power_limit_w ? fmt::format("{:.0f}W", *knobs.power_limit_w) : std::string("auto");
   const auto admit = std::isinf(knobs.admit_rate_rps) ? std::string("all") : fmt::format("{:.0f}/s", knobs.admit_rate_rps);
-  return fmt::format("batch<={} delay={:g}ms sm={} pl={} admit={}", knobs.max_batch_size, knobs.max_queue_delay_s * 1e3,
-                     clock, limit, admit);
+  const auto queue = std::isinf(knobs.max_queued_items) ? std::string("any") : fmt::format("{:.0f}", knobs.max_queued_items);
+  return fmt::format("batch<={} delay={:g}ms sm={} pl={} admit={} queue<={}", knobs.max_batch_size,
+                     knobs.max_queue_delay_s * 1e3, clock, limit, admit, queue);
 }
 
 namespace {

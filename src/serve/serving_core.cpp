@@ -4,22 +4,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "gpucap/core/error.hpp"
 
 namespace gpucap::serve {
 namespace {
 
-// The bucket holds a twentieth of a second of requests: enough for the bursts a Poisson stream
-// brings at the rate, too few to let a second's worth of overload through at once.
-constexpr double kBurstSeconds = 0.05;
-
-double burst_of(double rate_per_s) { return std::isinf(rate_per_s) ? 0.0 : std::max(1.0, rate_per_s * kBurstSeconds); }
+// The shortest burst the bucket holds: the bursts a Poisson stream brings at the rate.
+constexpr double kMinBurstSeconds = 0.05;
 
 }  // namespace
 
-TokenBucket::TokenBucket(double rate_per_s) : rate_(rate_per_s), burst_(burst_of(rate_per_s)), tokens_(burst_) {
+TokenBucket::TokenBucket(double rate_per_s, double burst_s)
+    : rate_(rate_per_s), burst_s_(burst_s), burst_(burst_of(rate_per_s)), tokens_(burst_) {
   if (!(rate_per_s >= 0.0)) throw usage_error(fmt::format("admit rate {:g}/s must be >= 0", rate_per_s));
+  if (!(burst_s > 0.0 && std::isfinite(burst_s))) throw usage_error(fmt::format("a burst of {:g} s must be positive", burst_s));
+}
+
+double TokenBucket::burst_of(double rate_per_s) const {
+  return std::isinf(rate_per_s) ? 0.0 : std::max(1.0, rate_per_s * burst_s_);
 }
 
 void TokenBucket::refill(double now_s) {
@@ -56,7 +60,10 @@ double TokenBucket::wait_s(double now_s) const {
 
 ServingCore::ServingCore(BatcherConfig config, LatencyStatsConfig stats, const control::ServingKnobs& knobs,
                          double start_s)
-    : config_(std::move(config)), queue_(config_), stats_(stats) {
+    : config_(std::move(config)),
+      queue_(config_),
+      stats_(stats),
+      admit_(control::kAdmitEverything, std::max(kMinBurstSeconds, 0.5 * stats.slo_s)) {
   set_knobs(knobs, start_s);
 }
 
@@ -76,13 +83,18 @@ void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
 Admission ServingCore::admit(const PendingRequest& request, double now_s) {
   count(&WindowCounts::arrivals);
   stats_.record_arrival(now_s);
-  if (!admit_.take(now_s)) {
+  const bool queue_full =
+      static_cast<double>(queue_.total_items() + request.items) > knobs_.max_queued_items && !queue_.empty();
+  if (queue_full || !admit_.take(now_s)) {
     count(&WindowCounts::shed);
-    const double wait = admit_.wait_s(now_s);
+    const double wait = queue_full ? stats_.config().slo_s : admit_.wait_s(now_s);
     return {AdmissionResult::shed, wait,
-            fmt::format("the server is shedding load: demand is above what it serves within its SLO under the power "
-                        "cap ({:.0f} requests/s admitted)",
-                        admit_.rate_per_s())};
+            queue_full ? fmt::format("the server is shedding load: its queue holds what it can serve within the SLO "
+                                     "under the power cap ({:.0f} items)",
+                                     knobs_.max_queued_items)
+                       : fmt::format("the server is shedding load: demand is above what it serves within its SLO under "
+                                     "the power cap ({:.0f} requests/s admitted)",
+                                     admit_.rate_per_s())};
   }
   const auto outcome = queue_.enqueue(request, now_s);
   if (outcome == EnqueueOutcome::accepted) {

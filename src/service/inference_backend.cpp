@@ -10,7 +10,6 @@ namespace gpucap::service {
 namespace {
 
 constexpr std::int64_t kImageNetClasses = 1000;
-constexpr std::int64_t kNoopWidth = 16;
 
 kserve::Tensor zeros(const std::string& name, std::vector<std::int64_t> shape) {
   kserve::Tensor t;
@@ -57,13 +56,15 @@ class TwinBackend final : public InferenceBackend {
 // noop: no time, the input back as the output.
 class NoopBackend final : public InferenceBackend {
  public:
-  explicit NoopBackend(int max_batch_size) {
+  NoopBackend(int max_batch_size, std::vector<std::int64_t> dims) {
     metadata_.name = "noop";
     metadata_.versions = {"1"};
     metadata_.platform = "gpucap_noop";
     metadata_.max_batch_size = max_batch_size;
-    metadata_.inputs = {{"input", kserve::Datatype::fp32, {-1, kNoopWidth}}};
-    metadata_.outputs = {{"output", kserve::Datatype::fp32, {-1, kNoopWidth}}};
+    std::vector<std::int64_t> shape = {-1};
+    shape.insert(shape.end(), dims.begin(), dims.end());
+    metadata_.inputs = {{"input", kserve::Datatype::fp32, shape}};
+    metadata_.outputs = {{"output", kserve::Datatype::fp32, shape}};
     kserve::validate_model_metadata(metadata_);
   }
   [[nodiscard]] const kserve::ModelMetadata& metadata() const override { return metadata_; }
@@ -145,8 +146,11 @@ std::unique_ptr<InferenceBackend> make_twin_backend(const std::string& model_id,
   return std::make_unique<TwinBackend>(model_id, input_size, max_batch_size);
 }
 
-std::unique_ptr<InferenceBackend> make_noop_backend(int max_batch_size) {
-  return std::make_unique<NoopBackend>(max_batch_size);
+std::unique_ptr<InferenceBackend> make_noop_backend(int max_batch_size, std::vector<std::int64_t> dims) {
+  for (const auto d : dims) {
+    if (d < 1) throw usage_error("the noop model's dimensions are positive");
+  }
+  return std::make_unique<NoopBackend>(max_batch_size, std::move(dims));
 }
 
 std::unique_ptr<InferenceBackend> make_engine_backend(kserve::ModelMetadata metadata, engine::Engine& engine) {

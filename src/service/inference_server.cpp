@@ -104,8 +104,10 @@ struct InferenceServer::Impl {
     const auto timeout_s =
         parsed.timeout_us ? std::optional<double>(static_cast<double>(*parsed.timeout_us) / 1e6) : std::nullopt;
     const auto id = table.add(std::move(parsed));
+    auto answered = runtime->submit(id, static_cast<int>(batch), priority, timeout_s);
+    if (metrics != nullptr) metrics->pending(runtime->pending());
     // The runtime answers every request it admitted (a queue timeout bounds the wait).
-    const auto answer = runtime->submit(id, static_cast<int>(batch), priority, timeout_s).get();
+    const auto answer = answered.get();
     auto entry = table.take(id);
     const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (metrics != nullptr) {

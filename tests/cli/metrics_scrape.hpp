@@ -41,8 +41,9 @@ inline std::optional<std::string> scrape(const std::string& url) {
   return answer->body;
 }
 
-// What `promtool check metrics` says about `text` beyond dcgm-exporter's own names, which gpucap
-// keeps on purpose (a counter without _total, the camelCase label modelName); {"promtool: ..."}
+// What `promtool check metrics` says about `text` beyond dcgm-exporter's and Triton's own names,
+// which gpucap keeps on purpose (a counter without _total, the camelCase label modelName, "_us"
+// and "_count" in Triton's names); {"promtool: ..."}
 // when promtool cannot be run or finds the text malformed.
 inline std::vector<std::string> promtool_problems(const std::string& text) {
   TempDir dir;
@@ -59,10 +60,15 @@ inline std::vector<std::string> promtool_problems(const std::string& text) {
   if (code != 0 && code != 3) return {"promtool: exit " + std::to_string(code) + ": " + output};  // 3: lint only
   static const std::regex dcgm_naming(
       R"(^DCGM_FI_DEV_\w+ (label names should be written in 'snake_case' not 'camelCase'|counter metrics should have "_total" suffix)$)");
+  // Triton's request families (gpucap serve) keep Triton's names, which the linter also objects to.
+  static const std::regex triton_naming(
+      R"(^nv_inference_\w+ (counter metrics should have "_total" suffix|metric names should not contain abbreviated units|non-histogram and non-summary metrics should not have "_count" suffix)$)");
   std::vector<std::string> problems;
   for (const auto line : split(output, '\n')) {
     const std::string text_line(trim(line));
-    if (!text_line.empty() && !std::regex_match(text_line, dcgm_naming)) problems.push_back(text_line);
+    if (!text_line.empty() && !std::regex_match(text_line, dcgm_naming) && !std::regex_match(text_line, triton_naming)) {
+      problems.push_back(text_line);
+    }
   }
   return problems;
 }

@@ -34,6 +34,9 @@ struct ServingKnobs {
   std::optional<double> sm_clock_mhz;   // nullopt: the GPU's own governor chooses
   std::optional<double> power_limit_w;  // nullopt: the board's limit stays as it is
   double admit_rate_rps = kAdmitEverything;  // requests per second admitted; the rest shed (429)
+  // The most items the queue may hold: an arrival that would exceed it is shed at once (429), so
+  // what is queued can still be served within the SLO. Infinity: no bound.
+  double max_queued_items = kAdmitEverything;
 
   bool operator==(const ServingKnobs&) const = default;
 };

@@ -20,10 +20,10 @@
 namespace gpucap::serve {
 
 // Requests per second with a burst: a request is admitted when a token is there; tokens come at
-// the rate, up to `burst` of them. An infinite rate admits everything.
+// the rate, up to `burst_s` seconds of them (at least one). An infinite rate admits everything.
 class TokenBucket {
  public:
-  explicit TokenBucket(double rate_per_s = control::kAdmitEverything);
+  explicit TokenBucket(double rate_per_s = control::kAdmitEverything, double burst_s = 0.05);
   // Changes the rate from now_s on (the tokens earned so far are kept, up to the new burst).
   void set_rate(double rate_per_s, double now_s);
   // Takes a token if one is there at now_s (non-decreasing times).
@@ -34,7 +34,9 @@ class TokenBucket {
 
  private:
   void refill(double now_s);
+  [[nodiscard]] double burst_of(double rate_per_s) const;
   double rate_;
+  double burst_s_;
   double burst_;
   double tokens_;
   double last_s_ = 0.0;
@@ -80,7 +82,8 @@ struct WindowCounts {
 
 class ServingCore {
  public:
-  // Validates the batcher config and the stats config (Error(usage)).
+  // Validates the batcher config and the stats config (Error(usage)). The admission bucket holds
+  // half the SLO's worth of requests at the admit rate: a burst the queue serves within the SLO.
   ServingCore(BatcherConfig config, LatencyStatsConfig stats, const control::ServingKnobs& knobs, double start_s = 0.0);
 
   // A request arriving at now_s (its arrival_s). Not accepted: nothing of it is kept.

@@ -42,8 +42,9 @@ class InferenceBackend {
 // FP32 [-1, 1000] (ImageNet's classes), named "input" and "output".
 [[nodiscard]] std::unique_ptr<InferenceBackend> make_twin_backend(const std::string& model_id, int input_size,
                                                                   int max_batch_size);
-// The no-op model "noop".
-[[nodiscard]] std::unique_ptr<InferenceBackend> make_noop_backend(int max_batch_size);
+// The no-op model "noop": input FP32 [-1, dims...] (default [-1, 16]), output the same.
+[[nodiscard]] std::unique_ptr<InferenceBackend> make_noop_backend(int max_batch_size,
+                                                                  std::vector<std::int64_t> dims = {16});
 // A model run by `engine` on the requests' data (its metadata from the engine's model).
 [[nodiscard]] std::unique_ptr<InferenceBackend> make_engine_backend(kserve::ModelMetadata metadata,
                                                                     engine::Engine& engine);

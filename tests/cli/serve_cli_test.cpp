@@ -1,0 +1,339 @@
+// gpucap serve end to end, on loopback: the KServe v2 routes as Triton's clients use them, every
+// kind of bad input answered with the protocol's error while other requests are still answered,
+// the cap from the admin API and from a file, shedding with 429, Triton's metrics, SIGTERM.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/metrics_scrape.hpp"
+#include "support/child_process.hpp"
+#include "support/cli_runner.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap {
+namespace {
+
+using test::expect_error;
+
+// A `gpucap serve` child on free ports, with the URLs it announced.
+class Server {
+ public:
+  explicit Server(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "serve", "--listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<test::ChildProcess>(argv);
+    static const std::regex inference(R"(inference \(KServe v2\)\s+http://127\.0\.0\.1:([0-9]+)/)");
+    static const std::regex metrics(R"(metrics\s+http://127\.0\.0\.1:([0-9]+)/metrics)");
+    static const std::regex admin(R"(admin\s+http://127\.0\.0\.1:([0-9]+)/v1/power)");
+    while (const auto line = child_->read_line(60.0)) {
+      std::smatch m;
+      if (std::regex_search(*line, m, inference)) port_ = std::stoi(m[1]);
+      if (std::regex_search(*line, m, metrics)) metrics_port_ = std::stoi(m[1]);
+      if (std::regex_search(*line, m, admin)) admin_port_ = std::stoi(m[1]);
+      if (line->find("stop with Ctrl-C") != std::string::npos) break;
+    }
+  }
+  [[nodiscard]] bool started() const { return port_ > 0; }
+  [[nodiscard]] httplib::Client client() const { return client_for(port_); }
+  [[nodiscard]] httplib::Client metrics() const { return client_for(metrics_port_); }
+  [[nodiscard]] httplib::Client admin() const { return client_for(admin_port_); }
+  [[nodiscard]] int port() const { return port_; }
+  test::ChildProcess& process() { return *child_; }
+
+ private:
+  static httplib::Client client_for(int port) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(30);
+    return c;
+  }
+  std::unique_ptr<test::ChildProcess> child_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  int admin_port_ = 0;
+};
+
+std::string json_request(int batch, int width = 16) {
+  nlohmann::json data = nlohmann::json::array();
+  for (int i = 0; i < batch * width; ++i) data.push_back(0.5 * i);
+  return nlohmann::json{{"inputs", {{{"name", "input"}, {"shape", {batch, width}}, {"datatype", "FP32"}, {"data", data}}}}}
+      .dump();
+}
+
+// What tritonclient.http sends for one binary FP32 input and binary outputs: the JSON header,
+// then the raw bytes, and Inference-Header-Content-Length.
+std::pair<std::string, std::size_t> binary_request(const std::vector<float>& values, std::vector<std::int64_t> shape) {
+  const nlohmann::json header = {
+      {"inputs",
+       {{{"name", "input"}, {"shape", shape}, {"datatype", "FP32"}, {"parameters", {{"binary_data_size", values.size() * 4}}}}}},
+      {"parameters", {{"binary_data_output", true}}}};
+  auto body = header.dump();
+  const auto header_length = body.size();
+  body.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return {body, header_length};
+}
+
+httplib::Result infer(httplib::Client& c, const std::string& model, const std::string& body,
+                      std::optional<std::size_t> header_length = std::nullopt) {
+  httplib::Headers headers;
+  if (header_length) headers.emplace("Inference-Header-Content-Length", std::to_string(*header_length));
+  return c.Post(("/v2/models/" + model + "/infer").c_str(), headers, body, "application/json");
+}
+
+TEST(ServeCli, TheKserveRoutesAnswerAsTritonsClientsExpect) {
+  Server server({"--model", "noop", "--power-cap", "250"});
+  ASSERT_TRUE(server.started());
+  auto c = server.client();
+  EXPECT_EQ(c.Get("/v2/health/live")->status, 200);
+  EXPECT_EQ(c.Get("/v2/health/ready")->status, 200);
+  const auto meta = nlohmann::json::parse(c.Get("/v2")->body);
+  EXPECT_EQ(meta["name"], "gpucap");
+  EXPECT_NE(std::find(meta["extensions"].begin(), meta["extensions"].end(), "binary_tensor_data"), meta["extensions"].end());
+  const auto model = nlohmann::json::parse(c.Get("/v2/models/noop")->body);
+  EXPECT_EQ(model["inputs"][0]["shape"], nlohmann::json::array({-1, 16}));
+  EXPECT_EQ(model["inputs"][0]["datatype"], "FP32");
+  EXPECT_EQ(c.Get("/v2/models/noop/versions/1")->status, 200);
+  EXPECT_EQ(c.Get("/v2/models/noop/ready")->status, 200);
+  const auto config = nlohmann::json::parse(c.Get("/v2/models/noop/config")->body);
+  EXPECT_EQ(config["max_batch_size"], 64);
+  EXPECT_TRUE(config.contains("dynamic_batching"));
+  // JSON in, JSON out: the no-op model answers its input.
+  const auto r = infer(c, "noop", json_request(2));
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto out = nlohmann::json::parse(r->body);
+  EXPECT_EQ(out["model_name"], "noop");
+  EXPECT_EQ(out["outputs"][0]["shape"], nlohmann::json::array({2, 16}));
+  EXPECT_EQ(out["outputs"][0]["data"][3], 1.5);
+  // Binary in, binary out, framed as Triton's client frames it.
+  std::vector<float> values(16);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.25F;
+  const auto [body, header_length] = binary_request(values, {1, 16});
+  const auto b = infer(c, "noop", body, header_length);
+  ASSERT_EQ(b->status, 200) << b->body;
+  ASSERT_TRUE(b->has_header("Inference-Header-Content-Length"));
+  const auto json_length = std::stoul(b->get_header_value("Inference-Header-Content-Length"));
+  const auto head = nlohmann::json::parse(b->body.substr(0, json_length));
+  EXPECT_EQ(head["outputs"][0]["parameters"]["binary_data_size"], 64);
+  std::vector<float> back(16);
+  std::memcpy(back.data(), b->body.data() + json_length, 64);
+  EXPECT_EQ(back, values);
+}
+
+// Every kind of bad input gets the protocol's error and a log line, and never stops the server or
+// costs another request its answer.
+TEST(ServeCli, BadInputGetsTheProtocolsErrorAndOthersAreStillAnswered) {
+  Server server({"--model", "noop", "--power-cap", "250", "--max-request-mib", "1"});
+  ASSERT_TRUE(server.started());
+  auto c = server.client();
+  const auto status = [&](const std::string& body, std::optional<std::size_t> header_length = std::nullopt) {
+    const auto r = infer(c, "noop", body, header_length);
+    EXPECT_TRUE(r);
+    if (r && r->status != 200) {
+      const auto error = nlohmann::json::parse(r->body);
+      EXPECT_TRUE(error.contains("error")) << r->body;
+    }
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(status("{not json"), 400);
+  EXPECT_EQ(status(R"({"inputs": [{"name": "input", "shape": [1, 15], "datatype": "FP32", "data": [1]}]})"), 400);
+  EXPECT_EQ(status(R"({"inputs": [{"name": "input", "shape": [1, 16], "datatype": "INT32", "data": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}]})"),
+            400);
+  EXPECT_EQ(status(R"({"inputs": [{"name": "input", "shape": [1, 16], "datatype": "FP32", "data": [1e999]}]})"), 400);
+  EXPECT_EQ(status(json_request(1), 100000), 400);  // a header length that lies
+  EXPECT_EQ(status(std::string(2 << 20, ' ')), 413);  // over --max-request-mib
+  EXPECT_EQ(infer(c, "resnet50", json_request(1))->status, 404);
+  EXPECT_EQ(c.Get("/v2/models/noop/infer")->status, 405);
+  EXPECT_EQ(c.Delete("/v2/models/noop")->status, 405);
+  EXPECT_EQ(c.Get("/v2/nothing")->status, 404);
+  // A client that says its body is longer than it is holds one thread until the read deadline,
+  // while the others are answered.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string lying = "POST /v2/models/noop/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"inputs\":";
+  ASSERT_EQ(::send(fd, lying.data(), lying.size(), 0), static_cast<ssize_t>(lying.size()));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(status(json_request(1)), 200);
+  ::close(fd);
+  EXPECT_EQ(c.Get("/v2/health/live")->status, 200);
+}
+
+TEST(ServeCli, TheAdminApiSetsTheCapBehindItsToken) {
+  test::TempDir dir;
+  const auto token = dir.write("token", "s3cret\n");
+  Server server({"--model", "noop", "--power-cap", "250", "--admin", "127.0.0.1:0", "--admin-token-file", token,
+                 "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.started());
+  auto admin = server.admin();
+  EXPECT_EQ(admin.Get("/v1/power")->status, 401);
+  EXPECT_EQ(admin.Put("/v1/power/cap", R"({"watts": 200})", "application/json")->status, 401);
+  const httplib::Headers auth = {{"Authorization", "Bearer s3cret"}};
+  const auto before = nlohmann::json::parse(admin.Get("/v1/power", auth)->body);
+  EXPECT_EQ(before["cap_w"], 250.0);
+  EXPECT_EQ(before["source"], "flag");
+  EXPECT_EQ(admin.Put("/v1/power/cap", auth, "nonsense", "application/json")->status, 400);
+  EXPECT_EQ(admin.Put("/v1/power/cap", auth, R"({"watts": 5000})", "application/json")->status, 422);
+  EXPECT_EQ(admin.Post("/v1/power/cap", auth, R"({"watts": 200})", "application/json")->status, 405);
+  const auto put = admin.Put("/v1/power/cap", auth, R"({"watts": 180})", "application/json");
+  ASSERT_EQ(put->status, 200) << put->body;
+  EXPECT_EQ(nlohmann::json::parse(put->body)["source"], "admin");
+  // The serving loop applies it at once: the metrics show the cap and where it came from.
+  std::optional<double> cap;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = server.metrics().Get("/metrics")->body;
+    cap = test::series_value(text, "gpucap_power_cap_watts");
+    if (cap == 180.0 && text.find(R"(gpucap_power_cap_source{source="admin"} 1)") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(cap, 180.0);
+  EXPECT_NE(text.find(R"(gpucap_power_cap_source{source="admin"} 1)"), std::string::npos) << text;
+}
+
+TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
+  test::TempDir dir;
+  const auto file = dir.write("cap", "240\n");
+  Server server({"--model", "noop", "--cap-file", file, "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.started());
+  const auto wait_for = [&](const std::string& fragment) {
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      text = server.metrics().Get("/metrics")->body;
+      if (text.find(fragment) != std::string::npos) return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "no " << fragment << " in\n" << text;
+    return text;
+  };
+  (void)wait_for(R"(gpucap_power_cap_watts{algorithm="capserve",model="noop",gpu_model="a100",gpu="0",simulated="true"} 240)");
+  (void)dir.write("cap", R"({"watts": 190})");
+  (void)wait_for(R"(gpucap_power_cap_watts{algorithm="capserve",model="noop",gpu_model="a100",gpu="0",simulated="true"} 190)");
+  (void)dir.write("cap", "a lot\n");
+  const auto text = wait_for("gpucap_cap_file_valid 0");
+  EXPECT_EQ(test::series_value(text, "gpucap_cap_file_errors_total"), 1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(test::series_value(server.metrics().Get("/metrics")->body, "gpucap_power_cap_watts"), 190.0);
+}
+
+// Far more demand than the GPU can serve under the cap: the excess is shed at once with 429 and a
+// Retry-After, the rest is answered within the SLO.
+TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
+  // NASNet-A Large on the P40 under 90 W serves about 30 images/s: 150/s is five times that.
+  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "2000"});
+  ASSERT_TRUE(server.started());
+  const auto r = test::gpucap({"load", "--url", "http://127.0.0.1:" + std::to_string(server.port()), "--model",
+                               "nasnet_a_large", "--rate", "150", "--duration", "4", "--binary", "--slo-ms", "2000",
+                               "--connections", "256", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  EXPECT_GT(report["rejected_429"].get<double>(), 200.0) << r.out;
+  EXPECT_GT(report["answered"].get<double>(), 60.0) << r.out;
+  EXPECT_EQ(report["failed"], 0) << r.out;
+  // What was admitted was served within the SLO (the queue holds only what the GPU drains in it).
+  EXPECT_GE(report["goodput_rps"].get<double>(), 0.95 * report["throughput_rps"].get<double>()) << r.out;
+  EXPECT_TRUE(report.contains("retry_after")) << r.out;
+}
+
+TEST(ServeCli, SigtermAnswersEverythingInFlightThenExitsZero) {
+  // Batches of NASNet-A Large on the P40 under 90 W take a quarter of a second: requests are still
+  // queued or running when the signal comes.
+  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "5000", "--json",
+                 "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.started());
+  std::vector<std::future<int>> answers;
+  for (int i = 0; i < 8; ++i) {
+    answers.push_back(std::async(std::launch::async, [&server] {
+      auto c = server.client();
+      std::vector<float> image(3 * 331 * 331, 0.1F);
+      const auto [body, header_length] = binary_request(image, {1, 3, 331, 331});
+      const auto r = infer(c, "nasnet_a_large", body, header_length);
+      return r ? r->status : -1;
+    }));
+  }
+  // Every request admitted (pending) or answered before the signal.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto text = server.metrics().Get("/metrics")->body;
+    const auto labels = R"({model="nasnet_a_large",version="1"})";
+    if (test::series_value(text, "nv_inference_pending_request_count", labels).value_or(0.0) +
+            test::series_value(text, "nv_inference_request_success", labels).value_or(0.0) >=
+        8.0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  server.process().signal(SIGTERM);
+  for (auto& a : answers) EXPECT_EQ(a.get(), 200);
+  const auto status = server.process().wait(30.0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  std::string summary;
+  while (const auto line = server.process().read_line(5.0)) summary += *line + "\n";
+  const auto json = nlohmann::json::parse(summary.substr(summary.find('{')));
+  EXPECT_EQ(json["answered"], 8);
+  EXPECT_TRUE(json["simulated"].get<bool>());
+}
+
+TEST(ServeCli, TritonsRequestMetricsArePromtoolClean) {
+  Server server({"--model", "noop", "--power-cap", "250", "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.started());
+  auto c = server.client();
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(infer(c, "noop", json_request(2))->status, 200);
+  ASSERT_EQ(infer(c, "noop", "{")->status, 400);
+  const auto text = server.metrics().Get("/metrics")->body;
+  const std::string labels = R"({model="noop",version="1"})";
+  EXPECT_EQ(test::series_value(text, "nv_inference_request_success", labels), 5.0);
+  EXPECT_EQ(test::series_value(text, "nv_inference_count", labels), 10.0);
+  EXPECT_EQ(test::series_value(text, "nv_inference_request_failure", R"(reason="OTHER")"), 1.0);
+  EXPECT_GE(test::series_value(text, "nv_inference_exec_count", labels).value_or(0.0), 1.0);
+  for (const char* name : {"nv_inference_pending_request_count", "nv_inference_request_duration_us",
+                           "nv_inference_queue_duration_us", "nv_inference_compute_infer_duration_us",
+                           "gpucap_serve_slo_seconds", "DCGM_FI_DEV_POWER_USAGE", "gpucap_power_cap_watts"}) {
+    EXPECT_TRUE(test::series_value(text, name).has_value()) << name;
+  }
+  EXPECT_EQ(test::promtool_problems(text), std::vector<std::string>{});
+  // The dashboard and its data are on the same address.
+  const auto page = server.metrics().Get("/");
+  EXPECT_NE(page->body.find("/dashboard/chart.js"), std::string::npos);
+  EXPECT_EQ(server.metrics().Get("/dashboard/chart.js")->status, 200);
+  EXPECT_TRUE(nlohmann::json::parse(server.metrics().Get("/api/series")->body).contains("points"));
+}
+
+TEST(ServeCli, BadFlagsAreOneLineBeforeAnythingStarts) {
+  expect_error({"serve", "--model", "noop"}, 2, "give the cap to start with");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--admin", "127.0.0.1:0"}, 2,
+               "--admin needs --admin-token-file");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--listen", "nowhere"}, 2, "--listen 'nowhere'");
+  expect_error({"serve", "--model", "noop", "--power-cap", "9000"}, 2, "outside what the GPU can draw");
+  expect_error({"serve", "--model", "bert_base_seq128", "--power-cap", "250"}, 2, "training workload");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--slo-ms", "0"}, 2, "--slo-ms 0");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--max-batch-size", "0"}, 2, "--max-batch-size 0");
+  test::TempDir dir;
+  const auto bad = dir.write("cap", "lots\n");
+  expect_error({"serve", "--model", "noop", "--cap-file", bad}, 3, "is not a number of watts");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--platform", "tpu"}, 2, "--platform 'tpu'");
+}
+
+}  // namespace
+}  // namespace gpucap
