@@ -83,6 +83,13 @@ void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
 Admission ServingCore::admit(const PendingRequest& request, double now_s) {
   count(&WindowCounts::arrivals);
   stats_.record_arrival(now_s);
+  if (request.items > config_.max_batch_size) {
+    // A bad request is the client's to fix (400), whatever the load: not shed.
+    count(&WindowCounts::refused);
+    return {AdmissionResult::too_large, 0.0,
+            fmt::format("the request's batch of {} is above the model's max_batch_size {}", request.items,
+                        config_.max_batch_size)};
+  }
   const bool queue_full =
       static_cast<double>(queue_.total_items() + request.items) > knobs_.max_queued_items && !queue_.empty();
   if (queue_full || !admit_.take(now_s)) {

@@ -1,0 +1,140 @@
+#include "gpucap/control/capserve.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+
+namespace gpucap::control {
+namespace {
+
+// A toy GPU: two SM clocks, batches 1..64 profiled at powers of two. At 1000 MHz batch 64 runs
+// 889 items/s (72 ms a batch) at 147 W; at 500 MHz half the throughput at 94 W.
+std::shared_ptr<const predict::ProfileModel> toy_profile() {
+  std::vector<predict::ProfileSample> samples;
+  for (const double mhz : {500.0, 1000.0}) {
+    for (int b = 1; b <= 64; b *= 2) {
+      const double fill = static_cast<double>(b) / (b + 8.0);
+      samples.push_back({b, mhz, std::nullopt, 1000.0 * fill * mhz / 1000.0, 40.0 + 120.0 * fill * mhz / 1000.0});
+    }
+  }
+  return std::make_shared<const predict::ProfileModel>(samples);
+}
+
+CapserveParams toy_params(double slo_s = 0.2) {
+  CapserveParams p;
+  p.profile = toy_profile();
+  p.slo_s = slo_s;
+  p.max_batch_size = 64;
+  p.limits.power_limit_min_w = 50.0;
+  p.limits.power_limit_max_w = 300.0;
+  return p;
+}
+
+ServingObservation window(const ServingKnobs& knobs, double cap_w, double arrival_rps, double max_w, double p99_s,
+                          double busy = 0.9) {
+  ServingObservation o;
+  o.time_s = 1.0;
+  o.window_s = 1.0;
+  o.cap_w = cap_w;
+  o.slo_s = 0.2;
+  o.power.start_s = 0.0;
+  o.power.end_s = 1.0;
+  o.power.samples = 100;
+  o.power.max_w = max_w;
+  o.power.mean_w = max_w * 0.9;
+  o.arrival_rps = arrival_rps;
+  o.answered_rps = arrival_rps;
+  o.p99_s = p99_s;
+  o.busy_fraction = busy;
+  o.knobs = knobs;
+  return o;
+}
+
+TEST(Capserve, ChoosesTheLeastEnergyPerItemThatCarriesTheLoadUnderTheCapAndTheSlo) {
+  const CapserveController c(toy_params());
+  // 200 items/s under 200 W: several configurations carry it; the least energy per item wins.
+  const auto light = c.choose(200.0, 200.0);
+  ASSERT_TRUE(light);
+  EXPECT_TRUE(light->carries_load);
+  EXPECT_GE(light->throughput_items_s * 0.85, 200.0);
+  EXPECT_LE(2.0 * light->batch_time_s, 0.7 * 0.2 + 1e-12);
+  // No candidate that also carries it under the cap and the SLO uses less energy per item.
+  const auto profile = toy_profile();
+  const double chosen_j = light->power_w / light->throughput_items_s;
+  int feasible = 0;
+  for (const auto& column : profile->columns()) {
+    for (int b = 1; b <= 64; ++b) {
+      const auto p = profile->predict(column, b);
+      ASSERT_TRUE(p);
+      const double batch_s = b / p->throughput_img_s;
+      if (p->max_power_w > 200.0 * 0.98 || 2.0 * batch_s > 0.7 * 0.2 || p->throughput_img_s * 0.85 < 200.0) continue;
+      ++feasible;
+      EXPECT_GE(p->max_power_w / p->throughput_img_s, chosen_j - 1e-12) << b << " at " << column.sm_clock_mhz;
+    }
+  }
+  EXPECT_GT(feasible, 1);
+  // A cap of 100 W rules out the high clock's large batches: the choice stays under the budget.
+  const auto capped = c.choose(100.0, 200.0);
+  ASSERT_TRUE(capped);
+  EXPECT_TRUE(capped->carries_load);
+  EXPECT_LE(capped->power_w, 100.0 * 0.98 + 1e-9);
+  EXPECT_GT(light->power_w, 100.0 * 0.98);
+  // Below anything the GPU draws: nothing fits.
+  EXPECT_FALSE(c.choose(30.0, 10.0).has_value());
+}
+
+TEST(Capserve, UnderOverloadItAdmitsWhatTheBestConfigurationServesAndBoundsTheQueue) {
+  CapserveController c(toy_params());
+  const auto first = c.initial_knobs(200.0);
+  EXPECT_TRUE(std::isinf(first.admit_rate_rps));  // nothing is shed before a window is measured
+  EXPECT_EQ(first.power_limit_w, 200.0);
+  // 5000 requests/s: beyond anything under the cap and the SLO.
+  const auto next = c.decide(window(first, 200.0, 5000.0, 150.0, 0.05));
+  EXPECT_LT(next.admit_rate_rps, 1000.0);
+  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(best);
+  EXPECT_NEAR(next.admit_rate_rps, best->throughput_items_s * 0.95, 1e-6);
+  EXPECT_TRUE(std::isfinite(next.max_queued_items));
+  // The queue holds what the GPU drains within the latency budget after the batch in flight.
+  EXPECT_LE(next.max_queued_items / best->throughput_items_s + best->batch_time_s, 0.7 * 0.2 + 1e-9);
+  // A light load is admitted in full.
+  const auto light = c.decide(window(next, 200.0, 50.0, 100.0, 0.03));
+  EXPECT_TRUE(std::isinf(light.admit_rate_rps));
+}
+
+TEST(Capserve, BacksOffWhenTheP99NearsTheSloAndWidensTheMarginAfterAnOvershoot) {
+  CapserveController c(toy_params());
+  auto knobs = c.initial_knobs(200.0);
+  const double kappa = c.latency_fraction();
+  knobs = c.decide(window(knobs, 200.0, 300.0, 150.0, 0.19));  // p99 at 95 % of the SLO
+  EXPECT_LT(c.latency_fraction(), kappa);
+  const auto before = c.choose(150.0, 300.0);
+  ASSERT_TRUE(before);
+  (void)c.decide(window(knobs, 150.0, 300.0, 160.0, 0.05));  // a window over the cap
+  const auto after = c.choose(150.0, 300.0);
+  ASSERT_TRUE(after);
+  EXPECT_LE(after->power_w, 150.0 * (1.0 - 0.04) + 1e-9);
+  EXPECT_LE(after->power_w, before->power_w);
+}
+
+TEST(Capserve, LearnsThePowerRatioOnlyFromBusyWindows) {
+  CapserveController c(toy_params());
+  const auto knobs = c.initial_knobs(200.0);
+  (void)c.decide(window(knobs, 200.0, 100.0, 60.0, 0.02, /*busy=*/0.1));  // mostly idle: nothing learnt
+  EXPECT_EQ(c.power_ratio(), 1.0);
+  (void)c.decide(window(knobs, 200.0, 100.0, 1e3, 0.02, /*busy=*/0.9));  // ran hotter than predicted
+  EXPECT_GT(c.power_ratio(), 1.0);
+}
+
+TEST(Capserve, RefusesWhatItCannotRunFrom) {
+  CapserveParams no_profile;
+  EXPECT_THROW(CapserveController{no_profile}, Error);
+  auto p = toy_params();
+  p.slo_s = 0.0;
+  EXPECT_THROW(CapserveController{p}, Error);
+}
+
+}  // namespace
+}  // namespace gpucap::control

@@ -1,0 +1,170 @@
+// The serving core on worked timelines: admission by the controller's rate and queue bound, the
+// batcher under run-time knobs, the accounting of every answer; and where the cap comes from.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/serve/cap_state.hpp"
+#include "gpucap/serve/serving_core.hpp"
+
+namespace gpucap::serve {
+namespace {
+
+control::ServingKnobs knobs(int batch, double delay_s, double admit = control::kAdmitEverything,
+                            double queue = control::kAdmitEverything) {
+  control::ServingKnobs k;
+  k.max_batch_size = batch;
+  k.max_queue_delay_s = delay_s;
+  k.admit_rate_rps = admit;
+  k.max_queued_items = queue;
+  return k;
+}
+
+BatcherConfig config(int max_batch) {
+  BatcherConfig c;
+  c.max_batch_size = max_batch;
+  return c;
+}
+
+LatencyStatsConfig stats(double slo_s) {
+  LatencyStatsConfig s;
+  s.slo_s = slo_s;
+  return s;
+}
+
+PendingRequest request(std::uint64_t id, double at, int items = 1) { return {id, items, at, 0, std::nullopt}; }
+
+TEST(TokenBucket, AdmitsTheRateWithABurstAndSaysWhenToRetry) {
+  TokenBucket bucket(10.0, 0.2);  // 10/s, a burst of 2
+  EXPECT_TRUE(bucket.take(0.0));
+  EXPECT_TRUE(bucket.take(0.0));
+  EXPECT_FALSE(bucket.take(0.0));
+  EXPECT_NEAR(bucket.wait_s(0.0), 0.1, 1e-12);
+  EXPECT_FALSE(bucket.take(0.05));
+  EXPECT_TRUE(bucket.take(0.1));
+  // Unlimited: everything, no wait.
+  TokenBucket all;
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(all.take(0.0));
+  EXPECT_EQ(all.wait_s(0.0), 0.0);
+  EXPECT_THROW(TokenBucket(-1.0), Error);
+}
+
+// Worked timeline: cap 4, delay 5 ms; requests at 0, 1, 2 ms wait for the delay, then launch
+// together; a full batch launches at once.
+TEST(ServingCore, LaunchesByTheControllersKnobs) {
+  ServingCore core(config(8), stats(0.1), knobs(4, 0.005));
+  for (std::uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(core.admit(request(i, 0.001 * static_cast<double>(i)), 0.001 * static_cast<double>(i)).accepted());
+  auto step = core.step(0.003);
+  EXPECT_FALSE(step.launch);
+  ASSERT_TRUE(step.wake_s);
+  EXPECT_NEAR(*step.wake_s, 0.005, 1e-12);
+  step = core.step(0.005);
+  ASSERT_TRUE(step.launch);
+  EXPECT_EQ(step.launch->items, 3);
+  core.finished(*step.launch, 0.005, 0.020, true);
+  for (std::uint64_t i = 3; i < 7; ++i) ASSERT_TRUE(core.admit(request(i, 0.021), 0.021).accepted());
+  step = core.step(0.021);
+  ASSERT_TRUE(step.launch);
+  EXPECT_EQ(step.launch->items, 4);  // the knob's cap, not the model's 8
+  EXPECT_EQ(step.launch->reason, LaunchReason::full);
+  core.finished(*step.launch, 0.021, 0.200, true);  // 179 ms: beyond the 100-ms SLO
+  const auto counts = core.take_window();
+  EXPECT_EQ(counts.arrivals, 7u);
+  EXPECT_EQ(counts.answered, 7u);
+  EXPECT_EQ(counts.good, 3u);
+  EXPECT_EQ(counts.batches, 2u);
+  EXPECT_NEAR(counts.busy_s, 0.015 + 0.179, 1e-12);
+  EXPECT_EQ(core.take_window().arrivals, 0u);  // a fresh window
+  EXPECT_EQ(core.totals().answered, 7u);
+}
+
+TEST(ServingCore, ShedsByRateAndByQueueBound) {
+  // 100/s with a burst of half the 100-ms SLO: 5 at once, then one per 10 ms.
+  ServingCore core(config(64), stats(0.1), knobs(8, 0.0, 100.0));
+  int accepted = 0;
+  int shed = 0;
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    const auto a = core.admit(request(i, 0.0), 0.0);
+    if (a.accepted()) ++accepted;
+    if (a.result == AdmissionResult::shed) {
+      ++shed;
+      EXPECT_GT(a.retry_after_s, 0.0);
+      EXPECT_NE(a.message.find("shedding"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(accepted, 5);
+  EXPECT_EQ(shed, 15);
+  // The queue bound: 10 items at most queued; the one that would exceed it is shed, however many
+  // tokens there are.
+  ServingCore bounded(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 10.0));
+  for (std::uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(bounded.admit(request(i, 0.0, 2), 0.0).accepted());
+  EXPECT_EQ(bounded.admit(request(9, 0.0, 1), 0.0).result, AdmissionResult::shed);
+  EXPECT_EQ(bounded.queued_items(), 10);
+  // A request larger than the model's bound is refused (400), not shed.
+  EXPECT_EQ(bounded.admit(request(10, 0.0, 65), 0.0).result, AdmissionResult::too_large);
+}
+
+TEST(ServingCore, AFailedBatchFailsItsRequestsAndTimeoutsAreAnswered) {
+  auto c = config(8);
+  c.default_queue_policy.default_timeout_s = 0.05;
+  ServingCore core(c, stats(0.1), knobs(8, 1.0));  // a long delay: the timeout comes first
+  ASSERT_TRUE(core.admit(request(1, 0.0), 0.0).accepted());
+  auto step = core.step(0.06);
+  ASSERT_EQ(step.timed_out, std::vector<std::uint64_t>{1});
+  EXPECT_EQ(core.queued_requests(), 0u);
+  ServingCore core2(config(8), stats(0.1), knobs(8, 0.0));
+  ASSERT_TRUE(core2.admit(request(2, 0.0), 0.0).accepted());
+  step = core2.step(0.0);
+  ASSERT_TRUE(step.launch);
+  core2.finished(*step.launch, 0.0, 0.01, false);
+  const auto counts = core2.take_window();
+  EXPECT_EQ(counts.failed, 1u);
+  EXPECT_EQ(counts.answered, 0u);
+  EXPECT_LT(core2.slo(0.01).slo_attainment, 1.0);
+}
+
+TEST(CapFile, ANumberOrJsonElseOneClearError) {
+  EXPECT_EQ(parse_cap_file("250\n", "f"), 250.0);
+  EXPECT_EQ(parse_cap_file("  180.5 W ", "f"), 180.5);
+  EXPECT_EQ(parse_cap_file(R"({"watts": 200})", "f"), 200.0);
+  for (const char* bad : {"", "  ", "lots", "-5", "0", "nan", "inf", "250 watts", "{\"w\": 1}", "{\"watts\": \"200\"}", "{"}) {
+    try {
+      (void)parse_cap_file(bad, "cap.txt");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_data) << bad;
+      EXPECT_EQ(std::string(e.what()).rfind("cap.txt: ", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_THROW((void)parse_cap_file(std::string(5000, '1'), "f"), Error);
+}
+
+// The cap set last wins: a schedule's step counts as set at its time.
+TEST(CapState, TheCapSetLastIsInForce) {
+  CapState cap(CapSchedule::parse("0:250,10:180"), "schedule", 30.0, 400.0);
+  EXPECT_EQ(cap.at(5.0).cap_w, 250.0);
+  EXPECT_EQ(cap.at(5.0).source, "schedule");
+  cap.set(200.0, "admin", 6.0);
+  EXPECT_EQ(cap.at(7.0).cap_w, 200.0);
+  EXPECT_EQ(cap.at(7.0).source, "admin");
+  EXPECT_EQ(cap.at(11.0).cap_w, 180.0);  // the schedule's next step is later
+  EXPECT_EQ(cap.at(11.0).source, "schedule");
+  cap.set(220.0, "file", 12.0);
+  EXPECT_EQ(cap.at(13.0).cap_w, 220.0);
+  EXPECT_EQ(cap.next_change_s(5.0), 10.0);
+  EXPECT_TRUE(std::isinf(cap.next_change_s(10.0)));
+  // Out of range: nothing changes.
+  EXPECT_THROW(cap.set(500.0, "admin", 14.0), Error);
+  EXPECT_THROW(cap.set(std::nan(""), "admin", 14.0), Error);
+  EXPECT_EQ(cap.at(15.0).cap_w, 220.0);
+  cap.note_error("file", "not a number");
+  EXPECT_EQ(cap.error("file"), "not a number");
+  cap.set(210.0, "file", 16.0);
+  EXPECT_FALSE(cap.error("file").has_value());
+  EXPECT_THROW(CapState(CapSchedule::constant(10.0), "flag", 30.0, 400.0), Error);
+}
+
+}  // namespace
+}  // namespace gpucap::serve
