@@ -115,9 +115,12 @@ ServingKnobs CapserveController::initial_knobs(double cap_w) const {
 }
 
 void CapserveController::learn(const ServingObservation& o) {
+  // A window in a cap transition shows the GPU as it ran under the old cap: it teaches nothing
+  // about power, and its readings over the new cap are not an overshoot of the rule's.
+  const bool power_speaks = !o.power.empty() && !o.cap_transition;
   // Power: the window maximum against the prediction for the configuration that ran, when the GPU
   // was busy enough for the maximum to show a batch's power rather than idle gaps.
-  if (!o.power.empty() && o.busy_fraction >= params_.busy_for_learning) {
+  if (power_speaks && o.busy_fraction >= params_.busy_for_learning) {
     const auto ran = std::find_if(candidates_.begin(), candidates_.end(), [&o](const Candidate& c) {
       return c.batch == o.knobs.max_batch_size && (!o.knobs.sm_clock_mhz || c.sm_clock_mhz == *o.knobs.sm_clock_mhz);
     });
@@ -127,9 +130,9 @@ void CapserveController::learn(const ServingObservation& o) {
     }
   }
   // Margin: a window over the cap widens it; windows under it give it back slowly.
-  if (!o.power.empty() && o.power.max_w > o.cap_w) {
+  if (power_speaks && o.power.max_w > o.cap_w) {
     margin_ += params_.overshoot_margin;
-  } else {
+  } else if (power_speaks) {
     margin_ = std::max(params_.power_margin, margin_ - params_.margin_decay);
   }
   // Latency: back off fast when the p99 comes close to the SLO, recover slowly when far below.

@@ -34,6 +34,7 @@ ServingLoop::ServingLoop(runtime::Platform& platform, control::ServingController
       slo_s_(slo_s),
       session_(platform.open_control_session()) {
   cap_ = cap_provider_(0.0);
+  last_sample_cap_w_ = cap_.cap_w;
   const auto first = controller_.initial_knobs(cap_.cap_w);
   session_->apply(device_knobs(first));  // checks every value before the first write
   platform_.settle();
@@ -95,6 +96,10 @@ void ServingLoop::collect_samples() {
   platform_.meter().collect(platform_.clock().now_s(), [this, &newest, &newest_cap_w](const PowerSample& sample) {
     const double t = sample.time_s - origin_s_;
     const double cap_w = cap_provider_(t).cap_w;
+    // A cap that changed since the last sample opens a transition at once, also for the samples
+    // taken before the loop next decides (as the Runner does).
+    if (cap_w != last_sample_cap_w_) transition_end_s_ = kOpenTransition;
+    last_sample_cap_w_ = cap_w;
     totals_.energy_j += last_sample_w_ * std::max(0.0, sample.time_s - last_sample_s_);
     last_sample_s_ = sample.time_s;
     last_sample_w_ = sample.power_w;
@@ -127,6 +132,7 @@ std::optional<ServingWindow> ServingLoop::poll() {
   const auto cap = cap_provider_(now);
   const bool cap_changed = cap.cap_w != cap_.cap_w;
   if (cap_changed) transition_end_s_ = kOpenTransition;  // until the answer to it shows in the readings
+  if (cap_changed) window_transition_ = true;
   cap_ = cap;
   const bool due = controller_.period().due(now - window_start_s_, window_batches_);
   if (!due && !(cap_changed && controller_.reacts_to_cap_changes())) return std::nullopt;
@@ -156,6 +162,7 @@ std::optional<ServingWindow> ServingLoop::poll() {
   o.throughput_items_s = static_cast<double>(window.counts.items) / length_s;
   o.queued_requests = window.queued_requests;
   o.knobs = window.knobs;
+  o.cap_transition = window.cap_transition;
   const auto next = controller_.decide(o);
   apply(next);
   spdlog::debug("serve: t={:.2f}s cap={:g}W max={:.1f}W p99={:.1f}ms -> {} [{}]", now, cap_.cap_w, o.power.max_w,

@@ -63,6 +63,9 @@ struct ServingObservation {
   int batches = 0;
   double throughput_items_s = 0.0;  // items finished per second of the window
   std::size_t queued_requests = 0;  // at the end of the window
+  // Some sample fell between a change of the cap and the reading of the answer to it: the power
+  // shows the GPU as it was under the old cap (a board sensor averages over its window).
+  bool cap_transition = false;
   ServingKnobs knobs;               // what was in force during the window
 };
 

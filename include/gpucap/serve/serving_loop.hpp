@@ -117,6 +117,7 @@ class ServingLoop {
   bool window_over_cap_ = false;
   bool window_transition_ = false;
   double transition_end_s_ = -1.0;  // samples up to here are in a cap transition; +inf: still open
+  double last_sample_cap_w_ = 0.0;
   double last_sample_s_ = 0.0;
   double last_sample_w_ = 0.0;
   bool finished_ = false;
