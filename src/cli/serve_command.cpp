@@ -363,6 +363,11 @@ void print_summary(const ServeFlags& f, const Served& served, const serve::Windo
 }
 
 void run_serve(const ServeFlags& f, const GlobalOptions& global) {
+  // SIGINT and SIGTERM are blocked before any thread starts (the power sampler, the engine's pool,
+  // the servers), so that every thread inherits the mask and only the wait below takes them: a
+  // signal that came to another thread would end the process without draining or restoring.
+  const sigset_t signals = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Every flag first: nothing starts, binds or writes before they are all good.
   if (!(f.slo_ms > 0.0 && f.slo_ms <= 3.6e6)) throw usage_error(fmt::format("--slo-ms {:g} must be positive", f.slo_ms));
   if (!(f.max_request_mib > 0.0 && f.max_request_mib <= 4096.0)) {
@@ -450,9 +455,6 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     exports.live->work().cap(cap_w);
   };
 
-  // Signals are blocked before any thread starts, so that only the wait below takes them.
-  const sigset_t signals = stop_signal_set();
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   serve::ServingRuntime runtime(platform, *controller, cap, runtime_options, server.executor(), on_window, on_sample);
   server.attach(runtime);
   std::unique_ptr<service::AdminServer> admin;

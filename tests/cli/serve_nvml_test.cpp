@@ -1,0 +1,151 @@
+// `gpucap serve --platform nvml` without a GPU: the fake NVML at the library boundary, the LibTorch
+// engine running an exported model on the CPU (fixture export_torch_models) on the requests' own
+// data; the GPU's settings restored at SIGTERM, and after a SIGKILL by the next gpucap start.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "gpucap/core/files.hpp"
+#include "support/child_process.hpp"
+#include "support/cli_runner.hpp"
+#include "support/fake_nvml_gpu.hpp"
+#include "support/paths.hpp"
+#include "support/scoped_env.hpp"
+
+namespace gpucap {
+namespace {
+
+using FakeGpu = test::FakeNvmlGpu;
+
+std::string model_file(const std::string& suffix) { return std::string(GPUCAP_TEST_MODELS_DIR) + "/mnasnet0_5" + suffix; }
+
+std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> values;
+  float v = 0.0F;
+  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) values.push_back(v);
+  return values;
+}
+
+std::unique_ptr<test::ChildProcess> start(const std::vector<std::string>& extra, int& port) {
+  std::vector<std::string> argv = {GPUCAP_CLI_PATH, "serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH,
+                                   "--model-file", model_file(".pt"), "--engine-device", "cpu", "--input-size", "224",
+                                   "--power-settle-s", "0", "--power-cap", "150", "--algorithm", "static",
+                                   "--listen", "127.0.0.1:0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto child = std::make_unique<test::ChildProcess>(argv);
+  static const std::regex inference(R"(inference \(KServe v2\)\s+http://127\.0\.0\.1:([0-9]+)/)");
+  while (const auto line = child->read_line(120.0)) {
+    std::smatch m;
+    if (std::regex_search(*line, m, inference)) port = std::stoi(m[1]);
+    if (line->find("stop with Ctrl-C") != std::string::npos) break;
+  }
+  return child;
+}
+
+// The reference image through the server, binary as Triton's client sends it, against the output
+// Python's model gave for it.
+TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
+  const FakeGpu fake;
+  int port = 0;
+  auto server = start({}, port);
+  ASSERT_GT(port, 0) << "the server did not start";
+  const auto input = read_floats(model_file(".input.f32"));
+  const auto expected = read_floats(model_file(".output.f32"));
+  const std::size_t per_image = 3 * 224 * 224;
+  ASSERT_GE(input.size(), 2 * per_image);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60);
+  const auto model = nlohmann::json::parse(client.Get("/v2/models/mnasnet0_5")->body);
+  EXPECT_EQ(model["outputs"][0]["shape"], nlohmann::json::array({-1, 1000}));
+  EXPECT_EQ(model["platform"], "pytorch_libtorch");
+  for (std::size_t image = 0; image < 2; ++image) {
+    const nlohmann::json header = {
+        {"inputs", {{{"name", "input"}, {"shape", {1, 3, 224, 224}}, {"datatype", "FP32"},
+                     {"parameters", {{"binary_data_size", per_image * 4}}}}}},
+        {"parameters", {{"binary_data_output", true}}}};
+    auto body = header.dump();
+    const auto header_length = body.size();
+    body.append(reinterpret_cast<const char*>(input.data() + image * per_image), per_image * 4);
+    const auto r = client.Post("/v2/models/mnasnet0_5/infer",
+                               {{"Inference-Header-Content-Length", std::to_string(header_length)}}, body,
+                               "application/octet-stream");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_FALSE(r->has_header("X-Gpucap-Simulated"));
+    const auto json_length = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
+    ASSERT_EQ(r->body.size(), json_length + 1000 * 4);
+    std::vector<float> output(1000);
+    std::memcpy(output.data(), r->body.data() + json_length, 4000);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < output.size(); ++i) {
+      const double want = expected[image * 1000 + i];
+      worst = std::max(worst, std::abs(static_cast<double>(output[i]) - want) / (1e-3 + std::abs(want)));
+    }
+    EXPECT_LT(worst, 1e-3) << "image " << image << ": worst relative difference from Python";
+  }
+  EXPECT_TRUE(fake.writes().empty()) << "without --allow-gpu-control nothing is written";
+  server->signal(SIGTERM);
+  const auto status = server->wait(60.0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
+// With control the static setting writes the power limit (= the cap), journaled first: a SIGKILL
+// leaves it changed, and the next gpucap start puts it back. A SIGTERM restores it itself.
+TEST(ServeNvml, TheGpuIsRestoredAtSigtermAndAfterASigkillByTheNextStart) {
+  if (geteuid() != 0) GTEST_SKIP() << "NVML writes need root";
+  const FakeGpu fake;
+  const auto limit_mw = [&fake] { return fake.gpu()["power_limit_mw"].get<int>(); };
+  ASSERT_EQ(limit_mw(), 400000);
+  {
+    int port = 0;
+    auto server = start({"--allow-gpu-control"}, port);
+    ASSERT_GT(port, 0);
+    EXPECT_EQ(limit_mw(), 150000) << "the power limit follows the cap";
+    server->signal(SIGTERM);
+    const auto status = server->wait(60.0);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << (WIFSIGNALED(*status) ? "killed by signal " + std::to_string(WTERMSIG(*status))
+                                 : "exit " + std::to_string(WEXITSTATUS(*status)));
+    EXPECT_EQ(limit_mw(), 400000) << "restored at SIGTERM";
+    EXPECT_FALSE(std::filesystem::exists(fake.journal()));
+  }
+  int port = 0;
+  auto server = start({"--allow-gpu-control"}, port);
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(limit_mw(), 150000);
+  server->signal(SIGKILL);
+  ASSERT_TRUE(server->wait(30.0).has_value());
+  EXPECT_EQ(limit_mw(), 150000) << "a killed server cannot restore";
+  EXPECT_TRUE(std::filesystem::exists(fake.journal()));
+  // The next start of any command that controls GPUs (the journal names the library it used).
+  const test::ScopedEnv library("GPUCAP_NVML_LIB", GPUCAP_FAKE_NVML_PATH);
+  const auto next = test::gpucap({"devices"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(limit_mw(), 400000) << "the next start restored it from the journal";
+  EXPECT_FALSE(std::filesystem::exists(fake.journal()));
+}
+
+TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
+  const FakeGpu fake;
+  test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),
+                      "--engine-device", "cpu", "--power-cap", "150"},
+                     2, "capserve on a real GPU runs from a profile");
+}
+
+}  // namespace
+}  // namespace gpucap
