@@ -3,9 +3,11 @@
 
 Every command line of a ```sh block of README.md is either run (on the twin, in a scratch folder,
 in README order so that a file one example writes is there for the next) and must exit 0, or is
-listed in SKIPPED below with the reason it cannot run here (a real GPU, a server that runs until
-stopped, minutes of work that another test covers). A command the README gains without either
-fails the check, so the README cannot grow an example that nobody runs.
+listed in SKIPPED below with the reason it cannot run here (a real GPU, minutes of work that another
+test covers). A command the README gains without either fails the check, so the README cannot grow
+an example that nobody runs. A command ending in " &" is a server: it is started, the block's next
+commands run against it, then it gets SIGTERM and must exit 0; the loopback ports a block names are
+each replaced by a free one, so that the check never collides with a test running beside it.
 
 An output block is a plain ``` block right after the comment
 
@@ -24,6 +26,7 @@ import argparse
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +56,7 @@ SKIPPED = {
     "--budget 30 --out resnet50-trials.json": "needs a real GPU (tests/cli/tune_nvml_test.cpp)",
     "build/gpucap bso serve --db sqlite:bso.db --listen 127.0.0.1:8000": "a server that runs until stopped "
         "(tests/service, tests/bsoclient/live_server_test.cpp)",
+    "kill %1": "the check stops the servers it started itself (SIGTERM, then it checks the exit status)",
     "build/gpucap calibrate": "rewrites the checkout's data/ (minutes; tests/calibrate, scripts/make-fidelity.sh)",
     "build/gpucap fidelity --report fidelity.md": "5-7 minutes (scripts/make-fidelity.sh writes docs/fidelity.md; "
         "tests/cli/fidelity_cli_test.cpp)",
@@ -133,6 +137,56 @@ def commands_of(block_lines):
     return commands
 
 
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Ports:
+    """The loopback ports a block's commands name, each replaced by a free one (the same for every
+    command of the block), so that a README server does not collide with a test running beside
+    the check."""
+
+    def __init__(self):
+        self.map = {}
+
+    def rewrite(self, command):
+        def replace(match):
+            port = match.group(1)
+            if port not in self.map:
+                self.map[port] = str(free_port())
+            return f"127.0.0.1:{self.map[port]}"
+        return re.sub(r"127\.0\.0\.1:([0-9]{2,5})", replace, command)
+
+
+def start_background(command, gpucap, cwd):
+    """A README command ending in ' &' (a server): started, and ready once it prints the line
+    'stop with Ctrl-C'. Returns the process, or an error message."""
+    words = shlex.split(command[:-1].strip())
+    if words and words[0] == "build/gpucap":
+        words[0] = str(gpucap)
+    process = subprocess.Popen(words, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    for line in process.stdout:
+        if "stop with Ctrl-C" in line:
+            return process, None
+        if time.monotonic() > deadline:
+            break
+    process.kill()
+    return None, f"did not become ready: {process.stderr.read().strip()[-400:]}"
+
+
+def stop_background(process):
+    """SIGTERM, then the exit status (None if it did not stop within 60 s)."""
+    process.terminate()
+    try:
+        return process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return None
+
+
 def run(command, gpucap, cwd):
     """Runs a README command with build/gpucap replaced by the binary under test."""
     words = shlex.split(command)
@@ -211,6 +265,8 @@ def main():
         for kind, lines, start, _, annotation in blocks:
             if kind != "sh":
                 continue
+            ports = Ports()
+            servers = []
             for command in commands_of(lines):
                 if command in SKIPPED:
                     print(f"skipped  {command}  ({SKIPPED[command]})")
@@ -219,12 +275,25 @@ def main():
                     failures.append(f"README.md:{start}: '{command}' is neither run nor listed as skipped "
                                     "in scripts/readme_examples.py")
                     continue
-                code, out, err, seconds = run(command, gpucap, work)
+                if command.endswith(" &"):
+                    process, problem = start_background(ports.rewrite(command), gpucap, work)
+                    print(f"{'started' if process else 'FAILED':<8} {command}")
+                    if process:
+                        servers.append((command, process))
+                    else:
+                        failures.append(f"README.md:{start}: '{command}' {problem}")
+                    continue
+                code, out, err, seconds = run(ports.rewrite(command), gpucap, work)
                 outputs[command] = out
                 status = "ok" if code == 0 else f"exit {code}"
                 print(f"{status:<8} {command}  ({seconds:.1f} s)")
                 if code != 0:
                     failures.append(f"README.md:{start}: '{command}' failed ({status}): {err.strip()[-400:]}")
+            for command, process in servers:
+                code = stop_background(process)
+                print(f"{'stopped' if code == 0 else f'exit {code}':<8} {command}")
+                if code != 0:
+                    failures.append(f"README.md:{start}: '{command}' did not stop cleanly on SIGTERM (exit {code})")
         new_lines = text.split("\n")
         for kind, lines, start, end, annotation in reversed(blocks):
             if annotation is None:
