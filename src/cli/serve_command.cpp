@@ -518,7 +518,7 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--gpu", flags->gpu, "twin: the GPU (see 'gpucap list gpus'; default a100)");
   cmd->add_option("--model", flags->model,
                   "twin: the model, its KServe name (see 'gpucap list models'; default resnet50); noop: a model that "
-                  "takes no time and answers its input (input FP32 [-1,16]), to measure the server itself");
+                  "takes no time and answers the first 16 values of its input (input FP32 [-1,16] by default), to measure the server itself");
   cmd->add_option("--noop-shape", flags->noop_shape,
                   "--model noop: its input's dimensions after the batch, e.g. 3,224,224 (default 16)")
       ->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gpucap/core/error.hpp"
@@ -53,7 +54,11 @@ class TwinBackend final : public InferenceBackend {
   kserve::ModelMetadata metadata_;
 };
 
-// noop: no time, the input back as the output.
+// noop: no time; it answers the first 16 values of each row of its input (all of it at the
+// default shape [-1, 16]), so that a large input is measured on its way in without an equally
+// large answer on the way out.
+constexpr std::int64_t kNoopOutputWidth = 16;
+
 class NoopBackend final : public InferenceBackend {
  public:
   NoopBackend(int max_batch_size, std::vector<std::int64_t> dims) {
@@ -63,8 +68,10 @@ class NoopBackend final : public InferenceBackend {
     metadata_.max_batch_size = max_batch_size;
     std::vector<std::int64_t> shape = {-1};
     shape.insert(shape.end(), dims.begin(), dims.end());
+    row_elements_ = *kserve::element_count(dims);
+    width_ = std::min<std::int64_t>(static_cast<std::int64_t>(row_elements_), kNoopOutputWidth);
     metadata_.inputs = {{"input", kserve::Datatype::fp32, shape}};
-    metadata_.outputs = {{"output", kserve::Datatype::fp32, shape}};
+    metadata_.outputs = {{"output", kserve::Datatype::fp32, {-1, width_}}};
     kserve::validate_model_metadata(metadata_);
   }
   [[nodiscard]] const kserve::ModelMetadata& metadata() const override { return metadata_; }
@@ -74,16 +81,28 @@ class NoopBackend final : public InferenceBackend {
                       std::vector<std::vector<kserve::Tensor>>& outputs) override {
     return loop.execute_with([&] {
       outputs.clear();
+      const auto row_bytes = static_cast<std::size_t>(row_elements_) * sizeof(float);
+      const auto out_bytes = static_cast<std::size_t>(width_) * sizeof(float);
       for (const auto* r : requests) {
-        auto echo = r->inputs.front();
-        echo.name = "output";
-        outputs.push_back({std::move(echo)});
+        const auto& in = r->inputs.front();
+        kserve::Tensor out;
+        out.name = "output";
+        out.datatype = kserve::Datatype::fp32;
+        out.shape = {r->batch_size, width_};
+        out.data.resize(static_cast<std::size_t>(r->batch_size) * out_bytes);
+        for (std::int64_t row = 0; row < r->batch_size; ++row) {
+          std::memcpy(out.data.data() + static_cast<std::size_t>(row) * out_bytes,
+                      in.data.data() + static_cast<std::size_t>(row) * row_bytes, out_bytes);
+        }
+        outputs.push_back({std::move(out)});
       }
     });
   }
 
  private:
   kserve::ModelMetadata metadata_;
+  std::uint64_t row_elements_ = 0;
+  std::int64_t width_ = kNoopOutputWidth;
 };
 
 // FP32 bytes to floats and back (the KServe tensors hold little-endian bytes, as x86 does).

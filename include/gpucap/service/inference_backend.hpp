@@ -4,8 +4,8 @@
 //   - twin: the twin of a GPU running a catalogue model — each batch takes the twin's time and
 //     power (paced to the wall clock); the outputs are zeros of the declared shape, and every
 //     response says it is simulated;
-//   - noop: a model that takes no time and answers its input (input FP32 [-1, 16], output the
-//     same), to measure the server itself;
+//   - noop: a model that takes no time and answers the first 16 values of each row of its input
+//     (input FP32 [-1, 16] by default: its input back), to measure the server itself;
 //   - torch: a TorchScript model through the LibTorch engine, on the requests' own data.
 
 #include <cstdint>
@@ -42,7 +42,8 @@ class InferenceBackend {
 // FP32 [-1, 1000] (ImageNet's classes), named "input" and "output".
 [[nodiscard]] std::unique_ptr<InferenceBackend> make_twin_backend(const std::string& model_id, int input_size,
                                                                   int max_batch_size);
-// The no-op model "noop": input FP32 [-1, dims...] (default [-1, 16]), output the same.
+// The no-op model "noop": input FP32 [-1, dims...] (default [-1, 16]), output FP32 [-1, 16] (the
+// first 16 values of each row; fewer when a row is smaller).
 [[nodiscard]] std::unique_ptr<InferenceBackend> make_noop_backend(int max_batch_size,
                                                                   std::vector<std::int64_t> dims = {16});
 // A model run by `engine` on the requests' data (its metadata from the engine's model).

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# gpucap serve's own overhead on loopback, with gpucap load on the same machine (docs/benchmarks.md,
+# "gpucap serve"). Prints a Markdown table of what it measured:
+#   1. requests/s of the no-op model with 16-float JSON inputs (the static setting: no queue delay,
+#      so a request waits only for the server): open loop at RATE (default 5000/s) for DURATION s,
+#      and the most a closed loop of CLIENTS clients gets;
+#   2. what a 1x3x224x224 FP32 input through Triton's binary extension adds to a request's p99:
+#      the no-op model with that input shape against the 16-float JSON request, both at 100/s;
+#   3. how fast shed requests get their 429: the twin of a P40 serving NASNet-A Large under 90 W
+#      (about 30 images/s) offered 150 requests/s.
+#
+#   GPUCAP=build-ci/gpucap benchmarks/serve_overhead.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gpucap=${GPUCAP:-build/gpucap}
+rate=${RATE:-5000}
+duration=${DURATION:-20}
+clients=${CLIENTS:-16}
+scratch=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$scratch"' EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Starts a server with the given flags; sets $url once it is ready.
+serve() {
+  local port
+  port=$(free_port)
+  "$gpucap" serve --listen "127.0.0.1:$port" "$@" >"$scratch/serve.out" 2>"$scratch/serve.err" &
+  server=$!
+  for _ in $(seq 1 600); do
+    grep -q "stop with Ctrl-C" "$scratch/serve.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  url="http://127.0.0.1:$port"
+}
+stop() { kill -TERM "$server"; wait "$server" || true; }
+field() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
+
+echo "| figure | value | command |"
+echo "|---|---:|---|"
+
+serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static
+"$gpucap" load --url "$url" --model noop --rate "$rate" --duration "$duration" --json >"$scratch/open.json"
+"$gpucap" load --url "$url" --model noop --clients "$clients" --duration "$duration" --json >"$scratch/closed.json"
+"$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --json >"$scratch/json16.json"
+stop
+echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $duration\` |"
+echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $duration\` |"
+
+metrics_port=$(free_port)
+serve --model noop --noop-shape 3,224,224 --power-cap 250 --max-batch-size 64 --algorithm static \
+  --metrics "127.0.0.1:$metrics_port"
+"$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --binary --json >"$scratch/image.json"
+# The server's own time per request, from the end of reading the body to the answer (Triton's
+# cumulative request duration over its request count).
+server_us=$(python3 -c "
+import re, urllib.request
+text = urllib.request.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode()
+value = lambda name: float(re.search(name + r'\{[^}]*\} (\S+)', text).group(1))
+print(round(value('nv_inference_request_duration_us') / value('nv_inference_request_success'), 1))")
+stop
+json16=$(field "$scratch/json16.json" "d['latency_ms']['p99']")
+image=$(field "$scratch/image.json" "d['latency_ms']['p99']")
+echo "| p99 at 100/s: 16-float JSON / 1x3x224x224 FP32 binary | $(printf '%.2f' "$json16") / $(printf '%.2f' "$image") ms: the image adds $(python3 -c "print(f'{$image - $json16:.2f}')") ms | \`gpucap load --rate 100\`, \`--binary\` (noop, \`--noop-shape 3,224,224\`) |"
+echo "| the server's own mean time per binary image request (parse, queue, batch, answer) | $server_us us | nv_inference_request_duration_us / nv_inference_request_success |"
+
+serve --gpu p40 --model nasnet_a_large --power-cap 90 --slo-ms 2000
+"$gpucap" load --url "$url" --model nasnet_a_large --rate 150 --duration "$duration" --binary --slo-ms 2000 \
+  --connections 256 --json >"$scratch/shed.json"
+stop
+echo "| 429s under 5x overload (twin P40, NASNet-A Large, 90 W): count, p99 / max latency of a 429 | $(field "$scratch/shed.json" "d['rejected_429']"), $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['p99'],2)") / $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['max'],2)") ms (goodput $(field "$scratch/shed.json" "round(d['goodput_rps'],1)")/s of $(field "$scratch/shed.json" "round(d['throughput_rps'],1)")/s answered) | \`gpucap load --rate 150 --binary\` |"
