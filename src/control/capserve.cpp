@@ -31,7 +31,7 @@ CapserveController::CapserveController(CapserveParams params)
   for (const auto& column : params_.profile->columns()) {
     for (int b = column.min_batch(); b <= std::min(column.max_batch(), params_.max_batch_size); ++b) {
       if (const auto p = params_.profile->predict(column, b); p && p->throughput_img_s > 0.0) {
-        candidates_.push_back({b, column.sm_clock_mhz, *p});
+        candidates_.push_back({b, column.sm_clock_mhz, column.memory_clock_mhz, *p});
       }
     }
   }
@@ -57,6 +57,7 @@ std::optional<CapserveChoice> CapserveController::choose(double cap_w, double pl
     CapserveChoice choice;
     choice.batch_cap = c.batch;
     choice.sm_clock_mhz = c.sm_clock_mhz;
+    choice.memory_clock_mhz = c.memory_clock_mhz;
     choice.throughput_items_s = c.profile.throughput_img_s;
     choice.batch_time_s = c.batch / c.profile.throughput_img_s;
     choice.power_w = c.profile.max_power_w * power_ratio_;
@@ -87,12 +88,18 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
       return std::tie(a.sm_clock_mhz, a.batch) < std::tie(b.sm_clock_mhz, b.batch);
     });
     knobs.max_batch_size = 1;
-    if (params_.lock_clocks) knobs.sm_clock_mhz = lowest->sm_clock_mhz;
+    if (params_.lock_clocks) {
+      knobs.sm_clock_mhz = lowest->sm_clock_mhz;
+      knobs.memory_clock_mhz = lowest->memory_clock_mhz;
+    }
     knobs.admit_rate_rps = lowest->profile.throughput_img_s * params_.overload_utilisation / items_per_request;
     return knobs;
   }
   knobs.max_batch_size = choice->batch_cap;
-  if (params_.lock_clocks) knobs.sm_clock_mhz = choice->sm_clock_mhz;
+  if (params_.lock_clocks) {
+    knobs.sm_clock_mhz = choice->sm_clock_mhz;
+    knobs.memory_clock_mhz = choice->memory_clock_mhz;
+  }
   const double slack_s = kappa_ * params_.slo_s - 2.0 * choice->batch_time_s;
   const double fill_s = planned_items_s > 0.0 ? choice->batch_cap / planned_items_s : 0.0;
   knobs.max_queue_delay_s = std::max(0.0, std::min(slack_s, fill_s));
@@ -118,14 +125,16 @@ void CapserveController::learn(const ServingObservation& o) {
   // A window in a cap transition shows the GPU as it ran under the old cap: it teaches nothing
   // about power, and its readings over the new cap are not an overshoot of the rule's.
   const bool power_speaks = !o.power.empty() && !o.cap_transition;
-  // Power: the window maximum against the prediction for the configuration that ran, when the GPU
-  // was busy enough for the maximum to show a batch's power rather than idle gaps.
-  if (power_speaks && o.busy_fraction >= params_.busy_for_learning) {
+  // Power: the settled window maximum (the readings of the configuration that ran, not of the one
+  // before it) against the prediction for that configuration, when the GPU was busy enough for the
+  // maximum to show a batch's power rather than idle gaps.
+  if (power_speaks && !o.settled_power.empty() && o.busy_fraction >= params_.busy_for_learning) {
     const auto ran = std::find_if(candidates_.begin(), candidates_.end(), [&o](const Candidate& c) {
-      return c.batch == o.knobs.max_batch_size && (!o.knobs.sm_clock_mhz || c.sm_clock_mhz == *o.knobs.sm_clock_mhz);
+      return c.batch == o.knobs.max_batch_size && (!o.knobs.sm_clock_mhz || c.sm_clock_mhz == *o.knobs.sm_clock_mhz) &&
+             c.memory_clock_mhz == o.knobs.memory_clock_mhz;
     });
     if (ran != candidates_.end() && ran->profile.max_power_w > 0.0) {
-      const double ratio = o.power.max_w / ran->profile.max_power_w;
+      const double ratio = o.settled_power.max_w / ran->profile.max_power_w;
       power_ratio_ = std::max(power_ratio_ * (1.0 - params_.learning_rate) + ratio * params_.learning_rate, 0.5);
     }
   }

@@ -10,7 +10,8 @@
 namespace gpucap::control {
 
 std::string describe(const ServingKnobs& knobs) {
-  const auto clock = knobs.sm_clock_mhz ? fmt::format("{:g}MHz", *knobs.sm_clock_mhz) : std::string("auto");
+  auto clock = knobs.sm_clock_mhz ? fmt::format("{:g}MHz", *knobs.sm_clock_mhz) : std::string("auto");
+  if (knobs.memory_clock_mhz) clock += fmt::format(" mem={:g}MHz", *knobs.memory_clock_mhz);
   const auto limit = knobs.power_limit_w ? fmt::format("{:.0f}W", *knobs.power_limit_w) : std::string("auto");
   const auto admit = std::isinf(knobs.admit_rate_rps) ? std::string("all") : fmt::format("{:.0f}/s", knobs.admit_rate_rps);
   const auto queue = std::isinf(knobs.max_queued_items) ? std::string("any") : fmt::format("{:.0f}", knobs.max_queued_items);
@@ -67,6 +68,7 @@ ServingKnobs SeedServing::serving_knobs(const Knobs& knobs) const {
   out.max_batch_size = std::max(1, knobs.batch_size());
   out.max_queue_delay_s = batcher_.max_queue_delay_s;
   out.sm_clock_mhz = knobs.sm_clock_mhz;
+  out.memory_clock_mhz = knobs.mem_clock_mhz;
   out.power_limit_w = knobs.power_limit_w;
   return out;
 }
@@ -92,6 +94,7 @@ ServingKnobs SeedServing::decide(const ServingObservation& observation) {
   // The seed's own view of the window: the knobs it set (its batch size, not the batches the
   // queue happened to fill), so its state machine steps from where it was.
   auto ran = single_tenant_knobs(observation.knobs.max_batch_size, observation.knobs.sm_clock_mhz);
+  ran.mem_clock_mhz = observation.knobs.memory_clock_mhz;
   ran.power_limit_w = observation.knobs.power_limit_w;
   return serving_knobs(inner_->decide(batch_observation(observation, ran)));
 }

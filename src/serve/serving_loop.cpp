@@ -19,6 +19,7 @@ constexpr double kOpenTransition = std::numeric_limits<double>::infinity();
 Knobs device_knobs(const control::ServingKnobs& knobs) {
   Knobs out;
   out.sm_clock_mhz = knobs.sm_clock_mhz;
+  out.mem_clock_mhz = knobs.memory_clock_mhz;
   out.power_limit_w = knobs.power_limit_w;
   return out;
 }
@@ -104,6 +105,7 @@ void ServingLoop::collect_samples() {
     last_sample_s_ = sample.time_s;
     last_sample_w_ = sample.power_w;
     window_power_.add(sample.power_w);
+    if (sample.time_s >= settled_from_s_) settled_power_.add(sample.power_w);
     totals_.max_power_w = std::max(totals_.max_power_w, sample.power_w);
     if (t <= transition_end_s_) window_transition_ = true;
     if (sample.power_w > cap_w) {
@@ -122,8 +124,12 @@ double ServingLoop::window_due_s() const {
 }
 
 void ServingLoop::apply(const control::ServingKnobs& knobs) {
+  const auto& before = core_.knobs();
+  const bool device_changed = knobs.sm_clock_mhz != before.sm_clock_mhz ||
+                              knobs.memory_clock_mhz != before.memory_clock_mhz || knobs.power_limit_w != before.power_limit_w;
   session_->apply(device_knobs(knobs));
   core_.set_knobs(knobs, now_s());
+  if (device_changed) settled_from_s_ = platform_.clock().now_s() + platform_.power_settle_s();
 }
 
 std::optional<ServingWindow> ServingLoop::poll() {
@@ -144,6 +150,7 @@ std::optional<ServingWindow> ServingLoop::poll() {
   o.cap_w = cap_.cap_w;
   o.slo_s = slo_s_;
   o.power = window.power;
+  o.settled_power = window.settled_power;
   const double length_s = std::max(o.window_s, 1e-9);
   o.arrival_rps = static_cast<double>(window.counts.arrivals) / length_s;
   o.answered_rps = static_cast<double>(window.counts.answered) / length_s;
@@ -180,6 +187,9 @@ ServingWindow ServingLoop::close_window(double now_s) {
   w.cap_w = cap_.cap_w;
   w.cap_source = cap_.source;
   w.power = window_power_.stats(window_start_s_, now_s);
+  if (settled_power_.count() > 0) {
+    w.settled_power = settled_power_.stats(std::max(window_start_s_, settled_from_s_ - origin_s_), now_s);
+  }
   w.over_cap = window_over_cap_;
   w.cap_transition = window_transition_;
   w.counts = core_.take_window();
@@ -197,6 +207,7 @@ ServingWindow ServingLoop::close_window(double now_s) {
   window_start_s_ = now_s;
   window_batches_ = 0;
   window_power_.reset();
+  settled_power_.reset();
   window_over_cap_ = false;
   window_transition_ = false;
   return w;

@@ -57,6 +57,7 @@ struct CapserveParams {
 struct CapserveChoice {
   int batch_cap = 1;
   double sm_clock_mhz = 0.0;
+  std::optional<double> memory_clock_mhz;  // nullopt: the driver's default
   double batch_time_s = 0.0;       // s(B, f)
   double throughput_items_s = 0.0; // at full batches
   double power_w = 0.0;            // predicted window max, corrected
@@ -87,6 +88,7 @@ class CapserveController final : public ServingController {
   struct Candidate {
     int batch = 1;
     double sm_clock_mhz = 0.0;
+    std::optional<double> memory_clock_mhz;
     predict::ProfilePrediction profile;
   };
   // planned_items_s: the planned rate in items per second; admit rates are in requests of

@@ -32,6 +32,7 @@ struct ServingKnobs {
   int max_batch_size = 1;           // the batcher's batch cap, items (clamped to the model's bound)
   double max_queue_delay_s = 0.0;   // the batcher's queue delay
   std::optional<double> sm_clock_mhz;   // nullopt: the GPU's own governor chooses
+  std::optional<double> memory_clock_mhz;  // nullopt: the driver's default
   std::optional<double> power_limit_w;  // nullopt: the board's limit stays as it is
   double admit_rate_rps = kAdmitEverything;  // requests per second admitted; the rest shed (429)
   // The most items the queue may hold: an arrival that would exceed it is shed at once (429), so
@@ -51,6 +52,9 @@ struct ServingObservation {
   double cap_w = 0.0;       // the cap in force at time_s
   double slo_s = 0.0;       // the p99 latency SLO
   WindowStats power;        // the window's power samples (max: what the cap is judged on)
+  // Its samples once the reading showed the window's clock and power limit (empty if none): what
+  // the configuration that ran draws, after a board sensor's averaging of the one before.
+  WindowStats settled_power;
   double arrival_rps = 0.0;   // requests offered (admitted or shed) over the window
   double items_per_request = 1.0;  // mean batch dimension of the requests answered (1 without any)
   double answered_rps = 0.0;  // answered successfully in the window

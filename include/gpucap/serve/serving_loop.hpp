@@ -34,6 +34,10 @@ struct ServingWindow {
   double cap_w = 0.0;    // at the end
   std::string cap_source;
   WindowStats power;
+  // The samples taken once the reading showed the window's clock and power limit: after the
+  // controller changes them, a board sensor keeps showing the old ones for its averaging time.
+  // Empty if the window was shorter than that.
+  WindowStats settled_power;
   bool over_cap = false;        // some sample above the cap in force when it was taken
   bool cap_transition = false;  // some sample between a cap change and the reading of the answer to it
   WindowCounts counts;
@@ -114,6 +118,8 @@ class ServingLoop {
   double window_start_s_ = 0.0;
   int window_batches_ = 0;
   WindowAccumulator window_power_;
+  WindowAccumulator settled_power_;
+  double settled_from_s_ = 0.0;  // platform time (absolute) from which the readings show the knobs
   bool window_over_cap_ = false;
   bool window_transition_ = false;
   double transition_end_s_ = -1.0;  // samples up to here are in a cap transition; +inf: still open
