@@ -44,6 +44,7 @@ ServingObservation window(const ServingKnobs& knobs, double cap_w, double arriva
   o.power.samples = 100;
   o.power.max_w = max_w;
   o.power.mean_w = max_w * 0.9;
+  o.settled_power = o.power;  // the readings show the window's own configuration
   o.arrival_rps = arrival_rps;
   o.answered_rps = arrival_rps;
   o.p99_s = p99_s;
@@ -115,14 +116,22 @@ TEST(Capserve, BacksOffWhenTheP99NearsTheSloAndWidensTheMarginAfterAnOvershoot) 
   (void)c.decide(window(knobs, 150.0, 300.0, 160.0, 0.05));  // a window over the cap
   const auto after = c.choose(150.0, 300.0);
   ASSERT_TRUE(after);
-  EXPECT_LE(after->power_w, 150.0 * (1.0 - 0.04) + 1e-9);
-  EXPECT_LE(after->power_w, before->power_w);
+  EXPECT_LE(after->power_w, 150.0 * (1.0 - 0.04) + 1e-9);  // the margin grew from 2 to 4 %
+  EXPECT_GT(before->power_w, 150.0 * (1.0 - 0.04));        // so the first choice is now ruled out
 }
 
-TEST(Capserve, LearnsThePowerRatioOnlyFromBusyWindows) {
+TEST(Capserve, LearnsThePowerRatioOnlyFromBusySettledWindowsOutsideCapTransitions) {
   CapserveController c(toy_params());
   const auto knobs = c.initial_knobs(200.0);
   (void)c.decide(window(knobs, 200.0, 100.0, 60.0, 0.02, /*busy=*/0.1));  // mostly idle: nothing learnt
+  EXPECT_EQ(c.power_ratio(), 1.0);
+  auto unsettled = window(knobs, 200.0, 100.0, 1e3, 0.02, /*busy=*/0.9);
+  unsettled.settled_power = {};  // the readings still showed the configuration before
+  (void)c.decide(unsettled);
+  EXPECT_EQ(c.power_ratio(), 1.0);
+  auto transition = window(knobs, 200.0, 100.0, 1e3, 0.02, /*busy=*/0.9);
+  transition.cap_transition = true;  // the GPU as it ran under the old cap
+  (void)c.decide(transition);
   EXPECT_EQ(c.power_ratio(), 1.0);
   (void)c.decide(window(knobs, 200.0, 100.0, 1e3, 0.02, /*busy=*/0.9));  // ran hotter than predicted
   EXPECT_GT(c.power_ratio(), 1.0);
