@@ -78,7 +78,7 @@ std::optional<CapserveChoice> CapserveController::choose(double cap_w, double pl
 }
 
 ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& choice, double cap_w,
-                                           double planned_items_s, double items_per_request) const {
+                                           double planned_items_s) const {
   ServingKnobs knobs;
   knobs.power_limit_w = std::clamp(cap_w, params_.limits.power_limit_min_w, params_.limits.power_limit_max_w);
   if (!choice) {
@@ -92,7 +92,7 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
       knobs.sm_clock_mhz = lowest->sm_clock_mhz;
       knobs.memory_clock_mhz = lowest->memory_clock_mhz;
     }
-    knobs.admit_rate_rps = lowest->profile.throughput_img_s * params_.overload_utilisation / items_per_request;
+    knobs.max_queued_items = std::max(1.0, lowest->profile.throughput_img_s * kappa_ * params_.slo_s);
     return knobs;
   }
   knobs.max_batch_size = choice->batch_cap;
@@ -103,9 +103,6 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
   const double slack_s = kappa_ * params_.slo_s - 2.0 * choice->batch_time_s;
   const double fill_s = planned_items_s > 0.0 ? choice->batch_cap / planned_items_s : 0.0;
   knobs.max_queue_delay_s = std::max(0.0, std::min(slack_s, fill_s));
-  if (!choice->carries_load) {
-    knobs.admit_rate_rps = choice->throughput_items_s * params_.overload_utilisation / items_per_request;
-  }
   // The queue holds no more than the GPU drains within the latency budget left after the batch in
   // flight and the request's own batch.
   knobs.max_queued_items =
@@ -115,10 +112,8 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
 
 ServingKnobs CapserveController::initial_knobs(double cap_w) const {
   // Before any traffic is measured: the configuration with the most capacity that meets the cap
-  // and the SLO, admitting everything (nothing is shed on a guess; the first window measures).
-  auto knobs = knobs_for(choose(cap_w, std::numeric_limits<double>::infinity()), cap_w, 0.0, 1.0);
-  knobs.admit_rate_rps = kAdmitEverything;
-  return knobs;
+  // and the SLO (the first window measures the load).
+  return knobs_for(choose(cap_w, std::numeric_limits<double>::infinity()), cap_w, 0.0);
 }
 
 void CapserveController::learn(const ServingObservation& o) {
@@ -155,9 +150,8 @@ void CapserveController::learn(const ServingObservation& o) {
 ServingKnobs CapserveController::decide(const ServingObservation& observation) {
   learn(observation);
   last_planned_rps_ = planned_rate(observation.arrival_rps);
-  const double items = std::max(1.0, observation.items_per_request);
-  const double planned_items_s = last_planned_rps_ * items;
-  return knobs_for(choose(observation.cap_w, planned_items_s), observation.cap_w, planned_items_s, items);
+  const double planned_items_s = last_planned_rps_ * std::max(1.0, observation.items_per_request);
+  return knobs_for(choose(observation.cap_w, planned_items_s), observation.cap_w, planned_items_s);
 }
 
 std::string CapserveController::describe_state() const {

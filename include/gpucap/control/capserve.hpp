@@ -18,12 +18,14 @@
 // Among the configurations that meet all three it takes the one with the least energy per item
 // (predicted power / throughput): the load is served, under the cap and the SLO, with the least
 // power. When none can carry the load (demand beyond what the GPU can serve under the cap and the
-// SLO), it takes the one with the highest capacity and admits only that many requests per second:
-// the rest are shed at once with 429 instead of queueing until they time out (admitting 95 % of its
-// capacity: the token bucket smooths the arrivals, so full batches keep the queue short). The delay lets
-// batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is set to
-// the cap as a guard the board enforces within its own control loop, so a cap lowered between two
-// windows is held by the firmware before the next decision. A cap change ends the window at once.
+// SLO), it takes the one with the highest capacity. Either way the queue admits no more items than
+// the GPU drains within the latency budget after the batch in flight (throughput × (κ·SLO − s));
+// an arrival beyond that is shed at once with 429 instead of waiting until it times out, so under
+// overload the GPU runs full batches at its capacity and what is admitted meets the SLO. The delay
+// lets batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is
+// set to the cap as a guard the board enforces within its own control loop, so a cap lowered
+// between two windows is held by the firmware before the next decision. A cap change ends the
+// window at once.
 
 #include <memory>
 #include <optional>
@@ -41,7 +43,6 @@ struct CapserveParams {
   int max_batch_size = 256;          // the model's bound: no batch cap above it
   double window_s = 1.0;             // decision period
   double max_utilisation = 0.85;     // ρ_max: the load a configuration is planned to carry
-  double overload_utilisation = 0.95;  // the admit rate under overload, as a share of the capacity
   double latency_fraction = 0.7;     // κ at the start
   double min_latency_fraction = 0.2;
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
@@ -91,10 +92,9 @@ class CapserveController final : public ServingController {
     std::optional<double> memory_clock_mhz;
     predict::ProfilePrediction profile;
   };
-  // planned_items_s: the planned rate in items per second; admit rates are in requests of
-  // items_per_request items.
-  [[nodiscard]] ServingKnobs knobs_for(const std::optional<CapserveChoice>& choice, double cap_w, double planned_items_s,
-                                       double items_per_request) const;
+  // planned_items_s: the planned rate in items per second.
+  [[nodiscard]] ServingKnobs knobs_for(const std::optional<CapserveChoice>& choice, double cap_w,
+                                       double planned_items_s) const;
   void learn(const ServingObservation& observation);
 
   CapserveParams params_;
