@@ -78,28 +78,6 @@ httplib::Params to_params(const QueryParams& query) {
 BsoServerError::BsoServerError(int status, std::string server_message, const std::string& what)
     : Error(code_for_status(status), what), status_(status), server_message_(std::move(server_message)) {}
 
-ServerAddress parse_server_url(std::string_view url) {
-  const auto bad = [&](const char* why) {
-    return usage_error(fmt::format("server URL '{}' {} (expected http://HOST[:PORT][/PREFIX])", url, why));
-  };
-  const auto scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) throw bad("has no scheme");
-  const auto scheme = url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https") throw bad("has a scheme other than http or https");
-  const auto rest = url.substr(scheme_end + 3);
-  const auto slash = rest.find('/');
-  const auto host_port = rest.substr(0, slash);
-  if (host_port.empty()) throw bad("has no host");
-  ServerAddress address;
-  address.scheme_host_port = std::string(url.substr(0, scheme_end + 3 + host_port.size()));
-  if (slash != std::string_view::npos) {
-    address.path_prefix = std::string(rest.substr(slash));
-    while (!address.path_prefix.empty() && address.path_prefix.back() == '/') address.path_prefix.pop_back();
-  }
-  if (address.path_prefix.find_first_of("?#") != std::string::npos) throw bad("has a query or fragment");
-  return address;
-}
-
 JsonHttp::JsonHttp(HttpOptions options) : options_(std::move(options)), address_(parse_server_url(options_.server_url)) {}
 
 HttpAnswer JsonHttp::get(std::string_view path, const QueryParams& query) const {

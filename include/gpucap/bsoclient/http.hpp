@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/server_url.hpp"
 
 namespace gpucap::bsoclient {
 
@@ -36,11 +37,8 @@ class BsoServerError : public Error {
 
 // "http://HOST[:PORT][/PREFIX]" or "https://...": the part cpp-httplib connects to and the path
 // prefix every route is appended to (a server behind a reverse proxy). Error(usage) otherwise.
-struct ServerAddress {
-  std::string scheme_host_port;
-  std::string path_prefix;  // "" or "/something" (no trailing slash)
-};
-[[nodiscard]] ServerAddress parse_server_url(std::string_view url);
+using ServerAddress = gpucap::ServerUrl;
+using gpucap::parse_server_url;
 
 struct HttpOptions {
   std::string server_url;      // e.g. "http://127.0.0.1:8000"

@@ -21,19 +21,14 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucap/core/server_url.hpp"
 #include "gpucap/service/kserve_protocol.hpp"
 #include "gpucap/service/kserve_tensor.hpp"
 
 namespace gpucap::service::kserve {
 
-struct ServerUrl {
-  std::string text;              // as given, for messages
-  std::string scheme_host_port;  // "http://127.0.0.1:8000": what an HTTP client connects to
-  std::string path_prefix;       // "" or "/some/prefix", without a trailing slash
-};
-
-// "http://HOST[:PORT][/PREFIX]" (or https); Error(usage) naming what is wrong.
-[[nodiscard]] ServerUrl parse_server_url(std::string_view url);
+using gpucap::parse_server_url;
+using gpucap::ServerUrl;
 
 // PREFIX/v2/models/{model}[/versions/{version}] (version "" is the server's choice).
 [[nodiscard]] std::string model_path(const ServerUrl& url, std::string_view model, std::string_view version);
