@@ -79,6 +79,7 @@ EnqueueOutcome RequestQueue::enqueue(const PendingRequest& request, double now_s
   }
   std::optional<double> deadline_s;
   if (const auto length_s = timeout_length_s(request, level.policy)) deadline_s = now_s + *length_s;
+  if (deadline_s) ++level.waiting_with_deadline;
   level.waiting.push_back(QueuedRequest{request, deadline_s});
   ++size_;
   total_items_ += request.items;
@@ -94,6 +95,7 @@ void RequestQueue::expire_level(Level& level, double now_s, ExpiredRequests& out
       kept.push_back(std::move(queued));
       continue;
     }
+    --level.waiting_with_deadline;
     if (level.policy.timeout_action == TimeoutAction::delay) {
       out.delayed_ids.push_back(queued.request.id);
       queued.deadline_s.reset();  // a delayed request has nothing left to expire
@@ -110,6 +112,7 @@ void RequestQueue::expire_level(Level& level, double now_s, ExpiredRequests& out
 ExpiredRequests RequestQueue::expire(double now_s) {
   ExpiredRequests out;
   for (Level& level : levels_) {
+    if (level.waiting_with_deadline == 0) continue;
     const bool any = std::any_of(level.waiting.begin(), level.waiting.end(),
                                  [now_s](const QueuedRequest& queued) { return expired(queued, now_s); });
     if (any) expire_level(level, now_s, out);  // most calls expire nothing: no copying then
@@ -122,6 +125,7 @@ PendingRequest RequestQueue::pop_front() {
     std::deque<QueuedRequest>& from = level.waiting.empty() ? level.delayed : level.waiting;
     if (from.empty()) continue;
     PendingRequest request = from.front().request;
+    if (from.front().deadline_s) --level.waiting_with_deadline;  // delayed ones have none
     from.pop_front();
     --size_;
     total_items_ -= request.items;
@@ -165,10 +169,12 @@ std::optional<double> RequestQueue::oldest_arrival_s() const {
 
 std::optional<double> RequestQueue::next_deadline_s() const {
   std::optional<double> next_s;
-  visit_in_order([&next_s](const QueuedRequest& queued) {
-    if (queued.deadline_s && (!next_s || *queued.deadline_s < *next_s)) next_s = queued.deadline_s;
-    return true;
-  });
+  for (const Level& level : levels_) {
+    if (level.waiting_with_deadline == 0) continue;  // delayed requests have no deadline
+    for (const QueuedRequest& queued : level.waiting) {
+      if (queued.deadline_s && (!next_s || *queued.deadline_s < *next_s)) next_s = queued.deadline_s;
+    }
+  }
   return next_s;
 }
 

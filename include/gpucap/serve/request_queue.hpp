@@ -102,6 +102,9 @@ class RequestQueue {
     QueuePolicy policy;
     std::deque<QueuedRequest> waiting;  // not timed out, FIFO
     std::deque<QueuedRequest> delayed;  // timed out under DELAY, in the order they timed out
+    // Waiting requests with a deadline: with none (no timeout configured, the usual case) expire()
+    // and next_deadline_s() skip the level instead of scanning a queue that may be long.
+    std::size_t waiting_with_deadline = 0;
     [[nodiscard]] std::size_t size() const { return waiting.size() + delayed.size(); }
   };
 
