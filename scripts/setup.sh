@@ -20,6 +20,9 @@ packages=(
   # gpucap serve's dashboard: its charting library, served by gpucap (no CDN); its test loads the
   # page in headless Chromium through Selenium
   libjs-chart.js chromium chromium-driver python3-selenium
+  # The cluster's power budget: etcd's client over its JSON gateway (base64 from OpenSSL's
+  # libcrypto), and the etcd server that the tests start themselves (three members on loopback)
+  libssl-dev etcd-server etcd-client
 )
 
 missing=()
