@@ -3,8 +3,9 @@
 # pctodl-3080ti, pctodl-a100) under every algorithm on the twin, with the chart of % of oracle,
 # BOBD's best so far against evaluations and the timelines of the jobs whose cap steps (the other
 # jobs' timelines are left out to keep the repository small; `gpucap bench --out DIR` writes them
-# all). Deterministic: the same build and
-# seed give the same files. Needs gnuplot (scripts/setup.sh).
+# all), and docs/results/serve/ for the serving matrix (`serve`: capserve against the static
+# Triton-style setting, the seeds and the per-segment oracle; its report, summary files and every
+# plot). Deterministic: the same build and seed give the same files. Needs gnuplot (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,3 +34,14 @@ for matrix in batchdvfs-p40 pctodl-3080ti pctodl-a100; do
   } > "$dest/report.md"
   echo "make-results: wrote $dest/report.md"
 done
+# The serving matrix: 2 to 6 minutes on 2 cores (docs/benchmarks.md).
+"$gpucap" bench --matrix serve --seed 1 --jobs "$(nproc)" --out "$out/serve" >/dev/null
+rm -rf docs/results/serve
+mkdir -p docs/results/serve
+cp -r "$out/serve/plots" "$out/serve/summary.csv" "$out/serve/summary.json" docs/results/serve/
+{
+  cat "$out/serve/report.md"
+  echo
+  echo "Regenerate this page with \`scripts/make-results.sh\` (it runs the command above and copies report.md, the plots and the summary files)."
+} > docs/results/serve/report.md
+echo "make-results: wrote docs/results/serve/report.md"

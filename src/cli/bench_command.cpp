@@ -12,6 +12,7 @@
 #include "gpucap/bench/matrix.hpp"
 #include "gpucap/bench/cap_share_bench.hpp"
 #include "gpucap/bench/plots.hpp"
+#include "gpucap/bench/serve_bench.hpp"
 #include "gpucap/bench/switchflow_paper.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
@@ -107,6 +108,48 @@ void run_cap_share_matrix(const std::string& data_dir, const BenchFlags& flags) 
   std::cout << markdown;
 }
 
+// Serving under a stepping cap on the twin (data/matrices/serve*.json): capserve against the
+// static Triton-style setting, the seeds under serve and the per-segment oracle.
+void run_serve_matrix(const std::string& path, const std::string& data_dir, const BenchFlags& flags) {
+  if (flags.bobd_budget != 50 || flags.params_dir || flags.shadow) {
+    throw usage_error(fmt::format("--bobd-budget, --params and --shadow do not apply to the serving matrix {}", flags.matrix));
+  }
+  const auto matrix = bench::load_serve_matrix(path);
+  const auto catalog = sim::Catalog::load(data_dir);
+  bench::ServeBenchOptions options;
+  if (trim(flags.algorithms) != "all") options.algorithms = algorithm_list(flags.algorithms, false);
+  options.seed = parse_seed(flags.seed);
+  options.threads = flags.jobs;
+  options.sample_hz = flags.sample_hz;
+  bench::validate_serve_matrix(matrix, catalog);  // before anything is written
+  std::string plot_dir;
+  if (!flags.out_dir.empty()) {
+    prepare_out_dir(flags.out_dir);
+    std::error_code ec;
+    std::filesystem::remove(std::filesystem::path(flags.out_dir) / "traces", ec);  // a serving matrix writes none
+    plot_dir = (std::filesystem::path(flags.out_dir) / "plots").string();
+  }
+  options.progress = CountProgress("bench", stderr_is_terminal());
+  const auto report = bench::run_serve_bench(matrix, catalog, options);
+  auto command = fmt::format("gpucap bench --matrix {} --algorithms {} --seed {}", flags.matrix, flags.algorithms, flags.seed);
+  if (flags.sample_hz != 100.0) command += fmt::format(" --sample-hz {:g}", flags.sample_hz);
+  if (!flags.out_dir.empty()) command += " --out DIR";
+  const auto json = bench::serve_summary_json(report);
+  if (!flags.out_dir.empty()) {
+    const std::filesystem::path out(flags.out_dir);
+    write_text_file((out / "summary.csv").string(), bench::serve_summary_csv(report));
+    write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
+    bench::write_serve_plots(report, plot_dir);
+    // The report is written last: its presence means the set is complete.
+    write_text_file((out / "report.md").string(), bench::serve_report_markdown(report, command, true));
+  }
+  if (flags.json) {
+    std::cout << json.dump(2) << "\n";
+  } else {
+    std::cout << bench::serve_report_markdown(report, command, false);
+  }
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
@@ -126,7 +169,8 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                   "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
                   "../shared/data/pctodl)");
   cmd->add_flag("--shadow", flags->shadow, "pctodl: run PctoDL's shadow optimizer (off as in upstream's benchmarks)");
-  cmd->add_flag("--json", flags->json, "Print the summary as JSON instead of CSV");
+  cmd->add_flag("--json", flags->json,
+                "Print the summary as JSON instead of CSV (a serving matrix, serve*: instead of its Markdown report)");
 
   return Command{cmd, [flags, &global] {
                    const auto data_dir = resolve_data_dir(global);
@@ -138,7 +182,12 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                      run_switchflow_matrix(*experiment, data_dir, *flags);
                      return;
                    }
-                   const auto matrix = bench::load_matrix(bench::matrix_path(data_dir, flags->matrix));
+                   const auto path = bench::matrix_path(data_dir, flags->matrix);
+                   if (bench::is_serve_matrix(path)) {
+                     run_serve_matrix(path, data_dir, *flags);
+                     return;
+                   }
+                   const auto matrix = bench::load_matrix(path);
                    const auto catalog = sim::Catalog::load(data_dir);
                    bench::BenchOptions options;
                    options.algorithms = algorithm_list(flags->algorithms, matrix.mps.has_value());

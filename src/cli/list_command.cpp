@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "gpucap/bench/matrix.hpp"
+#include "gpucap/bench/serve_bench.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/control/registry.hpp"
 #include "gpucap/core/files.hpp"
@@ -97,6 +98,22 @@ void list_matrices(const std::string& data_dir, bool json) {
   const auto files = list_files((std::filesystem::path(data_dir) / "matrices").string(), ".json");
   nlohmann::json out = nlohmann::json::array();
   for (const auto& file : files) {
+    if (bench::is_serve_matrix(file)) {
+      // A serving matrix (bench/serve_bench.hpp): GPUs × models × loads.
+      const auto serve = bench::load_serve_matrix(file);
+      std::vector<std::string> gpus;
+      std::size_t cells = 0;
+      for (const auto& g : serve.gpus) {
+        gpus.push_back(g.gpu);
+        cells += g.models.size() * serve.loads.size();
+      }
+      if (json) {
+        out.push_back({{"id", serve.id}, {"gpu", join(gpus, ",")}, {"cells", cells}, {"description", serve.description}});
+      } else {
+        fmt::print("{:<16} gpu {:<8} {:>3} cells {}\n", serve.id, join(gpus, ","), cells, serve.description);
+      }
+      continue;
+    }
     const auto matrix = bench::load_matrix(file);
     if (json) {
       out.push_back({{"id", matrix.id}, {"gpu", matrix.gpu}, {"jobs", matrix.jobs.size()},
