@@ -24,12 +24,14 @@ text with its numbers blanked). A number the code changes cannot go stale in the
 
 import argparse
 import os
+import queue
 import re
 import shlex
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -57,8 +59,9 @@ SKIPPED = {
     "build/gpucap bso serve --db sqlite:bso.db --listen 127.0.0.1:8000": "a server that runs until stopped "
         "(tests/service, tests/bsoclient/live_server_test.cpp)",
     "kill %1": "the check stops the servers it started itself (SIGTERM, then it checks the exit status)",
+    "kill %1 %2 %3 %4 %5 %6": "the check stops the servers it started itself, the last started first",
     "build/gpucap calibrate": "rewrites the checkout's data/ (minutes; tests/calibrate, scripts/make-fidelity.sh)",
-    "build/gpucap fidelity --report fidelity.md": "5-7 minutes (scripts/make-fidelity.sh writes docs/fidelity.md; "
+    "build/gpucap fidelity --report fidelity.md": "about 15 minutes of CPU (scripts/make-fidelity.sh writes docs/fidelity.md; "
         "tests/cli/fidelity_cli_test.cpp)",
 }
 
@@ -160,21 +163,34 @@ class Ports:
         return re.sub(r"127\.0\.0\.1:([0-9]{2,5})", replace, command)
 
 
+# What a README command may start with to be run: gpucap, and the throwaway etcd its cluster
+# example starts (a server, like gpucap serve).
+RUNNABLE = ("build/gpucap ", "scripts/local-etcd.sh ")
+
+
 def start_background(command, gpucap, cwd):
     """A README command ending in ' &' (a server): started, and ready once it prints the line
     'stop with Ctrl-C'. Returns the process, or an error message."""
     words = shlex.split(command[:-1].strip())
     if words and words[0] == "build/gpucap":
         words[0] = str(gpucap)
+    elif words and words[0].startswith("scripts/"):
+        words[0] = str(ROOT / words[0])
     process = subprocess.Popen(words, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its stdout is read on a thread, so that a server that never says it is ready (or hangs)
+    # fails the check after the deadline instead of blocking it.
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
     deadline = time.monotonic() + 120
-    for line in process.stdout:
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
         if "stop with Ctrl-C" in line:
             return process, None
-        if time.monotonic() > deadline:
-            break
     process.kill()
-    return None, f"did not become ready: {process.stderr.read().strip()[-400:]}"
+    return None, f"did not become ready within 120 s: {process.stderr.read().strip()[-400:]}"
 
 
 def stop_background(process):
@@ -271,7 +287,7 @@ def main():
                 if command in SKIPPED:
                     print(f"skipped  {command}  ({SKIPPED[command]})")
                     continue
-                if not command.startswith("build/gpucap "):
+                if not command.startswith(RUNNABLE):
                     failures.append(f"README.md:{start}: '{command}' is neither run nor listed as skipped "
                                     "in scripts/readme_examples.py")
                     continue
@@ -289,7 +305,7 @@ def main():
                 print(f"{status:<8} {command}  ({seconds:.1f} s)")
                 if code != 0:
                     failures.append(f"README.md:{start}: '{command}' failed ({status}): {err.strip()[-400:]}")
-            for command, process in servers:
+            for command, process in reversed(servers):  # the last started first: nodes before their etcd
                 code = stop_background(process)
                 print(f"{'stopped' if code == 0 else f'exit {code}':<8} {command}")
                 if code != 0:

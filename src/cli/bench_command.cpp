@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "gpucap/bench/harness.hpp"
+#include "gpucap/bench/cluster_matrix.hpp"
 #include "gpucap/bench/matrix.hpp"
 #include "gpucap/bench/cap_share_bench.hpp"
 #include "gpucap/bench/plots.hpp"
@@ -150,6 +151,43 @@ void run_serve_matrix(const std::string& path, const std::string& data_dir, cons
   }
 }
 
+// A power budget shared by twin nodes (data/matrices/cluster*.json): `cluster simulate`'s cells under
+// every policy (bench/cluster_matrix.hpp).
+void run_cluster_bench(const std::string& path, const std::string& data_dir, const BenchFlags& flags) {
+  if (trim(flags.algorithms) != "all" || flags.bobd_budget != 50 || flags.params_dir || flags.shadow ||
+      flags.sample_hz != 100.0) {
+    throw usage_error(fmt::format(
+        "--algorithms, --sample-hz, --bobd-budget, --params and --shadow do not apply to the cluster matrix {}: every "
+        "policy runs",
+        flags.matrix));
+  }
+  const auto matrix = bench::load_cluster_matrix(path);
+  const auto catalog = sim::Catalog::load(data_dir);
+  const auto seed = parse_seed(flags.seed);
+  if (!flags.out_dir.empty()) {
+    prepare_out_dir(flags.out_dir);
+    std::error_code ec;
+    std::filesystem::remove(std::filesystem::path(flags.out_dir) / "traces", ec);  // a cluster matrix writes none
+  }
+  const auto report = bench::run_cluster_matrix(matrix, catalog, seed, std::max(1, flags.jobs));
+  auto command = fmt::format("gpucap bench --matrix {} --seed {}", flags.matrix, flags.seed);
+  if (!flags.out_dir.empty()) command += " --out DIR";
+  const auto json = bench::cluster_summary_json(report);
+  if (!flags.out_dir.empty()) {
+    const std::filesystem::path out(flags.out_dir);
+    write_text_file((out / "summary.csv").string(), bench::cluster_summary_csv(report));
+    write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
+    bench::write_cluster_plot(report, (out / "plots").string());
+    write_text_file((out / "report.md").string(),
+                    bench::cluster_report_markdown(report, command, true));  // last: the set is complete
+  }
+  if (flags.json) {
+    std::cout << json.dump(2) << "\n";
+  } else {
+    std::cout << bench::cluster_report_markdown(report, command, false);
+  }
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
@@ -185,6 +223,10 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    const auto path = bench::matrix_path(data_dir, flags->matrix);
                    if (bench::is_serve_matrix(path)) {
                      run_serve_matrix(path, data_dir, *flags);
+                     return;
+                   }
+                   if (bench::is_cluster_matrix(path)) {
+                     run_cluster_bench(path, data_dir, *flags);
                      return;
                    }
                    const auto matrix = bench::load_matrix(path);

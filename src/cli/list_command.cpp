@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "gpucap/bench/cluster_matrix.hpp"
 #include "gpucap/bench/matrix.hpp"
 #include "gpucap/bench/serve_bench.hpp"
 #include "gpucap/cli/commands.hpp"
@@ -111,6 +112,16 @@ void list_matrices(const std::string& data_dir, bool json) {
         out.push_back({{"id", serve.id}, {"gpu", join(gpus, ",")}, {"cells", cells}, {"description", serve.description}});
       } else {
         fmt::print("{:<16} gpu {:<8} {:>3} cells {}\n", serve.id, join(gpus, ","), cells, serve.description);
+      }
+      continue;
+    }
+    if (bench::is_cluster_matrix(file)) {
+      // A cluster matrix (bench/cluster_matrix.hpp): cells of `cluster simulate`, twin nodes of every GPU.
+      const auto cluster = bench::load_cluster_matrix(file);
+      if (json) {
+        out.push_back({{"id", cluster.id}, {"gpu", "many"}, {"cells", cluster.cells.size()}, {"description", cluster.description}});
+      } else {
+        fmt::print("{:<16} gpu {:<8} {:>3} cells {}\n", cluster.id, "many", cluster.cells.size(), cluster.description);
       }
       continue;
     }

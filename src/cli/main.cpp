@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
       gpucap::cli::add_monitor_command(app, global),
       gpucap::cli::add_serve_command(app, global),
       gpucap::cli::add_load_command(app, global),
+      gpucap::cli::add_cluster_command(app, global),
   };
 
   // Unknown words are collected (not rejected by CLI11) so the error can name them, and the global

@@ -36,6 +36,9 @@
 #include "gpucap/service/serve_dashboard.hpp"
 #include "gpucap/service/serve_metrics.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "cap_file_watcher.hpp"
+#include "cluster_node.hpp"
+#include "gpucap/cluster/node_curves.hpp"
 #include "live_metrics.hpp"
 
 #ifndef GPUCAP_VERSION
@@ -50,7 +53,6 @@ constexpr const char* kNoopModel = "noop";
 // The twin GPU's engine when the model is noop: the loop needs a model to idle the twin with;
 // noop never runs it.
 constexpr const char* kNoopTwinModel = "mobilenet_v1_0.25";
-constexpr double kCapFilePollS = 0.2;
 constexpr int kMaxBatchBound = 4096;
 
 struct ServeFlags {
@@ -84,6 +86,7 @@ struct ServeFlags {
   std::string seed = "1";
   double sample_hz = 100.0;
   bool json = false;
+  ClusterNodeFlags cluster;
 };
 
 // The GPU, the model and how batches turn into answers.
@@ -95,6 +98,7 @@ struct Served {
   monitor::GpuIdentity identity;
   std::shared_ptr<const predict::ProfileModel> profile;
   double min_cap_w = 1.0;  // below it no controller can meet the cap
+  std::optional<cluster::NodeCurve> capacity;  // with --cluster-etcd: what it can serve under each cap
 };
 
 sim::Precision twin_precision(const std::string& text) {
@@ -172,6 +176,13 @@ Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
     s.profile = runtime::measure_default_profile(catalog, gpu.id, model.id, f.sample_hz,
                                                  sim::derive_seed(o.seed, runtime::kProfileSeedStream));
   }
+  if (f.cluster.enabled()) {
+    cluster::TwinCurveOptions curve_options;
+    curve_options.slo_s = f.slo_ms / 1e3;
+    const auto capacity = cluster::twin_capacity(gpu, model, curve_options);
+    if (!capacity) throw usage_error(fmt::format("{} on the {} meets no {:g}-ms SLO under any cap: it cannot join a cluster", model.id, gpu.name, f.slo_ms));
+    s.capacity = cluster::twin_capacity_curve(*capacity, s.min_cap_w);
+  }
   return s;
 }
 
@@ -213,6 +224,11 @@ Served nvml_served(const ServeFlags& f) {
   s.gpu_name = info.name;
   s.identity = monitor::nvml_identity(info, monitor::local_hostname());
   if (f.profile_path) s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+  if (f.cluster.enabled()) {
+    if (!s.profile) throw usage_error("--cluster-etcd on a real GPU needs --profile FILE: the node's curve comes from it");
+    s.capacity = cluster::profile_capacity_curve(*s.profile, f.slo_ms / 1e3, std::max(info.power_limit_min_w, s.min_cap_w),
+                                                 info.power_limit_max_w, info.power_limit_default_w);
+  }
   return s;
 }
 
@@ -248,71 +264,6 @@ std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f) {
   }
   throw usage_error("give the cap to start with: --power-cap W, --cap-schedule \"T:W,...\" or --cap-file F");
 }
-
-// Watches --cap-file (a power agent rewrites it): a new content that is a cap sets it; one that
-// is not (malformed, unreadable, out of range) keeps the last good cap, with a log line and the
-// cap-file metrics.
-class CapFileWatcher {
- public:
-  CapFileWatcher(std::string path, serve::CapState& cap, serve::ServingRuntime& runtime, service::ServeMetrics* metrics)
-      : path_(std::move(path)), cap_(cap), runtime_(runtime), metrics_(metrics) {
-    last_ = read_or_error();
-    if (metrics_ != nullptr) metrics_->cap_file(true);
-    thread_ = std::thread([this] { watch(); });
-  }
-  ~CapFileWatcher() {
-    {
-      const std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();
-  }
-  CapFileWatcher(const CapFileWatcher&) = delete;
-  CapFileWatcher& operator=(const CapFileWatcher&) = delete;
-
- private:
-  std::string read_or_error() const {
-    try {
-      return read_text_file(path_);
-    } catch (const Error& e) {
-      return std::string("\x01") + e.what();  // unreadable: not a content a file can have
-    }
-  }
-
-  void watch() {
-    std::unique_lock lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::duration<double>(kCapFilePollS), [this] { return stop_; })) {
-      const auto text = read_or_error();
-      if (text == last_) continue;
-      last_ = text;
-      try {
-        if (text.starts_with('\x01')) throw Error(ErrorCode::io, text.substr(1));
-        const double watts = serve::parse_cap_file(text, path_);
-        cap_.set(watts, "file", runtime_.now_s());
-        runtime_.cap_changed();
-        if (metrics_ != nullptr) metrics_->cap_file(true);
-        fmt::print(stderr, "gpucap serve: the cap is {:g} W from now on (--cap-file {})\n", watts, path_);
-      } catch (const Error& e) {
-        cap_.note_error("file", e.what());
-        if (metrics_ != nullptr) metrics_->cap_file(false);
-        const auto kept = cap_.at(runtime_.now_s());
-        fmt::print(stderr, "gpucap serve: warning: --cap-file: {}; the cap stays {:g} W (from {})\n", e.what(), kept.cap_w,
-                   kept.source);
-      }
-    }
-  }
-
-  std::string path_;
-  serve::CapState& cap_;
-  serve::ServingRuntime& runtime_;
-  service::ServeMetrics* metrics_;
-  std::string last_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // What serving exports on --metrics: the GPU's DCGM series (at each power sample), gpucap's window
 // series, Triton's request families and the dashboard.
@@ -387,7 +338,11 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   }
   const auto hostname_label = monitor::parse_hostname_label(f.hostname_label);
   const auto batcher = batcher_config(f);
-  auto [schedule, source] = initial_cap(f);
+  check_cluster_node_flags(f.cluster);
+  if (f.cluster.enabled() && (f.power_cap_w || f.cap_schedule || f.cap_file || f.admin)) {
+    throw usage_error("with --cluster-etcd the cluster's coordinator sets the cap: --power-cap, --cap-schedule, --cap-file "
+                      "and --admin do not go with it");
+  }
   if (f.platform != "twin" && f.platform != "sim" && f.platform != "nvml") {
     throw usage_error(fmt::format("--platform '{}' must be twin or nvml", f.platform));
   }
@@ -399,6 +354,9 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   served.identity.hostname_label = hostname_label;
   auto& platform = *served.platform;
   const auto limits = platform.controller_limits();
+  // A cluster node starts at its lowest cap, until its first allocation.
+  auto [schedule, source] = f.cluster.enabled() ? std::pair{CapSchedule::constant(served.capacity->min_cap_w), std::string("cluster")}
+                                                : initial_cap(f);
   serve::CapState cap(schedule, source, served.min_cap_w, limits.power_limit_max_w);
   const bool gpu_writes = twin || f.allow_gpu_control;
   auto controller = make_serving_controller(f, served, gpu_writes);
@@ -431,7 +389,9 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   runtime_options.slo_s = f.slo_ms / 1e3;
   runtime_options.batcher = batcher;
   runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
-  const auto on_window = [&exports](const serve::ServingWindow& w) {
+  std::atomic<ClusterNode*> cluster_node{nullptr};
+  const auto on_window = [&exports, &cluster_node](const serve::ServingWindow& w) {
+    if (auto* node = cluster_node.load()) node->observe(w);
     exports.series.add(w);
     if (!exports.live) return;
     monitor::WindowFigures figures;
@@ -467,6 +427,16 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   }
   std::unique_ptr<CapFileWatcher> watcher;
   if (f.cap_file) watcher = std::make_unique<CapFileWatcher>(*f.cap_file, cap, runtime, exports.serve.get());
+  std::unique_ptr<ClusterNode> node;
+  if (f.cluster.enabled()) {
+    node = std::make_unique<ClusterNode>(
+        f.cluster, ClusterNodeSetup{*served.capacity, served.gpu_id, model_name, platform.simulated(),
+                                    [&cap, &runtime](double cap_w) {
+                                      cap.set(cap_w, "cluster", runtime.now_s());
+                                      runtime.cap_changed();
+                                    }});
+    cluster_node = node.get();
+  }
 
   std::exception_ptr serve_failure;
   std::thread http([&server, &serve_failure] {
@@ -495,6 +465,8 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   fmt::print(stderr, "gpucap serve: {}: draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   server.stop();  // no new connections; the handlers in flight wait for their answers
   http.join();
+  cluster_node = nullptr;
+  node.reset();  // leaves the cluster (0 W acknowledged) before the GPU is restored
   const auto totals = runtime.drain();
   watcher.reset();
   if (admin) admin->stop();
@@ -576,6 +548,7 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", flags->seed, "twin: seed of its noise")->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate, Hz")->capture_default_str();
   cmd->add_flag("--json", flags->json, "At exit, print the summary as JSON");
+  add_cluster_node_flags(*cmd, flags->cluster);
   flags->real.add_to(*cmd);
   return Command{cmd, [flags, &global] { run_serve(*flags, global); }};
 }

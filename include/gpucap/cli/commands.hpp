@@ -60,6 +60,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global);
 Command add_load_command(CLI::App& app, const GlobalOptions& global);
 // gpucap bso: Zeus's batch-size optimizer for recurring training (serve, simulate, bench).
 Command add_bso_command(CLI::App& app, const GlobalOptions& global);
+// gpucap cluster: one power budget shared by many nodes; its subcommands are in src/cli/cluster_commands.hpp.
+Command add_cluster_command(CLI::App& app, const GlobalOptions& global);
 // Its subcommands, one file each; `bso` is the parent app.
 Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& global);
 Command add_bso_simulate_command(CLI::App& bso, const GlobalOptions& global);

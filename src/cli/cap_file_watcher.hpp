@@ -1,0 +1,89 @@
+#pragma once
+// `gpucap serve --cap-file F`: a file a node's power agent rewrites, watched on a thread of its own.
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
+
+#include "gpucap/serve/cap_state.hpp"
+#include "gpucap/serve/serving_runtime.hpp"
+#include "gpucap/service/serve_metrics.hpp"
+
+namespace gpucap::cli {
+
+inline constexpr double kCapFilePollS = 0.2;  // how often the file is read
+
+// Watches --cap-file (a power agent rewrites it): a new content that is a cap sets it; one that
+// is not (malformed, unreadable, out of range) keeps the last good cap, with a log line and the
+// cap-file metrics.
+class CapFileWatcher {
+ public:
+  CapFileWatcher(std::string path, serve::CapState& cap, serve::ServingRuntime& runtime, service::ServeMetrics* metrics)
+      : path_(std::move(path)), cap_(cap), runtime_(runtime), metrics_(metrics) {
+    last_ = read_or_error();
+    if (metrics_ != nullptr) metrics_->cap_file(true);
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~CapFileWatcher() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  CapFileWatcher(const CapFileWatcher&) = delete;
+  CapFileWatcher& operator=(const CapFileWatcher&) = delete;
+
+ private:
+  std::string read_or_error() const {
+    try {
+      return read_text_file(path_);
+    } catch (const Error& e) {
+      return std::string("\x01") + e.what();  // unreadable: not a content a file can have
+    }
+  }
+
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::duration<double>(kCapFilePollS), [this] { return stop_; })) {
+      const auto text = read_or_error();
+      if (text == last_) continue;
+      last_ = text;
+      try {
+        if (text.starts_with('\x01')) throw Error(ErrorCode::io, text.substr(1));
+        const double watts = serve::parse_cap_file(text, path_);
+        cap_.set(watts, "file", runtime_.now_s());
+        runtime_.cap_changed();
+        if (metrics_ != nullptr) metrics_->cap_file(true);
+        fmt::print(stderr, "gpucap serve: the cap is {:g} W from now on (--cap-file {})\n", watts, path_);
+      } catch (const Error& e) {
+        cap_.note_error("file", e.what());
+        if (metrics_ != nullptr) metrics_->cap_file(false);
+        const auto kept = cap_.at(runtime_.now_s());
+        fmt::print(stderr, "gpucap serve: warning: --cap-file: {}; the cap stays {:g} W (from {})\n", e.what(), kept.cap_w,
+                   kept.source);
+      }
+    }
+  }
+
+  std::string path_;
+  serve::CapState& cap_;
+  serve::ServingRuntime& runtime_;
+  service::ServeMetrics* metrics_;
+  std::string last_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpucap::cli
