@@ -1,19 +1,27 @@
 // gpucap cluster status: one consistent read of a cluster (one etcd revision): the budget, the
 // leading coordinator, and per node its allocation, the cap in force it acknowledged, and what it
-// last reported measuring (power, throughput, SLO attainment) with the report's age.
+// last reported measuring (power, throughput, SLO attainment) with the report's age; or, with
+// --metrics, the same as Prometheus metrics read at each scrape.
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <future>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "cluster_commands.hpp"
 #include "cluster_etcd.hpp"
 #include "gpucap/cluster/realtime.hpp"
 #include "gpucap/cluster/schema.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/monitor/exposition.hpp"
+#include "gpucap/service/bso_server.hpp"
+#include "gpucap/service/metrics_server.hpp"
 
 namespace gpucap::cli {
 namespace {
@@ -21,6 +29,7 @@ namespace {
 struct StatusFlags {
   EtcdFlags etcd;
   bool json = false;
+  std::optional<std::string> metrics;  // serve the cluster's figures at HOST:PORT/metrics
 };
 
 struct NodeView {
@@ -156,7 +165,88 @@ void print_table(const nlohmann::json& status) {
   }
 }
 
+void declare_cluster_metrics(monitor::MetricsRegistry& registry) {
+  using monitor::MetricType;
+  registry.declare("gpucap_cluster_up", MetricType::gauge, "1 when etcd answered this scrape's read, else 0");
+  registry.declare("gpucap_cluster_budget_watts", MetricType::gauge, "The cluster's power budget");
+  registry.declare("gpucap_cluster_allocated_watts", MetricType::gauge, "The sum of the live nodes' allocations");
+  registry.declare("gpucap_cluster_measured_power_watts", MetricType::gauge,
+                   "The sum of the power the nodes last reported (each its last window's highest sample)");
+  registry.declare("gpucap_cluster_nodes", MetricType::gauge, "Nodes with a record in etcd, alive or gone");
+  registry.declare("gpucap_cluster_leader", MetricType::gauge, "1 for the coordinator that leads");
+  registry.declare("gpucap_cluster_node_allocation_watts", MetricType::gauge, "A node's allocation");
+  registry.declare("gpucap_cluster_node_cap_watts", MetricType::gauge, "The cap a node acknowledged (in force)");
+  registry.declare("gpucap_cluster_node_power_watts", MetricType::gauge, "A node's last reported power");
+  registry.declare("gpucap_cluster_node_throughput", MetricType::gauge, "A node's last reported answers per second");
+  registry.declare("gpucap_cluster_node_slo_attainment", MetricType::gauge, "A node's last reported share within the SLO");
+  registry.declare("gpucap_cluster_node_report_age_seconds", MetricType::gauge, "Seconds since a node's last report");
+}
+
+// One scrape: a fresh registry from one read of the cluster (etcd unreachable: up 0 only).
+std::string render_cluster_metrics(cluster::Store& store, const cluster::Keys& keys, const std::string& name) {
+  monitor::MetricsRegistry registry;
+  declare_cluster_metrics(registry);
+  const monitor::Labels cluster_label{{"cluster", name}};
+  nlohmann::json status;
+  try {
+    status = to_json(read_cluster(store, keys), name);
+  } catch (const cluster::StoreError&) {
+    registry.set("gpucap_cluster_up", cluster_label, 0.0);
+    return registry.render();
+  }
+  registry.set("gpucap_cluster_up", cluster_label, 1.0);
+  if (status["budget_w"].is_number()) registry.set("gpucap_cluster_budget_watts", cluster_label, status["budget_w"].get<double>());
+  registry.set("gpucap_cluster_allocated_watts", cluster_label, status["allocated_w"].get<double>());
+  registry.set("gpucap_cluster_measured_power_watts", cluster_label, status["measured_power_w"].get<double>());
+  if (status["leader"].is_string()) {
+    registry.set("gpucap_cluster_leader", {{"cluster", name}, {"id", status["leader"].get<std::string>()}}, 1.0);
+  }
+  std::map<std::string, double> by_state{{"alive", 0.0}, {"gone", 0.0}};
+  const auto number = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : std::nan(""); };
+  for (const auto& node : status["nodes"]) {
+    by_state[node["alive"].get<bool>() ? "alive" : "gone"] += 1.0;
+    const monitor::Labels labels{{"cluster", name},
+                                 {"node", node["id"].get<std::string>()},
+                                 {"gpu", node["gpu"].get<std::string>()},
+                                 {"model", node["model"].get<std::string>()}};
+    registry.set_if_known("gpucap_cluster_node_allocation_watts", labels, number(node["allocation_w"]));
+    registry.set_if_known("gpucap_cluster_node_cap_watts", labels, number(node["cap_w"]));
+    registry.set_if_known("gpucap_cluster_node_power_watts", labels, number(node["power_w"]));
+    registry.set_if_known("gpucap_cluster_node_throughput", labels, number(node["throughput"]));
+    registry.set_if_known("gpucap_cluster_node_slo_attainment", labels, number(node["slo_attainment"]));
+    registry.set_if_known("gpucap_cluster_node_report_age_seconds", labels, number(node["age_s"]));
+  }
+  for (const auto& [state, count] : by_state) registry.set("gpucap_cluster_nodes", {{"cluster", name}, {"state", state}}, count);
+  return registry.render();
+}
+
+// --metrics: serves the cluster's figures, read from etcd at each scrape, until SIGINT/SIGTERM.
+void serve_cluster_metrics(const StatusFlags& f) {
+  const auto [host, port] = service::parse_listen_address(*f.metrics, "--metrics", "127.0.0.1:9402");
+  const cluster::Keys keys(f.etcd.cluster);
+  auto store = connect_etcd(f.etcd);
+  // The signals are taken before any thread starts, so that every thread inherits their mask.
+  std::promise<void> stopped;
+  StopSignal stop([&stopped](int) { stopped.set_value(); });
+  std::mutex store_mutex;  // one read at a time
+  service::MetricsServer server(host, port, [&] {
+    std::lock_guard lock(store_mutex);
+    return render_cluster_metrics(*store, keys, f.etcd.cluster);
+  });
+  (void)server.start();
+  fmt::print("gpucap cluster status: the metrics of cluster {} at {}\n  stop with Ctrl-C or SIGTERM\n", f.etcd.cluster,
+             server.url());
+  std::fflush(stdout);
+  stopped.get_future().wait();
+  server.stop();
+}
+
 void run_status(const StatusFlags& f) {
+  if (f.metrics) {
+    if (f.json) throw usage_error("--json prints the status once; --metrics serves it: give one of them");
+    serve_cluster_metrics(f);
+    return;
+  }
   const cluster::Keys keys(f.etcd.cluster);
   auto store = connect_etcd(f.etcd);
   const auto status = to_json(read_cluster(*store, keys), f.etcd.cluster);
@@ -174,6 +264,9 @@ Command add_cluster_status_command(CLI::App& cluster, const GlobalOptions& /*glo
   auto* cmd = cluster.add_subcommand("status", "A cluster's budget, leader and nodes (cap, power, throughput, SLO, age)");
   add_etcd_flags(*cmd, flags->etcd);
   cmd->add_flag("--json", flags->json, "Print JSON");
+  cmd->add_option("--metrics", flags->metrics,
+                  "Serve the cluster's figures (budget, allocated, measured power, nodes, per node cap/power/throughput) "
+                  "as Prometheus metrics at HOST:PORT/metrics, read from etcd at each scrape, until Ctrl-C");
   return {cmd, [flags] { run_status(*flags); }};
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <sys/wait.h>
 #include <fstream>
 #include <iterator>
 #include <iostream>
@@ -25,6 +26,7 @@
 
 #include "gpucap/cluster/etcd_store.hpp"
 #include "gpucap/cluster/schema.hpp"
+#include "cli/metrics_scrape.hpp"
 #include "support/child_process.hpp"
 #include "support/cli_runner.hpp"
 #include "support/paths.hpp"
@@ -181,6 +183,34 @@ TEST_F(ClusterEtcd, TwentyNodesKeepTheBudgetThroughEveryFault) {
   double budget_w = 5000.0;
   budget.push_back({set_budget(budget_w), budget_w});
   ASSERT_TRUE(wait_for([&] { return settled(status(), kNodes, budget_w); }, 15.0)) << status().dump(1);
+
+  // The cluster's own metrics: read from etcd at each scrape, in Prometheus's format.
+  {
+    auto exporter = start(with({"cluster", "status", "--metrics", "127.0.0.1:0"}, etcd_flags()), "metrics.log");
+    static const std::regex url_pattern(R"(http://[0-9.]+:[0-9]+/metrics)");
+    std::string url;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          std::smatch m;
+          const auto log = read_file_text(dir_.file("metrics.log"));
+          if (std::regex_search(log, m, url_pattern)) url = m.str();
+          return !url.empty();
+        },
+        10.0));
+    const auto text = scrape(url);
+    ASSERT_TRUE(text.has_value());
+    EXPECT_EQ(series_value(*text, "gpucap_cluster_up"), 1.0);
+    EXPECT_EQ(series_value(*text, "gpucap_cluster_budget_watts"), budget_w);
+    EXPECT_EQ(series_value(*text, "gpucap_cluster_nodes", "state=\"alive\""), static_cast<double>(kNodes));
+    EXPECT_NEAR(*series_value(*text, "gpucap_cluster_allocated_watts"), budget_w, 2.0 * kNodes);
+    EXPECT_EQ(series_value(*text, "gpucap_cluster_node_cap_watts", "node=\"n0\""),
+              series_value(*text, "gpucap_cluster_node_allocation_watts", "node=\"n0\""));
+    EXPECT_TRUE(promtool_problems(*text).empty()) << *text;
+    exporter->signal(SIGTERM);
+    const auto ended = exporter->wait(10.0);
+    ASSERT_TRUE(ended.has_value());
+    EXPECT_TRUE(WIFEXITED(*ended) && WEXITSTATUS(*ended) == 0) << "SIGTERM ends it cleanly";
+  }
 
   // Bad input from other machines: a second node with a taken ID is refused (it applies nothing
   // but the lowest cap it started at), and a record with a broken curve is held, not allocated.
