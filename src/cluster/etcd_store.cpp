@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <thread>
@@ -244,7 +245,12 @@ class EtcdStore::WatchStream {
 
   ~WatchStream() {
     stopping_ = true;
-    client_.stop();  // shuts the socket a blocked read waits on
+    // stop() shuts the socket a blocked read waits on; a stream still connecting has no socket to
+    // shut yet, so it is stopped again until the thread says it has ended.
+    while (!finished_) {
+      client_.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (thread_.joinable()) thread_.join();
   }
   WatchStream(const WatchStream&) = delete;
@@ -267,13 +273,16 @@ class EtcdStore::WatchStream {
     request.content_receiver = [this](const char* data, std::size_t size, std::uint64_t, std::uint64_t) {
       return !stopping_ && on_bytes(std::string_view(data, size));
     };
-    const auto result = client_.send(request);
-    std::lock_guard lock(mutex_);
-    if (!ended_) {
-      ended_ = true;
-      end_message_ = result ? fmt::format("etcd watch stream ended (HTTP {})", result->status)
-                            : fmt::format("etcd watch stream broke ({})", httplib::to_string(result.error()));
+    if (!stopping_) {
+      const auto result = client_.send(request);
+      std::lock_guard lock(mutex_);
+      if (!ended_) {
+        ended_ = true;
+        end_message_ = result ? fmt::format("etcd watch stream ended (HTTP {})", result->status)
+                              : fmt::format("etcd watch stream broke ({})", httplib::to_string(result.error()));
+      }
     }
+    finished_ = true;
   }
 
   // One JSON object per line; a partial line waits for the rest.
@@ -325,6 +334,7 @@ class EtcdStore::WatchStream {
   httplib::Client client_;
   std::size_t max_line_bytes_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> finished_{false};  // run() has returned
   std::string pending_;  // touched by the stream's thread only
   std::mutex mutex_;     // guards what follows
   std::vector<WatchEvent> events_;
