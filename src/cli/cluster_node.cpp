@@ -82,7 +82,9 @@ ClusterNode::ClusterNode(const ClusterNodeFlags& flags, ClusterNodeSetup setup)
   options.safe_cap_w = safe_cap_w;
   options.gpu = setup_.gpu;
   options.model = setup_.model;
-  options.log = [](std::string_view line) { fmt::print(stderr, "gpucap serve: cluster: {}\n", line); };
+  options.log = [program = setup_.program](std::string_view line) {
+    fmt::print(stderr, "gpucap {}: cluster: {}\n", program, line);
+  };
   agent_ = std::make_unique<cluster::NodeAgent>(
       *store_, options, [this](double cap_w) { apply(cap_w, agent_ && agent_->fallen_back() ? "safe cap" : "allocation"); },
       applied_w_, loop_.now_s());
@@ -101,23 +103,33 @@ ClusterNode::ClusterNode(const ClusterNodeFlags& flags, ClusterNodeSetup setup)
 ClusterNode::~ClusterNode() {
   loop_.stop();
   if (thread_.joinable()) thread_.join();
+  leaving_ = true;
   try {
     agent_->leave(loop_.now_s());
     if (report_lease_ != 0) store_->revoke_lease(report_lease_);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "gpucap serve: cluster: leaving: {} (the lease expires on its own)\n", e.what());
+    fmt::print(stderr, "gpucap {}: cluster: leaving: {} (the lease expires on its own)\n", setup_.program, e.what());
   }
 }
 
 void ClusterNode::apply(double cap_w, const char* why) {
-  // Standby (0 W: the budget cannot give every node its minimum) is not a state serve has: it
-  // holds its lowest cap and says so.
+  if (leaving_) {
+    // The job has ended (a run) or drained (serve): nothing runs any more, the node holds nothing
+    // the budget must count. The GPU is left as the command leaves it (restored at its exit).
+    fmt::print(stderr, "gpucap {}: cluster cap {} {:.3f} W at {:.6f} (leaving: nothing runs any more)\n", setup_.program,
+               flags_.node, 0.0, cluster::unix_now_s());
+    applied_w_ = 0.0;
+    return;
+  }
+  // Standby (0 W: the budget cannot give every node its minimum) is not a state serve or run has:
+  // the node holds its lowest cap and says so.
   const double settable_w = std::max(cap_w, setup_.capacity.min_cap_w);
   const bool raise = settable_w > applied_w_;
   const double before_s = cluster::unix_now_s();
   setup_.apply_cap(settable_w);
   const double logged_s = raise ? before_s : cluster::unix_now_s();
-  fmt::print(stderr, "gpucap serve: cluster cap {} {:.3f} W at {:.6f} ({}{})\n", flags_.node, settable_w, logged_s, why,
+  fmt::print(stderr, "gpucap {}: cluster cap {} {:.3f} W at {:.6f} ({}{})\n", setup_.program, flags_.node, settable_w,
+             logged_s, why,
              cap_w < settable_w ? fmt::format(": given {:g} W, standby is not supported, holding the lowest cap", cap_w) : "");
   applied_w_ = settable_w;
   std::lock_guard lock(mutex_);
@@ -126,12 +138,20 @@ void ClusterNode::apply(double cap_w, const char* why) {
 
 void ClusterNode::observe(const serve::ServingWindow& window) {
   const double length_s = std::max(window.end_s - window.start_s, 1e-9);
-  std::lock_guard lock(mutex_);
-  demand_rps_ = static_cast<double>(window.counts.arrivals) / length_s;
-  measured_.throughput_rps = static_cast<double>(window.counts.answered) / length_s;
-  measured_.slo_attainment =
+  const double attainment =
       window.counts.answered > 0 ? static_cast<double>(window.counts.good) / static_cast<double>(window.counts.answered) : 1.0;
-  measured_.power_w = window.power.empty() ? std::nan("") : window.power.max_w;
+  observe_figures(static_cast<double>(window.counts.answered) / length_s, attainment,
+                  window.power.empty() ? std::nan("") : window.power.max_w,
+                  static_cast<double>(window.counts.arrivals) / length_s);
+}
+
+void ClusterNode::observe_figures(double throughput_rps, double slo_attainment, double power_w,
+                                  std::optional<double> demand_rps) {
+  std::lock_guard lock(mutex_);
+  demand_rps_ = demand_rps;
+  measured_.throughput_rps = throughput_rps;
+  measured_.slo_attainment = slo_attainment;
+  measured_.power_w = power_w;
 }
 
 double ClusterNode::step(double now_s) {

@@ -1,11 +1,11 @@
 #pragma once
-// A `gpucap serve` node of a cluster (--cluster-etcd): the node agent (cluster/agent.hpp) in real
+// A `gpucap serve` or `gpucap run` node of a cluster (--cluster-etcd): the node agent (cluster/agent.hpp) in real
 // time against etcd, on a thread of its own. It publishes the node's curve — its capacity under
 // each cap, clipped to the demand it measures, refreshed as the demand changes — applies its
 // allocation as the cap in force, and reports what it measures for `gpucap cluster status`.
 //
 // Each cap it applies is logged to stderr on one line, for the fault tests and an operator:
-//   gpucap serve: cluster cap NODE W at UNIX_S (allocation|safe cap|start)
+//   gpucap serve: cluster cap NODE W W at UNIX_S (allocation|safe cap|start)   (run: "gpucap run: ...")
 // A lowered cap is logged after it is applied, a raised one before: the logs of all nodes, merged
 // by time, never show less than was in force.
 
@@ -52,6 +52,7 @@ struct ClusterNodeSetup {
   std::string model;
   bool simulated = false;
   std::function<void(double cap_w)> apply_cap;  // sets the cap in force (thread-safe)
+  std::string program = "serve";                // names the command in its log lines
 };
 
 class ClusterNode {
@@ -59,13 +60,16 @@ class ClusterNode {
   // Joins at the capacity curve's minimum cap (applied before the agent registers). Throws Error
   // for bad flags; etcd being unreachable is not an error: the agent keeps trying (and logs).
   ClusterNode(const ClusterNodeFlags& flags, ClusterNodeSetup setup);
-  // Leaves the cluster (cap 0 acknowledged, lease revoked) and stops the thread.
+  // Leaves the cluster (cap 0 acknowledged, lease revoked) and stops the thread: once the job has
+  // ended or drained, since from then on the node is counted at 0 W.
   ~ClusterNode();
   ClusterNode(const ClusterNode&) = delete;
   ClusterNode& operator=(const ClusterNode&) = delete;
 
   // A serving window closed (any thread): the demand, throughput, power and SLO it measured.
   void observe(const serve::ServingWindow& window);
+  // What a window measured (any thread); no demand: the node takes all it can use (a batch job).
+  void observe_figures(double throughput_rps, double slo_attainment, double power_w, std::optional<double> demand_rps);
   [[nodiscard]] double starting_cap_w() const { return setup_.capacity.min_cap_w; }
 
  private:
@@ -79,6 +83,7 @@ class ClusterNode {
   cluster::StepLoop loop_;
   std::unique_ptr<cluster::NodeAgent> agent_;
   double applied_w_ = 0.0;  // the agent thread's
+  bool leaving_ = false;    // set before leave(): its 0 W is the node stopping (logged as 0 W), not standby
   double next_curve_s_ = 0.0;
   double next_report_s_ = 0.0;
   std::optional<double> published_demand_rps_;

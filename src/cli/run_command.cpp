@@ -29,6 +29,7 @@
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/engine/torch_plugin.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "run_cluster.hpp"
 
 namespace gpucap::cli {
 
@@ -65,6 +66,7 @@ struct RunFlags {
   std::optional<std::string> search_out;
   std::optional<double> trial_warmup_s;   // nvml: default runtime::kPreRunWarmupS
   std::optional<double> trial_measure_s;  // nvml: default runtime::kPreRunMeasureS
+  ClusterNodeFlags cluster;  // --cluster-etcd: the run is a node of a cluster (twin only)
 };
 
 // Rows go to disk as they are produced, so an interrupted run keeps what it measured.
@@ -137,7 +139,7 @@ void print_text(const runtime::SimJobSpec& spec, const sim::Catalog& catalog, co
   const auto governor = governor_mhz ? fmt::format(", governor at {:g} MHz", *governor_mhz) : std::string();
   fmt::print("  model {} ({}), dataset {}, algorithm {}, cap {}, input pipeline {}{}{}{}\n", model.id,
              sim::to_string(spec.precision.value_or(model.precision)), catalog.dataset(spec.dataset).id,
-             spec.algorithm, spec.schedule.to_string(), sim::to_string(spec.pipeline),
+             spec.algorithm, spec.live_cap ? "the cluster's allocation" : spec.schedule.to_string(), sim::to_string(spec.pipeline),
              spec.sim.autotune_new_shapes ? ", autotuning each new batch size" : "",
              spec.sim.spawned_nvidia_smi ? ", sampled by spawned nvidia-smi" : "", governor);
   print_summary_lines(s);
@@ -239,7 +241,12 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   spec.model = *flags.model;
   spec.dataset = flags.dataset.value_or("imagenet");
   spec.algorithm = flags.algorithm;
-  spec.schedule = cap_schedule(flags);
+  RunClusterNode::check(flags.cluster, spec.algorithm, flags.live.pace_factor(), flags.power_cap_w || flags.cap_schedule);
+  // A cluster node starts at its lowest cap: the board's lowest limit (and what the twin draws loaded).
+  const auto& spec_gpu = catalog.gpu(spec.gpu);
+  const double lowest_cap_w =
+      std::max(spec_gpu.power_limit_min_w, std::round(runtime::lowest_loaded_power_w(spec_gpu) * 10.0) / 10.0);
+  spec.schedule = flags.cluster.enabled() ? CapSchedule::constant(lowest_cap_w) : cap_schedule(flags);
   if (flags.images && (*flags.images < 1 || *flags.images > runtime::kMaxRunImages)) {
     throw usage_error(fmt::format("--images must be between 1 and {}", runtime::kMaxRunImages));
   }
@@ -271,14 +278,22 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   const auto& gpu = catalog.gpu(spec.gpu);
   // --metrics bound before anything runs or any file is made: a bad or busy address fails first.
   const auto metrics = start_run_live(flags.live, run_labels(spec.algorithm, spec.model, gpu.id, 0, true), true);
+  // A cluster node joins just before the job runs; its allocation is the job's cap from then on.
+  std::unique_ptr<RunClusterNode> cluster_node;
+  if (flags.cluster.enabled()) {
+    cluster_node = std::make_unique<RunClusterNode>(flags.cluster, gpu, catalog.model(spec.model), lowest_cap_w);
+    spec.live_cap = cluster_node->timeline();
+  }
   runtime::SimJob job(catalog, spec);  // validates before any file is created
   auto trace = open_trace(flags.trace_path, /*simulated=*/true);
   const auto live = attach_run_export(metrics.get(), job.platform(),
                                       flags.live.labelled(monitor::twin_identity(0, gpu.name, monitor::local_hostname())));
   flags.live.warn_if_unpaced("run");
   const StopOnSignals stop_on_signals;
-  const auto summary = job.run(live ? live->sink(trace.sink) : trace.sink, &stop_requested,
-                               live ? live->power_sink() : runtime::PowerSampleSink{});
+  auto sink = live ? live->sink(trace.sink) : trace.sink;
+  if (cluster_node) sink = cluster_node->observing(std::move(sink));
+  const auto summary = job.run(sink, &stop_requested, live ? live->power_sink() : runtime::PowerSampleSink{});
+  cluster_node.reset();  // leaves the cluster
   if (flags.json) {
     std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
   } else {
@@ -387,6 +402,10 @@ std::shared_ptr<const control::MpsPlanning> published_pctodl_planning(const RunF
 }
 
 void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
+  check_cluster_node_flags(flags.cluster);
+  if (flags.cluster.enabled()) {
+    throw usage_error("--cluster-etcd: run joins a cluster on the twin only for now (on a real GPU, gpucap serve joins one)");
+  }
   reject_for_platform(flags.gpu.has_value(), "--gpu", "nvml (use --device N)");
   reject_for_platform(flags.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   reject_for_platform(flags.input_pipeline != "none", "--input-pipeline", "nvml");
@@ -560,6 +579,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   flags->real.add_to(*cmd);
   flags->controller.add_to(*cmd);
   flags->live.add_to(*cmd, /*with_pace=*/true);
+  add_cluster_node_flags(*cmd, flags->cluster);
 
   return Command{cmd, [flags, &global] {
                    stop_requested.store(false);

@@ -465,9 +465,10 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   fmt::print(stderr, "gpucap serve: {}: draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   server.stop();  // no new connections; the handlers in flight wait for their answers
   http.join();
-  cluster_node = nullptr;
-  node.reset();  // leaves the cluster (0 W acknowledged) before the GPU is restored
+  // The queue drains under the node's allocation (still counted); then the node leaves (0 W).
   const auto totals = runtime.drain();
+  cluster_node = nullptr;
+  node.reset();
   watcher.reset();
   if (admin) admin->stop();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -82,12 +82,12 @@ class JobRun {
     }
     const auto owned_session = platform_.open_control_session();
     auto& session = *owned_session;
-    knobs_ = controller_.initial_knobs(config_.schedule.cap_at(0.0));
+    knobs_ = controller_.initial_knobs(cap_at(0.0));
     session.apply(knobs_);
     platform_.settle();
 
     start_s_ = platform_.clock().now_s();
-    last_sample_cap_w_ = config_.schedule.cap_at(0.0);
+    last_sample_cap_w_ = cap_at(0.0);
     // Readings from before the job (while settling) are not the job's.
     platform_.meter().collect(start_s_, [](const PowerSample&) {});
     // Without an energy counter (GPUs before Volta), energy is the integral of the samples.
@@ -149,6 +149,11 @@ class JobRun {
   }
 
  private:
+  // The cap in force at t (seconds from the start): the live cap when there is one.
+  [[nodiscard]] double cap_at(double t_s) const {
+    return config_.live_cap ? config_.live_cap->cap_at(t_s) : config_.schedule.cap_at(t_s);
+  }
+
   // One process at 100 % runs batch by batch (the last one trimmed to the images left); MPS
   // tenants run until the next batch of any of them finishes.
   engine::BatchResult run_next_batch(long long done) {
@@ -172,7 +177,7 @@ class JobRun {
   // when the window started.
   [[nodiscard]] bool cap_changed_in_window(double now_s) const {
     return controller_.reacts_to_cap_changes() &&
-           config_.schedule.cap_at(now_s - start_s_) != config_.schedule.cap_at(window_.start_s - start_s_);
+           cap_at(now_s - start_s_) != cap_at(window_.start_s - start_s_);
   }
 
   // Streams the meter's new samples into the window: statistics and the per-sample cap check;
@@ -187,22 +192,22 @@ class JobRun {
       last_sample_w_ = sample.power_w;
       window_.power.add(sample.power_w);
       if (sample.time_s >= window_.settled_from_s) window_.settled_power.add(sample.power_w);
-      const double cap_w = config_.schedule.cap_at(sample.time_s - start_s_);
+      const double cap_w = cap_at(sample.time_s - start_s_);
       if (cap_w != last_sample_cap_w_) transition_end_s_ = kOpenTransition;
       last_sample_cap_w_ = cap_w;
       if (sample.time_s <= transition_end_s_) window_.cap_transition = true;
       summary_.max_power_w = std::max(summary_.max_power_w, sample.power_w);
-      if (sample.power_w > config_.schedule.cap_at(sample.time_s - start_s_)) ++window_.samples_over_cap;
+      if (sample.power_w > cap_at(sample.time_s - start_s_)) ++window_.samples_over_cap;
     });
     if (newest && config_.on_power_sample) {
-      config_.on_power_sample(*newest, config_.schedule.cap_at(newest->time_s - start_s_));
+      config_.on_power_sample(*newest, cap_at(newest->time_s - start_s_));
     }
   }
 
   Observation close_window(double now_s) {
     Observation obs;
     obs.time_s = now_s - start_s_;
-    obs.cap_w = config_.schedule.cap_at(obs.time_s);
+    obs.cap_w = cap_at(obs.time_s);
     obs.power = window_.power.stats(window_.start_s - start_s_, obs.time_s);
     if (window_.settled_power.count() > 0) {
       obs.settled_power = window_.settled_power.stats(window_.settled_from_s - start_s_, obs.time_s);

@@ -126,6 +126,7 @@ SimJob::SimJob(const sim::Catalog& catalog, const SimJobSpec& spec) {
   config_.images = spec.images > 0 ? spec.images : (spec.duration_s > 0.0 ? 0 : dataset.images);
   config_.duration_s = spec.duration_s;
   config_.schedule = spec.schedule;
+  config_.live_cap = spec.live_cap;
   // That harness slept 1 s before logging a step whose sample list was still empty.
   if (options.spawned_nvidia_smi) config_.wait_without_sample_s = kSpawnedSamplerWaitS;
 }

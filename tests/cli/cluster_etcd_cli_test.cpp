@@ -49,9 +49,10 @@ struct CapEvent {
   double cap_w = 0.0;
 };
 
-// "gpucap serve: cluster cap NODE W.WWW W at T (why)" lines of a node's log.
+// "gpucap serve: cluster cap NODE W.WWW W at T (why)" lines of a node's log ("gpucap run: ..." for
+// a run).
 std::vector<CapEvent> read_cap_events(const std::string& path) {
-  static const std::regex line(R"(gpucap serve: cluster cap (\S+) ([0-9.]+) W at ([0-9.]+) )");
+  static const std::regex line(R"(gpucap (?:serve|run): cluster cap (\S+) ([0-9.]+) W at ([0-9.]+) )");
   std::vector<CapEvent> events;
   std::ifstream in(path);
   std::string text;
@@ -335,6 +336,62 @@ TEST_F(ClusterEtcd, TwentyNodesKeepTheBudgetThroughEveryFault) {
       std::ifstream in(dir_.file(log + ".log"));
       std::cerr << "---- " << log << ".log\n" << in.rdbuf() << "\n";
     }
+  }
+}
+
+// `gpucap run` as a node: its allocation is its cap while it runs, it leaves when it ends, and the
+// flags a cluster run cannot take are refused before anything starts.
+TEST_F(ClusterEtcd, ARunIsANodeWhoseAllocationIsItsCap) {
+  const std::vector<std::string> node_flags{"--cluster-etcd", etcd_->endpoints(), "--cluster", "row1", "--node", "r0"};
+  const std::vector<std::string> run{"run", "--gpu", "a100", "--model", "resnet50", "--algorithm", "batchsizer",
+                                     "--duration", "10"};
+  expect_error(with(with(run, node_flags), {"--pace", "realtime", "--power-cap", "200"}), 2, "coordinator sets the cap");
+  expect_error(with(run, node_flags), 2, "--pace realtime");
+  expect_error(with({"run", "--gpu", "a100", "--model", "resnet50", "--algorithm", "capfit", "--duration", "10", "--pace",
+                     "realtime"},
+                    node_flags),
+               2, "not known in advance");
+  expect_error(with(run, {"--node", "r0"}), 2, "go with --cluster-etcd");
+
+  auto c1 = start_coordinator("c1");
+  auto r0 = start(with(with(run, node_flags), {"--pace", "realtime"}), "r0.log");
+  auto s0 = start({"serve", "--gpu", "a100", "--model", "resnet50", "--algorithm", "static", "--listen", "127.0.0.1:0",
+                   "--cluster-etcd", etcd_->endpoints(), "--cluster", "row1", "--node", "s0"},
+                  "s0.log");
+  ASSERT_TRUE(wait_for([&] { return status()["nodes"].size() == 2; }, 30.0)) << status().dump(1);
+  std::vector<BudgetStep> budget;
+  budget.push_back({set_budget(500.0), 500.0});
+  ASSERT_TRUE(wait_for([&] { return settled(status(), 2, 500.0); }, 10.0)) << status().dump(1);
+  budget.push_back({set_budget(300.0), 300.0});
+  ASSERT_TRUE(wait_for([&] { return settled(status(), 2, 300.0); }, 10.0)) << status().dump(1);
+  const auto s = status();
+  double r0_allocation = 0.0;
+  for (const auto& node : s["nodes"]) {
+    if (node["id"] == "r0") r0_allocation = node["allocation_w"].get<double>();
+  }
+  const auto ended = r0->wait(30.0);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_TRUE(WIFEXITED(*ended) && WEXITSTATUS(*ended) == 0) << read_file_text(dir_.file("r0.log"));
+  const auto log = read_file_text(dir_.file("r0.log"));
+  EXPECT_NE(log.find("the cluster's allocation"), std::string::npos) << log;
+  EXPECT_NE(log.find("(leaving: nothing runs any more)"), std::string::npos) << log;
+  const auto r0_events = read_cap_events(dir_.file("r0.log"));
+  EXPECT_TRUE(std::any_of(r0_events.begin(), r0_events.end(), [&](const CapEvent& e) { return e.cap_w == r0_allocation; }))
+      << log;
+  // The two nodes' caps in force never summed above the budget (2 s of notice for the decrease),
+  // also once the run has left (its last line: 0 W) and s0 gets its power.
+  ASSERT_TRUE(wait_for([&] { return settled(status(), 1, 300.0); }, 10.0)) << status().dump(1);
+  std::vector<CapEvent> all = r0_events;
+  const auto s0_events = read_cap_events(dir_.file("s0.log"));
+  all.insert(all.end(), s0_events.begin(), s0_events.end());
+  std::sort(all.begin(), all.end(), [](const CapEvent& a, const CapEvent& b) { return a.t < b.t; });
+  std::map<std::string, double> in_force;
+  for (const auto& event : all) {
+    in_force[event.node] = event.cap_w;
+    if (event.t < budget.front().t) continue;
+    double sum = 0.0;
+    for (const auto& [id, cap] : in_force) sum += cap;
+    EXPECT_LE(sum, budget_at(budget, event.t, 2.0) + 1e-6) << "at " << event.t << " (" << event.node << ")";
   }
 }
 

@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gpucap/control/controller.hpp"
 #include "gpucap/core/cap_schedule.hpp"
+#include "gpucap/core/cap_timeline.hpp"
 #include "gpucap/runtime/platform.hpp"
 
 namespace gpucap::runtime {
@@ -28,6 +30,9 @@ struct RunConfig {
   long long images = 0;
   double duration_s = 0.0;
   CapSchedule schedule = CapSchedule::constant(1.0);
+  // When set, the cap in force comes from here (a cluster's allocation, changed while the job
+  // runs), not from `schedule` (which then only gives the cap to start with).
+  std::shared_ptr<const CapTimeline> live_cap;
   // Set (by a signal handler) to end the run at the next batch boundary; the run's settings are
   // restored as at any end.
   const std::atomic<bool>* stop = nullptr;

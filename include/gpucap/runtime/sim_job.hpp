@@ -8,6 +8,7 @@
 
 #include "gpucap/control/registry.hpp"
 #include "gpucap/core/cap_schedule.hpp"
+#include "gpucap/core/cap_timeline.hpp"
 #include "gpucap/runtime/runner.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
 #include "gpucap/runtime/tuning.hpp"
@@ -21,6 +22,7 @@ struct SimJobSpec {
   std::string dataset;
   std::string algorithm;
   CapSchedule schedule = CapSchedule::constant(1.0);
+  std::shared_ptr<const CapTimeline> live_cap;  // a cap changed while it runs (RunConfig::live_cap)
   long long images = 0;                    // 0: the dataset's size, or no limit if duration_s is set
   double duration_s = 0.0;                 // 0: no time limit
   std::optional<sim::Precision> precision; // default: the model's
