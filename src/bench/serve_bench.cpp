@@ -17,6 +17,7 @@
 #include "gpucap/control/serving.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/json_file.hpp"
+#include "gpucap/core/parallel.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
@@ -64,38 +65,6 @@ void check_algorithm(const std::string& name) {
 }
 
 // ---- Running --------------------------------------------------------------------------------------
-
-// Runs task(i) for i in [0, n) on `threads` threads; the first exception stops the handing out of
-// work and is rethrown once every thread has finished.
-void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& task,
-                  const std::function<void()>& finished_one) {
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  std::exception_ptr failure;
-  const auto worker = [&] {
-    while (true) {
-      const auto index = next.fetch_add(1);
-      if (index >= n) return;
-      try {
-        task(index);
-      } catch (...) {
-        const std::lock_guard lock(mutex);
-        if (!failure) failure = std::current_exception();
-        next = n;
-        return;
-      }
-      const std::lock_guard lock(mutex);
-      finished_one();
-    }
-  };
-  const auto count = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads)), n);
-  {
-    std::vector<std::jthread> pool;
-    for (std::size_t t = 1; t < count; ++t) pool.emplace_back(worker);
-    worker();
-  }
-  if (failure) std::rethrow_exception(failure);
-}
 
 struct ModelInputs {
   ServeTwin twin;

@@ -170,12 +170,12 @@ double ClusterNode::step(double now_s) {
   }
   if (now_s >= next_report_s_) {
     next_report_s_ = now_s + kReportPeriodS;
-    report(now_s);
+    report();
   }
   return std::min({next, next_curve_s_, next_report_s_});
 }
 
-void ClusterNode::report(double /*now_s*/) {
+void ClusterNode::report() {
   cluster::NodeReport report;
   {
     std::lock_guard lock(mutex_);

@@ -75,7 +75,7 @@ class ClusterNode {
  private:
   double step(double now_s);
   void apply(double cap_w, const char* why);
-  void report(double now_s);
+  void report();
 
   ClusterNodeFlags flags_;
   ClusterNodeSetup setup_;

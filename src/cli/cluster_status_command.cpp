@@ -74,8 +74,7 @@ void read_node_key(const cluster::KeyValue& kv, const cluster::Keys& keys, const
 
 ClusterView read_cluster(cluster::Store& store, const cluster::Keys& keys) {
   const auto budget_key = keys.budget();
-  const auto root = budget_key.substr(0, budget_key.size() - std::string_view("budget").size());
-  const auto all = store.get_prefix(root);
+  const auto all = store.get_prefix(keys.root());
   ClusterView view;
   view.revision = all.revision;
   const auto status_prefix = cluster::report_prefix(keys);

@@ -39,11 +39,7 @@ bool StepLoop::stopped() const {
   return stop_;
 }
 
-std::string report_prefix(const Keys& keys) {
-  // Beside nodes/, under the same root: /gpucap/<cluster>/status/.
-  const auto nodes = keys.nodes_prefix();
-  return nodes.substr(0, nodes.size() - std::string_view("nodes/").size()) + "status/";
-}
+std::string report_prefix(const Keys& keys) { return keys.root() + "status/"; }
 
 std::string report_key(const Keys& keys, std::string_view node_id) { return report_prefix(keys) + std::string(node_id); }
 

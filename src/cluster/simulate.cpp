@@ -17,6 +17,7 @@
 #include "gpucap/cluster/schema.hpp"
 #include "gpucap/cluster/store.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/parallel.hpp"
 #include "sim_scenario.hpp"
 
 namespace gpucap::cluster {
@@ -464,30 +465,7 @@ SimulateReport simulate(const sim::Catalog& catalog, const SimulateOptions& opti
     report.optimum_timeline = optimum_timeline(scenario, options);
     report.optimum_cpu_s = thread_cpu_s() - cpu0;
   });
-  std::mutex task_mutex;
-  std::size_t next_task = 0;
-  std::exception_ptr failure;
-  const auto worker = [&] {
-    while (true) {
-      std::size_t k = 0;
-      {
-        const std::lock_guard lock(task_mutex);
-        if (next_task >= tasks.size() || failure) return;
-        k = next_task++;
-      }
-      try {
-        tasks[k]();
-      } catch (...) {
-        const std::lock_guard lock(task_mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < options.threads; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-  if (failure) std::rethrow_exception(failure);
+  parallel_for(tasks.size(), options.threads, [&tasks](std::size_t k) { tasks[k](); });
   double sum = 0.0;
   for (const double v : report.optimum_timeline) sum += v;
   report.optimum = report.optimum_timeline.empty() ? 0.0 : sum / static_cast<double>(report.optimum_timeline.size());

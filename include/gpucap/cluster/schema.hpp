@@ -32,6 +32,7 @@ void check_name(std::string_view name, const char* what);
 
 struct Keys {
   explicit Keys(std::string cluster);  // check_name
+  [[nodiscard]] const std::string& root() const { return root_; }  // "/gpucap/<cluster>/": every key below
   [[nodiscard]] std::string budget() const { return root_ + "budget"; }
   [[nodiscard]] std::string leader() const { return root_ + "leader"; }
   [[nodiscard]] std::string nodes_prefix() const { return root_ + "nodes/"; }
