@@ -23,6 +23,9 @@ packages=(
   # The cluster's power budget: etcd's client over its JSON gateway (base64 from OpenSSL's
   # libcrypto), and the etcd server that the tests start themselves (three members on loopback)
   libssl-dev etcd-server etcd-client
+  # The fuzz targets (tests/fuzz, `cmake --preset fuzz`): clang and its libFuzzer (Debian 12's
+  # clang is 14)
+  clang libfuzzer-14-dev
 )
 
 missing=()
