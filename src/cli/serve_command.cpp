@@ -536,7 +536,7 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--max-request-mib", flags->max_request_mib, "The largest inference request body, MiB (larger: 413)")
       ->capture_default_str();
-  cmd->add_option("--threads", flags->threads, "HTTP threads: the most clients served at once")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "HTTP worker threads: requests answered at once (a connection holds none while idle or while its request arrives)")->capture_default_str();
   cmd->add_option("--profile", flags->profile_path,
                   "capserve and capfit: the model's profile on this GPU (the JSON of 'gpucap tune --json'); the twin "
                   "measures one when none is given; required on a real GPU");

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/service/guarded_server.hpp"
 #include "http_common.hpp"
 
 namespace gpucap::service {
@@ -18,11 +19,24 @@ namespace {
 
 constexpr std::size_t kAdminThreads = 4;
 constexpr std::size_t kMaxBodyBytes = 4096;
-constexpr time_t kDeadlineS = 5;
+constexpr double kDeadlineS = 5.0;
 
 void send_error(httplib::Response& response, int status, const std::string& message) {
   response.status = status;
   response.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
+}
+
+HttpLimits admin_limits() {
+  HttpLimits limits;
+  limits.log_name = "serve admin";
+  limits.max_body_bytes = kMaxBodyBytes;
+  limits.header_timeout_s = kDeadlineS;
+  limits.request_timeout_s = kDeadlineS;
+  limits.write_timeout_s = kDeadlineS;
+  limits.idle_timeout_s = 1.0;
+  limits.workers = kAdminThreads;
+  limits.max_connections = 256;
+  return limits;
 }
 
 }  // namespace
@@ -30,7 +44,12 @@ void send_error(httplib::Response& response, int status, const std::string& mess
 struct AdminServer::Impl {
   Impl(serve::CapState& c, AdminServerOptions o, std::function<double()> now, std::function<double()> power,
        std::function<void()> set)
-      : cap(c), options(std::move(o)), now_s(std::move(now)), power_w(std::move(power)), cap_set(std::move(set)) {}
+      : cap(c),
+        options(std::move(o)),
+        now_s(std::move(now)),
+        power_w(std::move(power)),
+        cap_set(std::move(set)),
+        http(admin_limits(), send_error, "not found: the routes are GET /v1/power and PUT /v1/power/cap") {}
 
   [[nodiscard]] nlohmann::json state() const {
     const auto reading = cap.at(now_s());
@@ -49,7 +68,6 @@ struct AdminServer::Impl {
       if (!detail::bearer_matches(request, options.token)) {
         response.set_header("WWW-Authenticate", "Bearer");
         send_error(response, 401, "missing or wrong bearer token (Authorization: Bearer TOKEN, from --admin-token-file)");
-        spdlog::warn("serve admin: 401 {} {}", request.method, request.path);
         return;
       }
       handler(request, response);
@@ -58,10 +76,7 @@ struct AdminServer::Impl {
 
   void put_cap(const httplib::Request& request, httplib::Response& response) {
     double watts = 0.0;
-    const auto bad = [&response](const std::string& message) {
-      send_error(response, 400, message);
-      spdlog::warn("serve admin: 400 PUT /v1/power/cap: {}", message);
-    };
+    const auto bad = [&response](const std::string& message) { send_error(response, 400, message); };
     nlohmann::json body;
     try {
       body = nlohmann::json::parse(request.body);
@@ -78,7 +93,6 @@ struct AdminServer::Impl {
       cap.set(watts, "admin", now_s());
     } catch (const Error& e) {
       send_error(response, 422, e.what());
-      spdlog::warn("serve admin: 422 PUT /v1/power/cap: {}", e.what());
       return;
     }
     fmt::print(stderr, "gpucap serve: the cap is {:g} W from now on (PUT /v1/power/cap)\n", watts);
@@ -87,42 +101,12 @@ struct AdminServer::Impl {
   }
 
   void configure() {
-    http.new_task_queue = [] { return new httplib::ThreadPool(kAdminThreads); };
-    http.set_payload_max_length(kMaxBodyBytes);
-    http.set_read_timeout(kDeadlineS, 0);
-    http.set_write_timeout(kDeadlineS, 0);
-    http.set_keep_alive_timeout(1);
-    detail::refuse_shared_ports(http);
-    const httplib::Server::HandlerWithResponse json_errors = [](const httplib::Request& request,
-                                                                httplib::Response& response) {
-      if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string message = response.status == 404   ? "not found: the routes are GET /v1/power and PUT /v1/power/cap"
-                                  : response.status == 413 ? "the body is larger than 4 KiB"
-                                                           : fmt::format("HTTP error {}", response.status);
-      spdlog::warn("serve admin: {} {} {}", response.status, request.method, request.path);
-      send_error(response, response.status, message);
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    http.set_error_handler(json_errors);
-    http.Get("/v1/power", guarded([this](const httplib::Request&, httplib::Response& response) {
+    http.get("/v1/power", guarded([this](const httplib::Request&, httplib::Response& response) {
                response.set_content(state().dump(), "application/json");
              }));
-    http.Put("/v1/power/cap", guarded([this](const httplib::Request& request, httplib::Response& response) {
+    http.put("/v1/power/cap", guarded([this](const httplib::Request& request, httplib::Response& response) {
                put_cap(request, response);
              }));
-    const auto refuse = [](const char* allowed) {
-      return [allowed](const httplib::Request& request, httplib::Response& response) {
-        response.set_header("Allow", allowed);
-        send_error(response, 405, fmt::format("{} {}: method not allowed (allowed: {})", request.method, request.path, allowed));
-        spdlog::warn("serve admin: 405 {} {}", request.method, request.path);
-      };
-    };
-    http.Post("/v1/power", refuse("GET"));
-    http.Put("/v1/power", refuse("GET"));
-    http.Delete("/v1/power", refuse("GET"));
-    http.Get("/v1/power/cap", refuse("PUT"));
-    http.Post("/v1/power/cap", refuse("PUT"));
-    http.Delete("/v1/power/cap", refuse("PUT"));
   }
 
   serve::CapState& cap;
@@ -130,7 +114,7 @@ struct AdminServer::Impl {
   std::function<double()> now_s;
   std::function<double()> power_w;
   std::function<void()> cap_set;
-  httplib::Server http;
+  GuardedServer http;
   std::thread thread;
   std::atomic<bool> loop_ended{false};
 };
@@ -146,8 +130,7 @@ AdminServer::~AdminServer() { stop(); }
 
 int AdminServer::start() {
   auto& i = *impl_;
-  const int port = i.options.port == 0 ? i.http.bind_to_any_port(i.options.host)
-                                       : (i.http.bind_to_port(i.options.host, i.options.port) ? i.options.port : -1);
+  const int port = i.http.bind_listener(i.options.host, i.options.port);
   if (port < 0) {
     throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} for the admin API (address in use, or not an address of "
                                            "this host)",

@@ -17,28 +17,14 @@
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/service/bso_api.hpp"
+#include "gpucap/service/guarded_server.hpp"
 #include "http_common.hpp"
 
 namespace gpucap::service {
 namespace {
 
-// Keep-alive connections serve this many requests before the server closes them, so that when
-// more clients are connected than there are threads, the waiting ones get a turn.
-constexpr std::size_t keep_alive_requests = 1000;
-constexpr time_t keep_alive_idle_s = 1;
-
-// The message of an error cpp-httplib answers by itself.
-std::string status_text(int status) {
-  switch (status) {
-    case 400: return "Bad Request";
-    case 404:
-      return "Not Found: the routes are POST /jobs, GET /jobs/batch_size, POST /report, PATCH /trials and DELETE /jobs";
-    case 408: return "Request Timeout";
-    case 413: return "the body is too large";
-    case 414: return "URI Too Long";
-    default: return fmt::format("HTTP error {}", status);
-  }
-}
+constexpr const char* kNotFound =
+    "Not Found: the routes are POST /jobs, GET /jobs/batch_size, POST /report, PATCH /trials and DELETE /jobs";
 
 std::optional<std::string> query(const httplib::Request& request, const char* name) {
   if (!request.has_param(name)) return std::nullopt;
@@ -76,7 +62,26 @@ std::string read_token_file(const std::string& path) {
 }
 
 struct BsoServer::Impl {
-  Impl(Store& store, ServerOptions o) : api(store), options(std::move(o)) {}
+  Impl(Store& store, ServerOptions o)
+      : api(store),
+        options(std::move(o)),
+        http(limits(options),
+             [](httplib::Response& response, int status, const std::string& message) {
+               send(response, error_response(status, message));
+             },
+             kNotFound) {}
+
+  static HttpLimits limits(const ServerOptions& options) {
+    HttpLimits limits;
+    limits.log_name = "bso serve";
+    limits.max_body_bytes = options.max_body_bytes;
+    limits.collect_body_bytes = options.max_body_bytes;  // trial reports are small: collected whole
+    limits.workers = options.threads;
+    limits.header_timeout_s = options.header_timeout_s;
+    limits.request_timeout_s = options.request_timeout_s;
+    limits.idle_timeout_s = 5.0;
+    return limits;
+  }
 
   // The route, behind the token check.
   template <typename Call>
@@ -110,22 +115,6 @@ struct BsoServer::Impl {
   }
 
   void configure() {
-    const auto threads = options.threads;
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_payload_max_length(options.max_body_bytes);
-    http.set_keep_alive_max_count(keep_alive_requests);
-    // An idle keep-alive connection holds a thread, and stop() waits for it to time out.
-    http.set_keep_alive_timeout(keep_alive_idle_s);
-    http.set_tcp_nodelay(true);
-    detail::refuse_shared_ports(http);
-    // Errors cpp-httplib answers itself (unknown route 404, body too large 413, ...) get a JSON
-    // message like every other error.
-    const httplib::Server::HandlerWithResponse json_errors = [](const httplib::Request&, httplib::Response& response) {
-      if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      send(response, error_response(response.status, status_text(response.status)));
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    http.set_error_handler(json_errors);
     http.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
       std::string message = "internal error";
       try {
@@ -136,26 +125,25 @@ struct BsoServer::Impl {
       }
       send(response, error_response(500, message));
     });
-    http.Post("/jobs", guarded("POST /jobs", [this](const httplib::Request& r) { return api.register_job(r.body); }));
-    http.Get("/jobs/batch_size", guarded("GET /jobs/batch_size", [this](const httplib::Request& r) {
+    http.post("/jobs", guarded("POST /jobs", [this](const httplib::Request& r) { return api.register_job(r.body); }));
+    http.get("/jobs/batch_size", guarded("GET /jobs/batch_size", [this](const httplib::Request& r) {
                return api.next_batch_size(query(r, "job_id"));
              }));
-    http.Post("/report", guarded("POST /report", [this](const httplib::Request& r) { return api.report(r.body); }));
-    http.Patch("/trials", guarded("PATCH /trials", [this](const httplib::Request& r) { return api.end_trial(r.body); }));
-    http.Delete("/jobs", guarded("DELETE /jobs", [this](const httplib::Request& r) {
+    http.post("/report", guarded("POST /report", [this](const httplib::Request& r) { return api.report(r.body); }));
+    http.patch("/trials", guarded("PATCH /trials", [this](const httplib::Request& r) { return api.end_trial(r.body); }));
+    http.del("/jobs", guarded("DELETE /jobs", [this](const httplib::Request& r) {
                   return api.delete_job(query(r, "job_id"));
                 }));
   }
 
   BsoApi api;
   ServerOptions options;
-  httplib::Server http;
+  GuardedServer http;
   std::atomic<bool> serving{false};
   std::atomic<bool> stop_requested{false};
 };
 
 BsoServer::BsoServer(Store& store, ServerOptions options) : impl_(std::make_unique<Impl>(store, std::move(options))) {
-  if (impl_->options.threads == 0) throw usage_error("the server needs at least one thread");
   impl_->configure();
 }
 
@@ -163,11 +151,10 @@ BsoServer::~BsoServer() { stop(); }
 
 int BsoServer::bind() {
   const auto& o = impl_->options;
-  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int port = impl_->http.bind_listener(o.host, o.port);
   if (port < 0) {
     throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} (address in use, or not an address of this host)", o.host, o.port));
   }
-  detail::widen_listen_backlog(port);
   return port;
 }
 

@@ -11,38 +11,35 @@
 #include <thread>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/service/guarded_server.hpp"
 #include "http_common.hpp"
 
 namespace gpucap::service {
 namespace {
 
 constexpr std::size_t kKeepAliveRequests = 10000;
-constexpr time_t kKeepAliveIdleS = 5;
+constexpr double kKeepAliveIdleS = 5.0;
+constexpr const char* kNotFound =
+    "Not Found: the routes are /v2, /v2/health/{live,ready} and /v2/models/{model}[/versions/{v}][/ready|/config|/infer]";
 
 const std::vector<std::string> kExtensions = {"binary_tensor_data", "schedule_policy", "model_configuration"};
-
-// httplib's seconds + microseconds from seconds.
-std::pair<time_t, time_t> split_seconds(double seconds) {
-  const auto whole = static_cast<time_t>(seconds);
-  return {whole, static_cast<time_t>((seconds - static_cast<double>(whole)) * 1e6)};
-}
 
 void send_error(httplib::Response& response, int status, std::string_view message) {
   response.status = status;
   response.set_content(kserve::error_json(message), std::string(kserve::kJsonContentType));
 }
 
-// The messages cpp-httplib's own refusals get (it answers those without a handler).
-std::string status_text(int status) {
-  switch (status) {
-    case 400: return "Bad Request: the request could not be read";
-    case 404: return "Not Found: the routes are /v2, /v2/health/{live,ready} and /v2/models/{model}[/versions/{v}][/ready|/config|/infer]";
-    case 408: return "Request Timeout: the request did not arrive in time";
-    case 413: return "the request body is larger than the server's limit (--max-request-mib)";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    default: return fmt::format("HTTP error {}", status);
-  }
+HttpLimits limits_of(const InferenceServerOptions& options) {
+  HttpLimits limits;
+  limits.log_name = "serve";
+  limits.max_body_bytes = options.max_request_bytes;
+  limits.header_timeout_s = options.read_timeout_s;
+  limits.request_timeout_s = options.read_timeout_s;
+  limits.write_timeout_s = options.write_timeout_s;
+  limits.idle_timeout_s = kKeepAliveIdleS;
+  limits.keep_alive_requests = kKeepAliveRequests;
+  limits.workers = options.threads;
+  return limits;
 }
 
 int status_of(const serve::Answer& answer) {
@@ -61,7 +58,13 @@ int status_of(const serve::Answer& answer) {
 }  // namespace
 
 struct InferenceServer::Impl {
-  Impl(InferenceBackend& b, InferenceServerOptions o, ServeMetrics* m) : backend(b), options(std::move(o)), metrics(m) {}
+  Impl(InferenceBackend& b, InferenceServerOptions o, ServeMetrics* m)
+      : backend(b),
+        options(std::move(o)),
+        metrics(m),
+        http(limits_of(options), [](httplib::Response& response, int status, const std::string& message) {
+          send_error(response, status, message);
+        }, kNotFound) {}
 
   // Whether the path's model (and version) is the one served; else a 404 is sent.
   bool known_model(const httplib::Request& request, httplib::Response& response) const {
@@ -71,12 +74,10 @@ struct InferenceServer::Impl {
     if (name != model.name) {
       send_error(response, 404, fmt::format("Request for unknown model: '{}' is not found (this server serves '{}')", name,
                                             model.name));
-      spdlog::warn("serve: 404 {} {}: unknown model '{}'", request.method, request.path, name);
       return false;
     }
     if (!version.empty() && std::find(model.versions.begin(), model.versions.end(), version) == model.versions.end()) {
       send_error(response, 404, fmt::format("Request for unknown model: '{}' version {} is not found", name, version));
-      spdlog::warn("serve: 404 {} {}: unknown version '{}'", request.method, request.path, version);
       return false;
     }
     return true;
@@ -96,7 +97,6 @@ struct InferenceServer::Impl {
     } catch (const kserve::ProtocolError& e) {
       send_error(response, e.http_status(), e.what());
       if (metrics != nullptr) metrics->bad_request();
-      spdlog::warn("serve: {} POST {}: {}", e.http_status(), request.path, e.what());
       return;
     }
     const auto batch = parsed.batch_size;
@@ -136,45 +136,11 @@ struct InferenceServer::Impl {
       response.set_content(std::move(encoded.body), std::string(encoded.content_type));
     } catch (const kserve::ProtocolError& e) {
       send_error(response, e.http_status(), e.what());
-      spdlog::warn("serve: {} POST {}: {}", e.http_status(), request.path, e.what());
     }
   }
 
-  // Answers 405 (with Allow) for the methods a known route does not take.
-  void method_not_allowed(const std::string& pattern, const char* allowed) {
-    const httplib::Server::Handler refuse = [allowed](const httplib::Request& request, httplib::Response& response) {
-      response.set_header("Allow", allowed);
-      send_error(response, 405, fmt::format("{} {}: method not allowed (allowed: {})", request.method, request.path, allowed));
-      spdlog::warn("serve: 405 {} {}", request.method, request.path);
-    };
-    const std::string allow = allowed;
-    if (allow != "GET") http.Get(pattern, refuse);
-    if (allow != "POST") http.Post(pattern, refuse);
-    http.Put(pattern, refuse);
-    http.Patch(pattern, refuse);
-    http.Delete(pattern, refuse);
-  }
-
   void configure() {
-    http.new_task_queue = [threads = options.threads] { return new httplib::ThreadPool(threads); };
-    http.set_payload_max_length(options.max_request_bytes);
-    const auto [read_s, read_us] = split_seconds(options.read_timeout_s);
-    http.set_read_timeout(read_s, read_us);
-    const auto [write_s, write_us] = split_seconds(options.write_timeout_s);
-    http.set_write_timeout(write_s, write_us);
-    http.set_keep_alive_max_count(kKeepAliveRequests);
-    http.set_keep_alive_timeout(kKeepAliveIdleS);
-    http.set_tcp_nodelay(true);
-    detail::refuse_shared_ports(http);
-    const httplib::Server::HandlerWithResponse json_errors = [](const httplib::Request& request,
-                                                                httplib::Response& response) {
-      if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      spdlog::warn("serve: {} {} {}", response.status, request.method, request.path);
-      send_error(response, response.status, status_text(response.status));
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    http.set_error_handler(json_errors);
-    http.set_exception_handler([](const httplib::Request& request, httplib::Response& response, std::exception_ptr error) {
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
       std::string message = "internal error";
       try {
         std::rethrow_exception(error);
@@ -182,38 +148,32 @@ struct InferenceServer::Impl {
         message = fmt::format("internal error: {}", e.what());
       } catch (...) {
       }
-      spdlog::error("serve: 500 {} {}: {}", request.method, request.path, message);
       send_error(response, 500, message);
     });
 
     const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
-    http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
-    http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {
+    http.get("/v2/health/live", [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
+    http.get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {
       response.status = runtime != nullptr && !runtime->draining() ? 200 : 503;
     });
-    http.Get("/v2", [this](const httplib::Request&, httplib::Response& response) {
+    http.get("/v2", [this](const httplib::Request&, httplib::Response& response) {
       response.set_content(kserve::server_metadata_json("gpucap", options.version, kExtensions).dump(),
                            std::string(kserve::kJsonContentType));
     });
-    http.Get(model_path, [this](const httplib::Request& request, httplib::Response& response) {
+    http.get(model_path, [this](const httplib::Request& request, httplib::Response& response) {
       if (known_model(request, response)) {
         response.set_content(kserve::to_json(backend.metadata()).dump(), std::string(kserve::kJsonContentType));
       }
     });
-    http.Get(model_path + "/ready", [this](const httplib::Request& request, httplib::Response& response) {
+    http.get(model_path + "/ready", [this](const httplib::Request& request, httplib::Response& response) {
       if (known_model(request, response)) response.status = runtime != nullptr && !runtime->draining() ? 200 : 503;
     });
-    http.Get(model_path + "/config", [this](const httplib::Request& request, httplib::Response& response) {
+    http.get(model_path + "/config", [this](const httplib::Request& request, httplib::Response& response) {
       if (known_model(request, response)) {
         response.set_content(kserve::model_config_json(backend.metadata(), true).dump(), std::string(kserve::kJsonContentType));
       }
     });
-    http.Post(model_path + "/infer", [this](const httplib::Request& request, httplib::Response& response) { infer(request, response); });
-    for (const auto& path : {std::string("/v2/health/live"), std::string("/v2/health/ready"), std::string("/v2"), model_path,
-                             model_path + "/ready", model_path + "/config"}) {
-      method_not_allowed(path, "GET");
-    }
-    method_not_allowed(model_path + "/infer", "POST");
+    http.post(model_path + "/infer", [this](const httplib::Request& request, httplib::Response& response) { infer(request, response); });
   }
 
   InferenceBackend& backend;
@@ -221,14 +181,13 @@ struct InferenceServer::Impl {
   ServeMetrics* metrics;
   RequestTable table;
   serve::ServingRuntime* runtime = nullptr;
-  httplib::Server http;
+  GuardedServer http;
   std::atomic<bool> serving{false};
   std::atomic<bool> stop_requested{false};
 };
 
 InferenceServer::InferenceServer(InferenceBackend& backend, InferenceServerOptions options, ServeMetrics* metrics)
     : impl_(std::make_unique<Impl>(backend, std::move(options), metrics)) {
-  if (impl_->options.threads == 0) throw usage_error("the server needs at least one thread");
   impl_->configure();
 }
 
@@ -246,12 +205,11 @@ void InferenceServer::attach(serve::ServingRuntime& runtime) { impl_->runtime = 
 
 int InferenceServer::bind() {
   auto& o = impl_->options;
-  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int port = impl_->http.bind_listener(o.host, o.port);
   if (port < 0) {
     throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} (address in use, or not an address of this host)", o.host, o.port));
   }
   o.port = port;
-  detail::widen_listen_backlog(port);
   return port;
 }
 

@@ -9,7 +9,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/monitor/exposition.hpp"
-#include "http_common.hpp"
+#include "gpucap/service/guarded_server.hpp"
 
 namespace gpucap::service {
 namespace {
@@ -17,9 +17,24 @@ namespace {
 // Prometheus scrapes one target at a time; two threads let a second client (a person with curl)
 // in beside it without holding more.
 constexpr std::size_t kServerThreads = 2;
-// A scraper that keeps its connection open scrapes again within its interval; an idle one is let
-// go after this, so stop() does not wait long for it.
-constexpr time_t kKeepAliveIdleS = 1;
+
+HttpLimits metrics_limits() {
+  HttpLimits limits;
+  limits.log_name = "metrics";
+  limits.max_body_bytes = 4096;  // no route takes a body
+  limits.header_timeout_s = 5.0;
+  limits.request_timeout_s = 5.0;
+  // A scraper that keeps its connection open scrapes again within its interval (15 s by default).
+  limits.idle_timeout_s = 30.0;
+  limits.workers = kServerThreads;
+  limits.max_connections = 256;
+  return limits;
+}
+
+void send_text_error(httplib::Response& response, int status, const std::string& message) {
+  response.status = status;
+  response.set_content(message + "\n", "text/plain");
+}
 
 }  // namespace
 
@@ -27,7 +42,7 @@ struct MetricsServer::Impl {
   std::string host;
   int port = 0;
   Render render;
-  httplib::Server http;
+  GuardedServer http{metrics_limits(), send_text_error, "not found: the metrics are at /metrics"};
   std::thread thread;
   std::atomic<bool> loop_ended{false};
   std::mutex render_mutex;  // one render at a time: producers may not be reentrant
@@ -40,16 +55,12 @@ MetricsServer::MetricsServer(std::string host, int port, Render render) : impl_(
   impl_->port = port;
   impl_->render = std::move(render);
   auto& http = impl_->http;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  http.set_keep_alive_timeout(kKeepAliveIdleS);
-  http.set_tcp_nodelay(true);
-  detail::refuse_shared_ports(http);
   Impl* impl = impl_.get();
-  http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& response) {
+  http.get("/metrics", [impl](const httplib::Request&, httplib::Response& response) {
     const std::lock_guard lock(impl->render_mutex);
     response.set_content(impl->render(), monitor::kExpositionContentType);
   });
-  http.Get("/", [impl](const httplib::Request&, httplib::Response& response) {
+  http.get("/", [impl](const httplib::Request&, httplib::Response& response) {
     if (impl->root_page) {
       response.set_content(impl->root_page(), impl->root_content_type);
       return;
@@ -77,7 +88,7 @@ void MetricsServer::add_page(const std::string& path, Render render, std::string
     impl_->root_content_type = std::move(content_type);
     return;
   }
-  impl_->http.Get(path, [render = std::move(render), type = std::move(content_type)](const httplib::Request&,
+  impl_->http.get(path, [render = std::move(render), type = std::move(content_type)](const httplib::Request&,
                                                                                       httplib::Response& response) {
     response.set_content(render(), type);
   });
@@ -85,7 +96,7 @@ void MetricsServer::add_page(const std::string& path, Render render, std::string
 
 int MetricsServer::start() {
   auto& i = *impl_;
-  const int port = i.port == 0 ? i.http.bind_to_any_port(i.host) : (i.http.bind_to_port(i.host, i.port) ? i.port : -1);
+  const int port = i.http.bind_listener(i.host, i.port);
   if (port < 0) {
     throw Error(ErrorCode::io, fmt::format("cannot listen on {}:{} for metrics (address in use, or not an address of "
                                            "this host)",

@@ -162,7 +162,7 @@ TEST(ServeCli, BadInputGetsTheProtocolsErrorAndOthersAreStillAnswered) {
   EXPECT_EQ(c.Get("/v2/models/noop/infer")->status, 405);
   EXPECT_EQ(c.Delete("/v2/models/noop")->status, 405);
   EXPECT_EQ(c.Get("/v2/nothing")->status, 404);
-  // A client that says its body is longer than it is holds one thread until the read deadline,
+  // A client that says its body is longer than it is waits for its deadline without a thread,
   // while the others are answered.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
@@ -301,7 +301,12 @@ TEST(ServeCli, TritonsRequestMetricsArePromtoolClean) {
   auto c = server.client();
   for (int i = 0; i < 5; ++i) ASSERT_EQ(infer(c, "noop", json_request(2))->status, 200);
   ASSERT_EQ(infer(c, "noop", "{")->status, 400);
-  const auto text = server.metrics().Get("/metrics")->body;
+  // The power and cap gauges come with the GPU thread's first window.
+  std::string text = server.metrics().Get("/metrics")->body;
+  for (int i = 0; i < 100 && !test::series_value(text, "DCGM_FI_DEV_POWER_USAGE"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = server.metrics().Get("/metrics")->body;
+  }
   const std::string labels = R"({model="noop",version="1"})";
   EXPECT_EQ(test::series_value(text, "nv_inference_request_success", labels), 5.0);
   EXPECT_EQ(test::series_value(text, "nv_inference_count", labels), 10.0);

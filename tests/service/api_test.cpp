@@ -156,7 +156,10 @@ TEST_F(BadRequestTest, UnknownJobsTrialsAndRoutes) {
   expect_refused(client_->Patch("/trials", R"({"job_id": "job-9", "batch_size": 32, "trial_number": 1})", ""), 404, "Unknown job");
   expect_refused(client_->Delete("/jobs?job_id=job-9"), 404, "Unknown job(job-9)");
   expect_refused(client_->Get("/nothing/here"), 404, "the routes are");
-  expect_refused(client_->Put("/jobs", "{}", ""), 404, "the routes are");
+  // A known route with a method it does not take: 405 with Allow (issue 38; it was 404).
+  const auto put = client_->Put("/jobs", "{}", "");
+  expect_refused(put, 405, "method not allowed (allowed: POST, DELETE)");
+  EXPECT_EQ(put->get_header_value("Allow"), "POST, DELETE");
 }
 
 TEST_F(BadRequestTest, BadJobSpecs) {

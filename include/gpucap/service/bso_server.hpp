@@ -1,6 +1,6 @@
 #pragma once
 // `gpucap bso serve`'s HTTP server: Zeus's batch-size optimizer routes (service/bso_api.hpp) on
-// cpp-httplib, with an optional bearer token, a cap on body size and JSON errors throughout.
+// a GuardedServer, with an optional bearer token, limits on size and time, and JSON errors throughout.
 
 #include <cstddef>
 #include <functional>
@@ -18,10 +18,12 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                          // 0: any free port (bind() says which)
   std::optional<std::string> bearer_token;  // required on every route when set
-  // Worker threads. cpp-httplib gives each open connection a thread for as long as the client
-  // keeps it alive, so this bounds the clients served at once; the rest wait for a free thread.
+  // Requests answered at once (threads, started as needed). Open connections hold no thread
+  // while their request arrives or while they are idle (service/guarded_server.hpp).
   std::size_t threads = 256;
-  std::size_t max_body_bytes = std::size_t{1} << 20U;  // larger bodies are refused (413)
+  std::size_t max_body_bytes = std::size_t{1} << 20U;  // larger bodies are refused (413), chunked too
+  double header_timeout_s = 10.0;   // a request's headers must arrive within this (408)
+  double request_timeout_s = 30.0;  // and its body within this, both from its first byte
   // Told of every answer of a route ("POST /jobs", "GET /jobs/batch_size", "POST /report",
   // "PATCH /trials", "DELETE /jobs") with the request's body, from the server's threads (metrics).
   // What it throws is logged and changes nothing of the answer.

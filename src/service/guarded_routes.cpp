@@ -1,0 +1,123 @@
+#include "gpucap/service/guarded_server.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "log_limiter.hpp"
+#include "request_stream.hpp"
+
+// GuardedServer's routes and refusals: 405 for a known path's other methods, the error bodies of
+// the refusals cpp-httplib makes by itself, and one log line for each refused request.
+
+namespace gpucap::service {
+namespace {
+
+// What an error body says, for the log: {"error": "..."} (KServe, the admin API) or
+// {"message": "..."} (Zeus's BSO API).
+std::string error_message(const httplib::Response& response) {
+  if (response.body.empty() || response.body.size() > 4096 || response.body.front() != '{') return {};
+  const auto body = nlohmann::json::parse(response.body, nullptr, false);
+  if (!body.is_object()) return {};
+  for (const char* key : {"error", "message"}) {
+    if (body.contains(key) && body[key].is_string()) return body[key].get<std::string>();
+  }
+  return {};
+}
+
+}  // namespace
+
+GuardedServer& GuardedServer::route(const char* method, const std::string& pattern, Handler handler) {
+  routes_.emplace_back(method, std::regex(pattern));
+  // A chunked body is only known to be too large once it is read.
+  Handler checked = [this, handler = std::move(handler)](const httplib::Request& request, httplib::Response& response) {
+    if (request.body.size() > limits_.max_body_bytes) {
+      response.status = 413;
+      return;
+    }
+    handler(request, response);
+  };
+  const std::string_view m = method;
+  if (m == "GET") Get(pattern, std::move(checked));
+  if (m == "POST") Post(pattern, std::move(checked));
+  if (m == "PUT") Put(pattern, std::move(checked));
+  if (m == "PATCH") Patch(pattern, std::move(checked));
+  if (m == "DELETE") Delete(pattern, std::move(checked));
+  return *this;
+}
+
+GuardedServer& GuardedServer::get(const std::string& pattern, Handler handler) { return route("GET", pattern, std::move(handler)); }
+GuardedServer& GuardedServer::post(const std::string& pattern, Handler handler) { return route("POST", pattern, std::move(handler)); }
+GuardedServer& GuardedServer::put(const std::string& pattern, Handler handler) { return route("PUT", pattern, std::move(handler)); }
+GuardedServer& GuardedServer::patch(const std::string& pattern, Handler handler) { return route("PATCH", pattern, std::move(handler)); }
+GuardedServer& GuardedServer::del(const std::string& pattern, Handler handler) { return route("DELETE", pattern, std::move(handler)); }
+
+std::string GuardedServer::allowed_methods(const std::string& path) const {
+  std::string allowed;
+  for (const auto& [method, pattern] : routes_) {
+    if (!std::regex_match(path, pattern)) continue;
+    if (allowed.find(method) != std::string::npos) continue;
+    allowed += allowed.empty() ? method : ", " + method;
+    if (method == "GET") allowed += ", HEAD";
+  }
+  return allowed;
+}
+
+httplib::Server::HandlerResponse GuardedServer::on_error(const httplib::Request& request, httplib::Response& response) const {
+  const auto* stream = detail::current_stream();
+  const auto failure = stream != nullptr ? stream->failure() : detail::StreamFailure::none;
+  if (failure == detail::StreamFailure::timed_out) {
+    response.status = 408;
+    response.body.clear();
+  } else if (failure == detail::StreamFailure::too_large || (response.status == 400 && request.body.size() > limits_.max_body_bytes)) {
+    response.status = 413;
+    response.body.clear();
+  }
+  if (failure != detail::StreamFailure::none) response.set_header("Connection", "close");
+  if (!response.body.empty()) return HandlerResponse::Unhandled;  // the handler's own answer
+  std::string message;
+  switch (response.status) {
+    case 400: message = "Bad Request: the request could not be read"; break;
+    case 404: {
+      const auto allowed = allowed_methods(request.path);
+      if (allowed.empty()) {
+        message = not_found_;
+        break;
+      }
+      response.status = 405;
+      response.set_header("Allow", allowed);
+      message = fmt::format("{} {}: method not allowed (allowed: {})", request.method, request.path, allowed);
+      break;
+    }
+    case 408: message = fmt::format("the request did not arrive within {:g} s", limits_.request_timeout_s); break;
+    case 413: message = fmt::format("the body is too large: the server's limit is {} bytes", limits_.max_body_bytes); break;
+    case 414: message = "URI Too Long"; break;
+    case 416: message = "Range Not Satisfiable"; break;
+    default: message = fmt::format("HTTP error {}", response.status);
+  }
+  write_error_(response, response.status, message);
+  return HandlerResponse::Handled;
+}
+
+void GuardedServer::on_answer(const httplib::Request& request, const httplib::Response& response) const {
+  // A shed request (429) is load, not a fault: the metrics count those.
+  if (response.status < 400 || response.status == 429) return;
+  log_refusal(response.status, request.method, request.path,
+              request.remote_addr.empty() ? "?" : fmt::format("{}:{}", request.remote_addr, request.remote_port),
+              error_message(response));
+}
+
+void GuardedServer::log_refusal(int status, std::string_view method, std::string_view path, std::string_view remote,
+                                std::string_view message) const {
+  const auto skipped = log_limiter_->admit();
+  if (!skipped) return;
+  const auto shown_path = path.substr(0, std::min<std::size_t>(path.size(), 200));
+  const auto more = *skipped > 0 ? fmt::format(" ({} more refusals were not logged)", *skipped) : std::string();
+  if (status >= 500) {
+    spdlog::error("{}: {} {} {} from {}: {}{}", limits_.log_name, status, method, shown_path, remote, message, more);
+  } else {
+    spdlog::warn("{}: {} {} {} from {}: {}{}", limits_.log_name, status, method, shown_path, remote, message, more);
+  }
+}
+
+}  // namespace gpucap::service

@@ -1,0 +1,468 @@
+#include "gpucap/service/guarded_server.hpp"
+
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "gpucap/core/error.hpp"
+#include "http_common.hpp"
+#include "log_limiter.hpp"
+#include "request_stream.hpp"
+
+namespace gpucap::service {
+
+using detail::Clock;
+
+namespace {
+
+Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+// "METHOD /path" of a request's first line, for the log line of a request refused before parsing.
+std::pair<std::string, std::string> request_line(std::string_view bytes) {
+  const auto line = bytes.substr(0, std::min(bytes.find("\r\n"), std::size_t{512}));
+  const auto space = line.find(' ');
+  if (space == std::string_view::npos) return {"-", "-"};
+  auto rest = line.substr(space + 1);
+  return {std::string(line.substr(0, space)), std::string(rest.substr(0, rest.find(' ')))};
+}
+
+}  // namespace
+
+// One thread waits on every connection that has no complete request yet (epoll); workers, started
+// as needed up to `workers`, answer the requests that have arrived.
+class GuardedServer::Connections {
+ public:
+  explicit Connections(GuardedServer& server) : server_(server), limits_(server.limits_) {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (epoll_fd_ < 0 || wake_fd_ < 0) throw Error(ErrorCode::io, "cannot create the server's event queue");
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event);
+    waiter_ = std::thread([this] { wait_loop(); });
+  }
+
+  ~Connections() {
+    stop();
+    ::close(wake_fd_);
+    ::close(epoll_fd_);
+  }
+
+  Connections(const Connections&) = delete;
+  Connections& operator=(const Connections&) = delete;
+
+  // A connection the listening thread accepted.
+  void admit(int fd) {
+    if (++open_ > limits_.max_connections || stopping_) {
+      answer_error(fd, 503, "", fmt::format("the server has {} connections open, its limit", limits_.max_connections));
+      closed(fd);
+      return;
+    }
+    int yes = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+    hand_back(fd, {}, 0, Clock::now() + seconds(limits_.header_timeout_s));
+  }
+
+  // A connection whose worker answered its request waits for the next one here.
+  void wait_again(int fd, std::string buffered, std::size_t served) {
+    hand_back(fd, std::move(buffered), served, Clock::now() + seconds(limits_.idle_timeout_s));
+  }
+
+  void closed(int fd) {
+    ::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+    --open_;
+  }
+
+  // A connection whose request was refused before it was read whole (too large, too slow): the
+  // answer has been written; what the client still sends is read and dropped for a while, so
+  // that its answer is not lost to the reset a close with unread data causes.
+  void linger(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    Waiting waiting;
+    waiting.lingering = true;
+    waiting.idle_until = Clock::now() + kLinger;
+    bool taken = false;
+    {
+      const std::lock_guard lock(mutex_);
+      if (!stopping_) {
+        incoming_.emplace_back(fd, std::move(waiting));
+        taken = true;
+      }
+    }
+    if (!taken) {
+      closed(fd);
+      return;
+    }
+    wake();
+  }
+
+  [[nodiscard]] bool stopping() const { return stopping_; }
+  [[nodiscard]] std::size_t open() const { return open_; }
+
+  // Closes the connections that wait, lets the workers answer what has arrived, and joins them.
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    stopping_ = true;
+    wake();
+    waiter_.join();
+    {
+      const std::lock_guard lock(mutex_);
+      workers_stop_ = true;
+    }
+    work_ready_.notify_all();
+    for (auto& worker : workers_) worker.join();
+    // Connections handed back while the waiting thread was ending.
+    for (auto& [fd, waiting] : incoming_) closed(fd);
+    incoming_.clear();
+  }
+
+ private:
+  struct Waiting {
+    std::string buffer;
+    Clock::time_point idle_until;                 // while no byte of a request has come
+    std::optional<Clock::time_point> first_byte;  // of the request that is arriving
+    std::size_t served = 0;                       // requests answered on the connection
+    std::size_t header_bytes = 0;                 // known once the blank line has arrived
+    bool lingering = false;                       // refused: what comes is dropped (linger())
+    std::size_t dropped_bytes = 0;
+  };
+  static constexpr auto kLinger = std::chrono::seconds(2);
+  static constexpr std::size_t kLingerBytes = std::size_t{64} << 20U;
+  struct Work {
+    int fd;
+    std::string buffer;
+    std::size_t served;
+    Clock::time_point first_byte;
+  };
+
+  void wake() const {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto written = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  void hand_back(int fd, std::string buffered, std::size_t served, Clock::time_point idle_until) {
+    Waiting waiting;
+    if (!buffered.empty()) waiting.first_byte = Clock::now();  // the start of a pipelined request
+    waiting.buffer = std::move(buffered);
+    waiting.idle_until = idle_until;
+    waiting.served = served;
+    bool taken = false;
+    {
+      const std::lock_guard lock(mutex_);
+      if (!stopping_) {
+        incoming_.emplace_back(fd, std::move(waiting));
+        taken = true;
+      }
+    }
+    if (!taken) {
+      closed(fd);
+      return;
+    }
+    wake();
+  }
+
+  // The headers have their own deadline; the body has the rest of the request's.
+  [[nodiscard]] Clock::time_point deadline(const Waiting& waiting) const {
+    if (!waiting.first_byte || waiting.lingering) return waiting.idle_until;
+    return *waiting.first_byte + seconds(waiting.header_bytes == 0 ? limits_.header_timeout_s : limits_.request_timeout_s);
+  }
+
+  void wait_loop() {
+    std::array<epoll_event, 64> events{};
+    auto next_sweep = Clock::now();
+    while (!stopping_) {
+      take_incoming();
+      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 100);
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[static_cast<std::size_t>(i)].data.fd;
+        if (fd == wake_fd_) {
+          std::uint64_t count = 0;
+          [[maybe_unused]] const auto got = ::read(wake_fd_, &count, sizeof count);
+          continue;
+        }
+        read_from(fd);
+      }
+      if (Clock::now() >= next_sweep) {
+        expire(Clock::now());
+        next_sweep = Clock::now() + std::chrono::milliseconds(100);
+      }
+    }
+    take_incoming();
+    for (auto& [fd, waiting] : waiting_) closed(fd);
+    waiting_.clear();
+  }
+
+  void take_incoming() {
+    std::vector<std::pair<int, Waiting>> arrived;
+    {
+      const std::lock_guard lock(mutex_);
+      arrived.swap(incoming_);
+    }
+    for (auto& [fd, waiting] : arrived) {
+      auto& entry = waiting_[fd] = std::move(waiting);
+      if (entry.first_byte && !entry.lingering && consider(fd, entry)) continue;  // a pipelined request arrived whole
+      epoll_event event{};
+      event.events = EPOLLIN | EPOLLRDHUP;
+      event.data.fd = fd;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) drop(fd);
+    }
+  }
+
+  void read_from(int fd) {
+    const auto found = waiting_.find(fd);
+    if (found == waiting_.end()) return;
+    auto& waiting = found->second;
+    std::array<char, 16384> chunk{};
+    while (true) {
+      const auto n = ::recv(fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
+      if (n > 0 && waiting.lingering) {
+        waiting.dropped_bytes += static_cast<std::size_t>(n);
+        if (waiting.dropped_bytes <= kLingerBytes) continue;
+        drop(fd);
+        return;
+      }
+      if (n > 0) {
+        if (!waiting.first_byte) waiting.first_byte = Clock::now();
+        waiting.buffer.append(chunk.data(), static_cast<std::size_t>(n));
+        if (waiting.buffer.size() > limits_.max_header_bytes + limits_.collect_body_bytes) break;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      // The client closed the connection, or it failed; a request that came whole before a
+      // half-close is still answered.
+      if (n < 0 || waiting.lingering || !consider(fd, waiting)) drop(fd);
+      return;
+    }
+    if (!waiting.lingering) consider(fd, waiting);
+  }
+
+  // Hands the connection to a worker once its request has arrived (true: it left the waiting
+  // set), or refuses it (it lingers).
+  bool consider(int fd, Waiting& waiting) {
+    if (waiting.header_bytes == 0) {
+      const auto end = waiting.buffer.find("\r\n\r\n");
+      if (end == std::string::npos) {
+        if (waiting.buffer.size() <= limits_.max_header_bytes) return false;
+        return refuse_waiting(fd, waiting, 431,
+                              fmt::format("the request's headers are larger than {} KiB", limits_.max_header_bytes >> 10U));
+      }
+      waiting.header_bytes = end + 4;
+    }
+    const auto scan = scan_request(waiting.buffer);
+    if (scan.content_length && *scan.content_length > limits_.max_body_bytes) {
+      return refuse_waiting(fd, waiting, 413,
+                            fmt::format("the body is too large: the server's limit is {} bytes", limits_.max_body_bytes));
+    }
+    if (!request_arrived(scan, waiting.buffer.size(), limits_.collect_body_bytes)) return false;
+    Work work{fd, std::move(waiting.buffer), waiting.served, waiting.first_byte.value_or(Clock::now())};
+    forget(fd);
+    dispatch(std::move(work));
+    return true;
+  }
+
+  bool refuse_waiting(int fd, Waiting& waiting, int status, const std::string& message) {
+    answer_error(fd, status, waiting.buffer, message);
+    ::shutdown(fd, SHUT_WR);
+    waiting.lingering = true;
+    waiting.idle_until = Clock::now() + kLinger;
+    waiting.buffer.clear();
+    waiting.buffer.shrink_to_fit();
+    return false;  // it waits, lingering
+  }
+
+  void expire(Clock::time_point now) {
+    std::vector<int> late;
+    for (const auto& [fd, waiting] : waiting_) {
+      if (now >= deadline(waiting)) late.push_back(fd);
+    }
+    for (const int fd : late) {
+      auto& waiting = waiting_.at(fd);
+      if (!waiting.first_byte || waiting.lingering) {
+        drop(fd);  // an idle connection: closed without a word, as HTTP/1.1 allows
+        continue;
+      }
+      const bool headers_in = waiting.header_bytes > 0;
+      refuse_waiting(fd, waiting, 408,
+                     headers_in ? fmt::format("the request's body did not arrive within {:g} s", limits_.request_timeout_s)
+                                : fmt::format("the request's headers did not arrive within {:g} s", limits_.header_timeout_s));
+    }
+  }
+
+  // Answers an error without a worker (the connection is closed or lingers after it).
+  void answer_error(int fd, int status, std::string_view received, const std::string& message) {
+    httplib::Response response;
+    server_.write_error_(response, status, message);
+    const auto content_type = response.get_header_value("Content-Type");
+    const auto head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                  status, reason_phrase(status), content_type.empty() ? "text/plain" : content_type,
+                                  response.body.size());
+    const auto answer = head + response.body;
+    [[maybe_unused]] const auto sent = ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const auto [method, path] = request_line(received);
+    server_.log_refusal(status, method, path, detail::peer_of(fd), message);
+  }
+
+  void forget(int fd) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    waiting_.erase(fd);
+  }
+
+  void drop(int fd) {
+    forget(fd);
+    closed(fd);
+  }
+
+  void dispatch(Work work) {
+    {
+      const std::lock_guard lock(mutex_);
+      work_.push_back(std::move(work));
+      if (work_.size() > idle_workers_ && workers_.size() < limits_.workers) {
+        workers_.emplace_back([this] { work_loop(); });
+        ++idle_workers_;
+      }
+    }
+    work_ready_.notify_one();
+  }
+
+  void work_loop() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      work_ready_.wait(lock, [this] { return !work_.empty() || workers_stop_; });
+      if (work_.empty()) return;
+      auto work = std::move(work_.front());
+      work_.pop_front();
+      --idle_workers_;
+      lock.unlock();
+      server_.answer(work.fd, std::move(work.buffer), work.served, work.first_byte);
+      lock.lock();
+      ++idle_workers_;
+    }
+  }
+
+  GuardedServer& server_;
+  const HttpLimits& limits_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread waiter_;
+  std::unordered_map<int, Waiting> waiting_;  // the waiting thread's own
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+  std::atomic<std::size_t> open_{0};
+
+  std::mutex mutex_;  // guards what follows
+  std::vector<std::pair<int, Waiting>> incoming_;
+  std::deque<Work> work_;
+  std::condition_variable work_ready_;
+  std::vector<std::thread> workers_;
+  std::size_t idle_workers_ = 0;
+  bool workers_stop_ = false;
+};
+
+namespace {
+
+// cpp-httplib hands each accepted connection to a task queue; here it goes to the waiting thread
+// at once, on the listening thread (registering it does not block).
+class InlineQueue final : public httplib::TaskQueue {
+ public:
+  explicit InlineQueue(GuardedServer::Connections& connections) : connections_(connections) {}
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override;
+
+ private:
+  GuardedServer::Connections& connections_;
+};
+
+}  // namespace
+
+void InlineQueue::shutdown() { connections_.stop(); }
+
+GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::string not_found)
+    : limits_(std::move(limits)),
+      write_error_(std::move(write_error)),
+      not_found_(std::move(not_found)),
+      log_limiter_(std::make_unique<detail::LogLimiter>()) {
+  if (limits_.workers == 0) throw usage_error("the server needs at least one thread");
+  new_task_queue = [this] {
+    connections_ = std::make_unique<Connections>(*this);
+    return new InlineQueue(*connections_);
+  };
+  set_payload_max_length(limits_.max_body_bytes);
+  set_keep_alive_max_count(limits_.keep_alive_requests);
+  set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, limits_.idle_timeout_s)));
+  detail::refuse_shared_ports(*this);
+  set_error_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
+    return on_error(request, response);
+  }));
+  set_logger([this](const httplib::Request& request, const httplib::Response& response) { on_answer(request, response); });
+}
+
+GuardedServer::~GuardedServer() {
+  if (connections_) connections_->stop();
+}
+
+int GuardedServer::bind_listener(const std::string& host, int port) {
+  const int bound = port == 0 ? bind_to_any_port(host) : (bind_to_port(host, port) ? port : -1);
+  if (bound >= 0) ::listen(svr_sock_, SOMAXCONN);
+  return bound;
+}
+
+std::size_t GuardedServer::open_connections() const { return connections_ ? connections_->open() : 0; }
+
+bool GuardedServer::process_and_close_socket(socket_t sock) {
+  connections_->admit(sock);
+  return true;
+}
+
+void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clock::time_point first_byte) {
+  detail::RequestStream stream(fd, std::move(buffered), limits_);
+  while (true) {
+    stream.start_request(first_byte);
+    detail::set_current_stream(&stream);
+    const bool last = connections_->stopping() || served + 1 >= limits_.keep_alive_requests;
+    bool client_closes = false;
+    const bool answered = process_request(stream, last, client_closes, nullptr);
+    detail::set_current_stream(nullptr);
+    ++served;
+    if (!answered || client_closes || last || stream.failure() != detail::StreamFailure::none) break;
+    const auto rest = stream.unread();
+    if (rest.empty() || !request_arrived(scan_request(rest), rest.size(), limits_.collect_body_bytes)) {
+      connections_->wait_again(fd, stream.take_unread(), served);
+      return;
+    }
+    first_byte = Clock::now();  // a pipelined request that has arrived whole
+  }
+  if (stream.failure() == detail::StreamFailure::timed_out || stream.failure() == detail::StreamFailure::too_large) {
+    connections_->linger(fd);
+    return;
+  }
+  connections_->closed(fd);
+}
+
+}  // namespace gpucap::service

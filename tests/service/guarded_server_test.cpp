@@ -1,0 +1,371 @@
+// The HTTP server every gpucap service runs on, tried as an attacker would: bodies too large
+// (chunked or not), clients that drip their headers or body, a thousand idle connections, the wrong
+// method, a flood of bad requests. Real sockets on 127.0.0.1, bounded in count and time.
+#include "gpucap/service/guarded_server.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpucap::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+void json_error(httplib::Response& response, int status, const std::string& message) {
+  response.status = status;
+  response.set_content(fmt::format(R"({{"error": "{}"}})", message), "application/json");
+}
+
+// A GuardedServer with GET /hello and POST /echo (answers the body's size), on a free port.
+class TestServer {
+ public:
+  explicit TestServer(HttpLimits limits) : http_(with_name(std::move(limits)), json_error, "not found: try /hello") {
+    http_.get("/hello", [](const httplib::Request&, httplib::Response& response) { response.set_content("hi", "text/plain"); });
+    http_.post("/echo", [](const httplib::Request& request, httplib::Response& response) {
+      response.set_content(std::to_string(request.body.size()), "text/plain");
+    });
+    port_ = http_.bind_listener("127.0.0.1", 0);
+    thread_ = std::thread([this] { http_.listen_after_bind(); });
+    while (!http_.is_running()) std::this_thread::sleep_for(1ms);
+  }
+  ~TestServer() {
+    http_.stop();
+    thread_.join();
+  }
+  TestServer(const TestServer&) = delete;
+  TestServer& operator=(const TestServer&) = delete;
+
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] GuardedServer& http() { return http_; }
+
+ private:
+  static HttpLimits with_name(HttpLimits limits) {
+    limits.log_name = "test";
+    return limits;
+  }
+  GuardedServer http_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A raw client socket: what a real attacker has, rather than a well-behaved HTTP library.
+class Socket {
+ public:
+  explicit Socket(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  }
+  ~Socket() { ::close(fd_); }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  [[nodiscard]] bool connected() const { return connected_; }
+  bool send(std::string_view bytes) const {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  [[nodiscard]] bool readable(std::chrono::milliseconds wait = 0ms) const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
+  }
+  // What arrives within `wait`, until the server closes or `enough` bytes came.
+  std::string receive(std::chrono::milliseconds wait, std::size_t enough = 1 << 20) const {
+    std::string got;
+    const auto until = std::chrono::steady_clock::now() + wait;
+    char buffer[4096];
+    while (got.size() < enough) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left <= 0ms || !readable(left)) break;
+      const auto n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      got.append(buffer, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
+  [[nodiscard]] int fd() const { return fd_; }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+int status_of(std::string_view response) {
+  if (!response.starts_with("HTTP/1.1 ") || response.size() < 12) return 0;
+  return std::stoi(std::string(response.substr(9, 3)));
+}
+
+std::string get_hello() { return "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"; }
+
+HttpLimits small_limits() {
+  HttpLimits limits;
+  limits.max_body_bytes = 1 << 20;
+  limits.header_timeout_s = 1.0;
+  limits.request_timeout_s = 1.5;
+  limits.idle_timeout_s = 5.0;
+  limits.workers = 4;
+  return limits;
+}
+
+TEST(ScanRequest, FindsTheHeadersEndAndTheBodyFraming) {
+  EXPECT_EQ(scan_request("GET / HTTP/1.1\r\nHost: x\r\n").header_bytes, 0U);
+  const std::string head = "POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length:  12 \r\n\r\n";
+  const auto scan = scan_request(head + "hello");
+  EXPECT_EQ(scan.header_bytes, head.size());
+  ASSERT_TRUE(scan.content_length);
+  EXPECT_EQ(*scan.content_length, 12U);
+  EXPECT_FALSE(scan.chunked);
+  EXPECT_TRUE(scan_request("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n").chunked);
+  EXPECT_TRUE(scan_request("POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n").expect_continue);
+  // Two lengths that differ, or one that is not a number, are not trusted (request smuggling).
+  EXPECT_TRUE(scan_request("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n").malformed_length);
+  EXPECT_TRUE(scan_request("POST / HTTP/1.1\r\nContent-Length: 5x\r\n\r\n").malformed_length);
+  EXPECT_FALSE(scan_request("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").malformed_length);
+}
+
+TEST(ScanRequest, ARequestHasArrivedWithItsSmallBodyOrWhenAWorkerMustReadTheBody) {
+  const std::string head = "POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
+  EXPECT_FALSE(request_arrived(scan_request(head + "12345"), head.size() + 5, 1024));
+  EXPECT_TRUE(request_arrived(scan_request(head + "1234567890"), head.size() + 10, 1024));
+  // Too large to collect: a worker reads it, under the request's deadline.
+  EXPECT_TRUE(request_arrived(scan_request(head), head.size(), 4));
+  EXPECT_TRUE(request_arrived(scan_request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), 50, 1024));
+  EXPECT_TRUE(request_arrived(scan_request("GET / HTTP/1.1\r\n\r\n"), 18, 1024));
+  EXPECT_FALSE(request_arrived(scan_request("GET / HTTP/1.1\r\n"), 16, 1024));
+}
+
+TEST(GuardedServer, AnswersPipelinedRequestsOnOneConnection) {
+  TestServer server(small_limits());
+  Socket client(server.port());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send(get_hello() + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + get_hello()));
+  std::string got;
+  const auto answers = [&got] {
+    std::size_t count = 0;
+    for (auto at = got.find("HTTP/1.1 200"); at != std::string::npos; at = got.find("HTTP/1.1 200", at + 1)) ++count;
+    return count;
+  };
+  for (int i = 0; i < 20 && answers() < 3; ++i) got += client.receive(100ms);
+  got += client.receive(100ms);
+  EXPECT_EQ(answers(), 3U) << got;
+  EXPECT_NE(got.find("\r\n\r\n3"), std::string::npos) << got;  // the echo of a 3-byte body
+}
+
+// Issue 38: a 300 MB chunked body was buffered whole before it was refused.
+TEST(GuardedServer, AChunkedBodyIsHeldToTheBodyLimit) {
+  TestServer server(small_limits());
+  {
+    Socket client(server.port());
+    ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    const std::string chunk = fmt::format("{:x}\r\n{}\r\n", 64 << 10, std::string(64 << 10, 'x'));
+    std::size_t sent = 0;
+    timeval send_timeout{2, 0};
+    setsockopt(client.fd(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+    while (sent < (std::size_t{300} << 20) && !client.readable() && client.send(chunk)) sent += chunk.size();
+    const auto answer = client.receive(3s);
+    EXPECT_EQ(status_of(answer), 413) << answer.substr(0, 200);
+    EXPECT_NE(answer.find("the body is too large"), std::string::npos) << answer.substr(0, 300);
+    // Refused after about the limit (1 MiB, a quarter more for chunk framing, plus what the
+    // sockets' buffers hold), not after 300 MB.
+    EXPECT_LT(sent, std::size_t{16} << 20);
+  }
+  // A chunked body a little over the limit (within the framing allowance) is refused exactly.
+  {
+    Socket client(server.port());
+    std::string body;
+    for (int i = 0; i < 17; ++i) body += fmt::format("{:x}\r\n{}\r\n", 64 << 10, std::string(64 << 10, 'y'));
+    ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body + "0\r\n\r\n"));
+    EXPECT_EQ(status_of(client.receive(3s, 12)), 413);
+  }
+  // Under the limit, chunked bodies are read whole.
+  {
+    Socket client(server.port());
+    std::string body;
+    for (int i = 0; i < 15; ++i) body += fmt::format("{:x}\r\n{}\r\n", 64 << 10, std::string(64 << 10, 'z'));
+    ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body + "0\r\n\r\n"));
+    const auto answer = client.receive(3s);
+    EXPECT_EQ(status_of(answer), 200) << answer;
+    EXPECT_NE(answer.find(std::to_string(15 << 16)), std::string::npos) << answer;
+  }
+}
+
+TEST(GuardedServer, AnAnnouncedBodyOverTheLimitIsRefusedAndTheAnswerArrives) {
+  TestServer server(small_limits());
+  Socket client(server.port());
+  // The whole 2 MiB is sent, as clients do; the answer must not be lost to a reset.
+  ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n" + std::string(2 << 20, 'x')));
+  const auto answer = client.receive(3s);
+  EXPECT_EQ(status_of(answer), 413) << answer.substr(0, 200);
+  EXPECT_NE(answer.find(R"({"error": "the body is too large)"), std::string::npos) << answer;
+}
+
+// Issue 38: a few hundred connections that drip their headers held every worker thread.
+TEST(GuardedServer, ClientsThatDripTheirHeadersStarveNobodyAndAreCutAtTheDeadline) {
+  TestServer server(small_limits());  // 4 workers, headers within 1 s
+  std::vector<std::unique_ptr<Socket>> drippers;
+  for (int i = 0; i < 300; ++i) {
+    drippers.push_back(std::make_unique<Socket>(server.port()));
+    ASSERT_TRUE(drippers.back()->connected());
+    ASSERT_TRUE(drippers.back()->send("GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (auto& dripper : drippers) dripper->send("a");
+    std::this_thread::sleep_for(100ms);
+  }
+  // Meanwhile the others are answered at once.
+  for (int i = 0; i < 20; ++i) {
+    Socket client(server.port());
+    const auto started = std::chrono::steady_clock::now();
+    ASSERT_TRUE(client.send(get_hello()));
+    const auto answer = client.receive(2s, 40);
+    EXPECT_EQ(status_of(answer), 200) << answer;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 500ms);
+  }
+  // At the header deadline every dripper gets 408 and its connection is closed.
+  int timed_out = 0;
+  for (auto& dripper : drippers) timed_out += status_of(dripper->receive(3s, 12)) == 408 ? 1 : 0;
+  EXPECT_EQ(timed_out, 300);
+  drippers.clear();
+  for (int i = 0; i < 100 && server.http().open_connections() > 0; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(server.http().open_connections(), 0U);
+}
+
+TEST(GuardedServer, ABodyThatDoesNotArriveInTimeIs408WhetherCollectedOrReadByAWorker) {
+  TestServer server(small_limits());  // the whole request within 1.5 s
+  for (const std::size_t length : {std::size_t{100}, std::size_t{200} << 10}) {
+    Socket client(server.port());
+    const auto started = std::chrono::steady_clock::now();
+    ASSERT_TRUE(client.send(fmt::format("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n0123456789", length)));
+    const auto answer = client.receive(4s, 12);
+    EXPECT_EQ(status_of(answer), 408) << length << ": " << answer;
+    const auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_GT(took, 1200ms) << length;
+    EXPECT_LT(took, 3s) << length;
+  }
+  // The workers are free again.
+  Socket client(server.port());
+  ASSERT_TRUE(client.send(get_hello()));
+  EXPECT_EQ(status_of(client.receive(2s, 12)), 200);
+}
+
+TEST(GuardedServer, AKnownPathWithTheWrongMethodIs405WithAllow) {
+  TestServer server(small_limits());
+  httplib::Client client("127.0.0.1", server.port());
+  const auto put = client.Put("/hello", "x", "text/plain");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 405);
+  EXPECT_EQ(put->get_header_value("Allow"), "GET, HEAD");
+  EXPECT_NE(put->body.find("method not allowed"), std::string::npos) << put->body;
+  const auto get_echo = client.Get("/echo");
+  ASSERT_TRUE(get_echo);
+  EXPECT_EQ(get_echo->status, 405);
+  EXPECT_EQ(get_echo->get_header_value("Allow"), "POST");
+  const auto unknown = client.Get("/nothing");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("not found: try /hello"), std::string::npos) << unknown->body;
+}
+
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)), previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
+    sink_->set_pattern("%v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  [[nodiscard]] std::vector<std::string> lines() const { return sink_->last_formatted(); }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+bool has_line(const std::vector<std::string>& lines, std::string_view fragment) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) { return line.find(fragment) != std::string::npos; });
+}
+
+// Issue 38: refused requests left no log line.
+TEST(GuardedServer, EveryRefusalLeavesOneLogLineAndAFloodIsRateLimited) {
+  const CapturedLog log;
+  TestServer server(small_limits());
+  httplib::Client client("127.0.0.1", server.port());
+  ASSERT_EQ(client.Put("/hello", "x", "text/plain")->status, 405);
+  ASSERT_EQ(client.Get("/nothing")->status, 404);
+  {
+    Socket raw(server.port());
+    ASSERT_TRUE(raw.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 9999999999\r\n\r\n"));
+    ASSERT_EQ(status_of(raw.receive(2s, 12)), 413);
+  }
+  for (int i = 0; i < 50 && log.lines().size() < 3; ++i) std::this_thread::sleep_for(10ms);
+  auto lines = log.lines();
+  EXPECT_TRUE(has_line(lines, "test: 405 PUT /hello from 127.0.0.1:")) << fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_TRUE(has_line(lines, "test: 404 GET /nothing from 127.0.0.1:")) << fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_TRUE(has_line(lines, "test: 413 POST /echo from 127.0.0.1:")) << fmt::format("{}", fmt::join(lines, "\n"));
+  // A flood of 300 bad requests leaves at most the burst, and the next line says how many it left out.
+  const auto flood_started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 300; ++i) client.Get("/nothing");
+  const double flood_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - flood_started).count();
+  const auto flooded = log.lines().size() - lines.size();
+  EXPECT_LE(static_cast<double>(flooded), 50.0 + 20.0 * flood_s + 1.0);
+  EXPECT_GE(flooded, 40U);
+  std::this_thread::sleep_for(200ms);
+  client.Get("/nothing");
+  EXPECT_TRUE(has_line(log.lines(), "more refusals were not logged"));
+}
+
+TEST(GuardedServer, AThousandIdleConnectionsHoldNoWorker) {
+  auto limits = small_limits();
+  limits.workers = 2;
+  limits.idle_timeout_s = 30.0;
+  limits.header_timeout_s = 30.0;
+  TestServer server(limits);
+  std::vector<std::unique_ptr<Socket>> idle;
+  for (int i = 0; i < 1000; ++i) {
+    idle.push_back(std::make_unique<Socket>(server.port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  // Half of them answered once and kept alive.
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(idle[static_cast<std::size_t>(i)]->send(get_hello()));
+    ASSERT_EQ(status_of(idle[static_cast<std::size_t>(i)]->receive(2s, 12)), 200);
+  }
+  for (int i = 0; i < 100 && server.http().open_connections() < 1000; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server.http().open_connections(), 1000U);
+  httplib::Client client("127.0.0.1", server.port());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(client.Get("/hello")->status, 200);
+}
+
+TEST(GuardedServer, ConnectionsOverTheLimitAre503) {
+  auto limits = small_limits();
+  limits.max_connections = 5;
+  TestServer server(limits);
+  std::vector<std::unique_ptr<Socket>> open;
+  for (int i = 0; i < 5; ++i) open.push_back(std::make_unique<Socket>(server.port()));
+  for (int i = 0; i < 100 && server.http().open_connections() < 5; ++i) std::this_thread::sleep_for(10ms);
+  Socket one_more(server.port());
+  EXPECT_EQ(status_of(one_more.receive(2s, 12)), 503);
+  open.clear();
+  for (int i = 0; i < 100 && server.http().open_connections() > 0; ++i) std::this_thread::sleep_for(10ms);
+  httplib::Client client("127.0.0.1", server.port());
+  EXPECT_EQ(client.Get("/hello")->status, 200);
+}
+
+}  // namespace
+}  // namespace gpucap::service
