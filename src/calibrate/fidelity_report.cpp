@@ -482,7 +482,7 @@ void write_p40_plots(const FidelityReport& report, const std::string& dir) {
   for (const auto& [name, rows] : report.p40_emulated) {
     if (rows.empty()) continue;
     const auto found = std::find_if(report.p40_data.begin(), report.p40_data.end(),
-                                    [&name](const P40Run& r) { return r.name == name; });
+                                    [&run_name = name](const P40Run& r) { return r.name == run_name; });
     if (found == report.p40_data.end()) continue;
     const auto& run = *found;
     const double t0 = run.log.rows.front().time_s;

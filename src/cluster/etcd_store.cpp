@@ -20,41 +20,6 @@ constexpr int kGrpcInvalidArgument = 3;
 constexpr int kGrpcNotFound = 5;
 constexpr int kGrpcOutOfRange = 11;
 
-// etcd's JSON gateway writes int64 fields as strings and leaves out zeros and falses.
-std::int64_t int64_of(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return 0;
-  const auto found = object.find(key);
-  if (found == object.end() || found->is_null()) return 0;
-  if (found->is_number_integer()) return found->get<std::int64_t>();
-  if (found->is_string()) {
-    try {
-      return std::stoll(found->get<std::string>());
-    } catch (const std::exception&) {
-    }
-  }
-  throw StoreError(StoreErrorKind::invalid, fmt::format("etcd answered a {} that is not an integer: {}", key, found->dump()));
-}
-
-std::string bytes_of(const nlohmann::json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key)) return {};
-  return base64_decode(object.at(key).get<std::string>());
-}
-
-Revision header_revision(const nlohmann::json& answer) {
-  return answer.contains("header") ? int64_of(answer.at("header"), "revision") : 0;
-}
-
-KeyValue key_value_of(const nlohmann::json& kv) {
-  KeyValue out;
-  out.key = bytes_of(kv, "key");
-  out.value = bytes_of(kv, "value");
-  out.create_revision = int64_of(kv, "create_revision");
-  out.mod_revision = int64_of(kv, "mod_revision");
-  out.version = int64_of(kv, "version");
-  out.lease = int64_of(kv, "lease");
-  return out;
-}
-
 // The smallest key above every key with this prefix (etcd's range_end for a prefix); "\0" (every
 // key) for a prefix of 0xff bytes only.
 std::string prefix_end(std::string_view prefix) {
@@ -128,35 +93,6 @@ void set_timeouts(httplib::Client& client, double connect_s, double read_s) {
   client.set_write_timeout(read_whole, read_micro);
 }
 
-// What an etcd error answer means for the caller: a member that cannot serve is worth another try
-// on the next member; anything else is etcd's final word.
-struct EtcdFailure {
-  bool try_next = false;
-  StoreErrorKind kind = StoreErrorKind::unavailable;
-  std::string message;
-};
-
-EtcdFailure failure_of(int http_status, const std::string& body) {
-  const auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  const int code = parsed.is_object() && parsed.contains("code") && parsed.at("code").is_number_integer()
-                       ? parsed.at("code").get<int>()
-                       : -1;
-  std::string message = parsed.is_object() && parsed.contains("message") && parsed.at("message").is_string()
-                            ? parsed.at("message").get<std::string>()
-                            : body.substr(0, 200);
-  if (code == kGrpcNotFound && message.find("lease not found") != std::string::npos) {
-    return {false, StoreErrorKind::lease_not_found, message};
-  }
-  if (code == kGrpcOutOfRange && message.find("compacted") != std::string::npos) {
-    return {false, StoreErrorKind::compacted, message};
-  }
-  if (code == kGrpcInvalidArgument || (http_status >= 400 && http_status < 500 && code != -1)) {
-    return {false, StoreErrorKind::invalid, message};
-  }
-  return {true, StoreErrorKind::unavailable, fmt::format("HTTP {}: {}", http_status, message)};
-}
-
-
 // One POST's answer. etcd's gateway ends an error answer with an HTTP trailer, which cpp-httplib
 // 0.11 does not parse (it reports a read error after the body): the status line and the body came
 // before it, so an answer with a status and a JSON body counts as answered.
@@ -229,6 +165,125 @@ std::vector<ServerUrl> parse_etcd_endpoints(std::string_view list) {
   return endpoints;
 }
 
+// ---- etcd's answers, decoded (etcd_store.hpp, etcd_wire) ---------------------------------------
+
+namespace etcd_wire {
+
+// etcd's JSON gateway writes int64 fields as strings and leaves out zeros and falses.
+std::int64_t int64_of(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  const auto found = object.find(key);
+  if (found == object.end() || found->is_null()) return 0;
+  if (found->is_number_integer()) return found->get<std::int64_t>();
+  if (found->is_string()) {
+    try {
+      return std::stoll(found->get<std::string>());
+    } catch (const std::exception&) {
+    }
+  }
+  throw StoreError(StoreErrorKind::invalid, fmt::format("etcd answered a {} that is not an integer: {}", key, found->dump()));
+}
+
+namespace {
+
+std::string bytes_of(const nlohmann::json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return {};
+  return base64_decode(object.at(key).get<std::string>());
+}
+
+}  // namespace
+
+Revision header_revision(const nlohmann::json& answer) {
+  return answer.contains("header") ? int64_of(answer.at("header"), "revision") : 0;
+}
+
+KeyValue key_value_of(const nlohmann::json& kv) {
+  KeyValue out;
+  out.key = bytes_of(kv, "key");
+  out.value = bytes_of(kv, "value");
+  out.create_revision = int64_of(kv, "create_revision");
+  out.mod_revision = int64_of(kv, "mod_revision");
+  out.version = int64_of(kv, "version");
+  out.lease = int64_of(kv, "lease");
+  return out;
+}
+
+std::optional<nlohmann::json> parse_answer(std::string_view body) {
+  auto answer = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!answer.is_object()) return std::nullopt;
+  return answer;
+}
+
+RangeResult range_result(const nlohmann::json& answer) {
+  RangeResult out;
+  out.revision = header_revision(answer);
+  for (const auto& kv : answer.value("kvs", nlohmann::json::array())) out.kvs.push_back(key_value_of(kv));
+  return out;
+}
+
+LeaseId granted_lease(const nlohmann::json& answer) {
+  const LeaseId id = int64_of(answer, "ID");
+  if (id == 0) throw StoreError(StoreErrorKind::unavailable, "etcd granted no lease: " + answer.dump());
+  return id;
+}
+
+bool lease_alive(const nlohmann::json& answer) {
+  return int64_of(answer.value("result", nlohmann::json::object()), "TTL") > 0;
+}
+
+TxnResult txn_result(const nlohmann::json& answer) {
+  return TxnResult{answer.value("succeeded", false), header_revision(answer)};
+}
+
+Failure failure_of(int http_status, const std::string& body) {
+  const auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const int code = parsed.is_object() && parsed.contains("code") && parsed.at("code").is_number_integer()
+                       ? parsed.at("code").get<int>()
+                       : -1;
+  std::string message = parsed.is_object() && parsed.contains("message") && parsed.at("message").is_string()
+                            ? parsed.at("message").get<std::string>()
+                            : body.substr(0, 200);
+  if (code == kGrpcNotFound && message.find("lease not found") != std::string::npos) {
+    return {false, StoreErrorKind::lease_not_found, message};
+  }
+  if (code == kGrpcOutOfRange && message.find("compacted") != std::string::npos) {
+    return {false, StoreErrorKind::compacted, message};
+  }
+  if (code == kGrpcInvalidArgument || (http_status >= 400 && http_status < 500 && code != -1)) {
+    return {false, StoreErrorKind::invalid, message};
+  }
+  return {true, StoreErrorKind::unavailable, fmt::format("HTTP {}: {}", http_status, message)};
+}
+
+WatchLine watch_line(std::string_view line) {
+  WatchLine out;
+  const auto end_with = [&out](StoreErrorKind kind, std::string message) {
+    out.end = WatchEnd{kind, std::move(message)};
+    return out;
+  };
+  if (line.find_first_not_of(" \r\t") == std::string_view::npos) return out;
+  const auto message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!message.is_object()) return end_with(StoreErrorKind::unavailable, "etcd watch stream sent a line that is not JSON");
+  if (message.contains("error")) {
+    return end_with(StoreErrorKind::unavailable, fmt::format("etcd watch error: {}", message.at("error").dump()));
+  }
+  const auto& result = message.value("result", nlohmann::json::object());
+  if (int64_of(result, "compact_revision") != 0) {
+    return end_with(StoreErrorKind::compacted,
+                    fmt::format("etcd compacted the watch's revisions up to {}", int64_of(result, "compact_revision")));
+  }
+  if (result.value("canceled", false)) return end_with(StoreErrorKind::unavailable, "etcd canceled the watch");
+  for (const auto& event : result.value("events", nlohmann::json::array())) {
+    WatchEvent e;
+    e.type = event.value("type", std::string("PUT")) == "DELETE" ? EventType::erase : EventType::put;
+    e.kv = key_value_of(event.value("kv", nlohmann::json::object()));
+    out.events.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace etcd_wire
+
 // ---- Watch streams --------------------------------------------------------------------------
 
 class EtcdStore::WatchStream {
@@ -299,27 +354,10 @@ class EtcdStore::WatchStream {
   }
 
   bool on_line(std::string_view line) {
-    if (line.find_first_not_of(" \r\t") == std::string_view::npos) return true;
-    const auto message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!message.is_object()) return end_with(StoreErrorKind::unavailable, "etcd watch stream sent a line that is not JSON");
-    if (message.contains("error")) {
-      return end_with(StoreErrorKind::unavailable, fmt::format("etcd watch error: {}", message.at("error").dump()));
-    }
-    const auto& result = message.value("result", nlohmann::json::object());
-    if (int64_of(result, "compact_revision") != 0) {
-      return end_with(StoreErrorKind::compacted,
-                      fmt::format("etcd compacted the watch's revisions up to {}", int64_of(result, "compact_revision")));
-    }
-    if (result.value("canceled", false)) return end_with(StoreErrorKind::unavailable, "etcd canceled the watch");
-    std::vector<WatchEvent> events;
-    for (const auto& event : result.value("events", nlohmann::json::array())) {
-      WatchEvent out;
-      out.type = event.value("type", std::string("PUT")) == "DELETE" ? EventType::erase : EventType::put;
-      out.kv = key_value_of(event.value("kv", nlohmann::json::object()));
-      events.push_back(std::move(out));
-    }
+    auto decoded = etcd_wire::watch_line(line);
+    if (decoded.end) return end_with(decoded.end->kind, std::move(decoded.end->message));
     std::lock_guard lock(mutex_);
-    for (auto& event : events) events_.push_back(std::move(event));
+    for (auto& event : decoded.events) events_.push_back(std::move(event));
     return true;
   }
 
@@ -378,16 +416,16 @@ nlohmann::json EtcdStore::call(const std::string& path, const nlohmann::json& bo
       continue;
     }
     if (*result.status >= 200 && *result.status < 300) {
-      auto answer = nlohmann::json::parse(result.body, nullptr, /*allow_exceptions=*/false);
-      if (!answer.is_object()) {
+      auto answer = etcd_wire::parse_answer(result.body);
+      if (!answer) {
         throw StoreError(StoreErrorKind::invalid,
                          fmt::format("etcd {} answered {} with a body that is not JSON", endpoint.text, path));
       }
       std::lock_guard lock(mutex_);
       current_ = index;
-      return answer;
+      return std::move(*answer);
     }
-    const auto failure = failure_of(*result.status, result.body);
+    const auto failure = etcd_wire::failure_of(*result.status, result.body);
     if (!failure.try_next) throw StoreError(failure.kind, fmt::format("etcd {}: {}", path, failure.message));
     failures.push_back(fmt::format("{}: {}", endpoint.text, failure.message));
   }
@@ -397,17 +435,13 @@ nlohmann::json EtcdStore::call(const std::string& path, const nlohmann::json& bo
 LeaseId EtcdStore::grant_lease(double ttl_s) {
   if (!(ttl_s > 0.0) || ttl_s > 1e6) throw StoreError(StoreErrorKind::invalid, fmt::format("lease TTL {} s", ttl_s));
   // etcd counts TTLs in whole seconds: round up, never grant less than asked.
-  const auto answer = call("/v3/lease/grant", {{"TTL", static_cast<std::int64_t>(std::ceil(ttl_s))}});
-  const LeaseId id = int64_of(answer, "ID");
-  if (id == 0) throw StoreError(StoreErrorKind::unavailable, "etcd granted no lease: " + answer.dump());
-  return id;
+  return etcd_wire::granted_lease(call("/v3/lease/grant", {{"TTL", static_cast<std::int64_t>(std::ceil(ttl_s))}}));
 }
 
 bool EtcdStore::keep_alive(LeaseId lease) {
   // The gateway's keepalive is a stream; one request gets one answer. An expired or unknown lease
   // answers TTL 0 (left out).
-  const auto answer = call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}});
-  return int64_of(answer.value("result", nlohmann::json::object()), "TTL") > 0;
+  return etcd_wire::lease_alive(call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}));
 }
 
 void EtcdStore::revoke_lease(LeaseId lease) {
@@ -419,32 +453,23 @@ void EtcdStore::revoke_lease(LeaseId lease) {
 }
 
 RangeResult EtcdStore::get(std::string_view key) {
-  const auto answer = call("/v3/kv/range", range_request(key, false));
-  RangeResult out;
-  out.revision = header_revision(answer);
-  for (const auto& kv : answer.value("kvs", nlohmann::json::array())) out.kvs.push_back(key_value_of(kv));
-  return out;
+  return etcd_wire::range_result(call("/v3/kv/range", range_request(key, false)));
 }
 
 RangeResult EtcdStore::get_prefix(std::string_view prefix) {
   auto request = range_request(prefix, true);
   request["sort_order"] = "ASCEND";
   request["sort_target"] = "KEY";
-  const auto answer = call("/v3/kv/range", request);
-  RangeResult out;
-  out.revision = header_revision(answer);
-  for (const auto& kv : answer.value("kvs", nlohmann::json::array())) out.kvs.push_back(key_value_of(kv));
-  return out;
+  return etcd_wire::range_result(call("/v3/kv/range", request));
 }
 
-Revision EtcdStore::put(const PutOp& op) { return header_revision(call("/v3/kv/put", put_json(op))); }
+Revision EtcdStore::put(const PutOp& op) { return etcd_wire::header_revision(call("/v3/kv/put", put_json(op))); }
 
 TxnResult EtcdStore::txn(std::span<const Compare> compares, std::span<const Op> then, std::span<const Op> otherwise) {
   nlohmann::json compare = nlohmann::json::array();
   for (const Compare& c : compares) compare.push_back(compare_json(c));
-  const auto answer =
-      call("/v3/kv/txn", {{"compare", compare}, {"success", ops_json(then)}, {"failure", ops_json(otherwise)}});
-  return TxnResult{answer.value("succeeded", false), header_revision(answer)};
+  return etcd_wire::txn_result(
+      call("/v3/kv/txn", {{"compare", compare}, {"success", ops_json(then)}, {"failure", ops_json(otherwise)}}));
 }
 
 WatchId EtcdStore::watch(std::string key, Revision from, bool prefix) {
@@ -453,7 +478,7 @@ WatchId EtcdStore::watch(std::string key, Revision from, bool prefix) {
   // The probe also finds a member that answers, for the stream to connect to.
   auto probe = range_request(key, false);
   probe["count_only"] = true;
-  const Revision now = header_revision(call("/v3/kv/range", probe));
+  const Revision now = etcd_wire::header_revision(call("/v3/kv/range", probe));
   if (from == 0) from = now + 1;
   auto create = range_request(key, prefix);
   create["start_revision"] = std::to_string(from);

@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -83,5 +84,47 @@ class EtcdStore final : public Store {
 // StoreError(invalid) on text that is not base64.
 [[nodiscard]] std::string base64_encode(std::string_view bytes);
 [[nodiscard]] std::string base64_decode(std::string_view text);
+
+// etcd's answers, decoded apart from HTTP: what EtcdStore makes of each body it reads (and what
+// tests/fuzz/etcd_answer_fuzz.cpp feeds any bytes). An answer etcd (or whatever answers in its
+// place) got wrong is a StoreError(invalid) naming it; nothing else is thrown.
+namespace etcd_wire {
+
+// The JSON object of a 2xx answer's body; nullopt for a body that is not one.
+[[nodiscard]] std::optional<nlohmann::json> parse_answer(std::string_view body);
+// An int64 field as the gateway writes them (a string, or a number; absent or null: 0).
+[[nodiscard]] std::int64_t int64_of(const nlohmann::json& object, const char* key);
+// The answer's header.revision (0 when it has none).
+[[nodiscard]] Revision header_revision(const nlohmann::json& answer);
+[[nodiscard]] KeyValue key_value_of(const nlohmann::json& kv);
+// POST /v3/kv/range, /v3/lease/grant (StoreError(unavailable) when it granted none),
+// /v3/lease/keepalive (whether the lease lives), /v3/kv/txn.
+[[nodiscard]] RangeResult range_result(const nlohmann::json& answer);
+[[nodiscard]] LeaseId granted_lease(const nlohmann::json& answer);
+[[nodiscard]] bool lease_alive(const nlohmann::json& answer);
+[[nodiscard]] TxnResult txn_result(const nlohmann::json& answer);
+
+// What an error answer (a status outside 2xx) means for the caller: a member that cannot serve is
+// worth another try on the next member; anything else is etcd's final word.
+struct Failure {
+  bool try_next = false;
+  StoreErrorKind kind = StoreErrorKind::unavailable;
+  std::string message;
+};
+[[nodiscard]] Failure failure_of(int http_status, const std::string& body);
+
+// One line of a watch stream: its events, or how the stream ends (a line that is not a watch
+// answer ends it too). Never throws: it runs on the stream's own thread.
+struct WatchEnd {
+  StoreErrorKind kind = StoreErrorKind::unavailable;
+  std::string message;
+};
+struct WatchLine {
+  std::vector<WatchEvent> events;
+  std::optional<WatchEnd> end;
+};
+[[nodiscard]] WatchLine watch_line(std::string_view line);
+
+}  // namespace etcd_wire
 
 }  // namespace gpucap::cluster
