@@ -43,6 +43,7 @@ struct Options {
   int replicas = 1;
   double rate = 2000.0;
   double seconds = 10.0;
+  std::string durability = "full";
 };
 
 std::string job_body(int i) {
@@ -139,7 +140,8 @@ int run(const Options& o) {
     if (!o.db) db_file = (std::filesystem::temp_directory_path() / fmt::format("bso_serve_load-{}.db", ::getpid())).string();
     for (int r = 0; r < o.replicas; ++r) {
       auto replica = std::make_unique<Replica>();
-      replica->store = gpucap::service::open_store(o.db.value_or("sqlite:" + db_file));
+      replica->store =
+          gpucap::service::open_store(o.db.value_or("sqlite:" + db_file), gpucap::service::parse_durability(o.durability));
       gpucap::service::ServerOptions options;
       options.port = 0;
       options.threads = static_cast<std::size_t>(o.clients / o.replicas) + 16;
@@ -212,6 +214,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   app.add_option("--rate", o.rate, "Requests/s offered by all clients together; 0: back to back")->check(CLI::NonNegativeNumber);
   app.add_option("--seconds", o.seconds, "Measured duration")->check(CLI::PositiveNumber);
+  app.add_option("--durability", o.durability, "The in-process server's, as gpucap bso serve --durability: full or normal")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

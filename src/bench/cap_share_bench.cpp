@@ -31,7 +31,7 @@ CapShareRow measure(const std::string& name, const std::string& configuration, c
   row.configuration = configuration;
   const auto& fg = r.jobs[1];
   row.slo_attainment = sched::slo_attainment(s.jobs[1], fg).value_or(0.0);
-  row.foreground_p99_ms = 1e3 * sched::nearest_rank_percentile(fg.latencies_s, 99);
+  row.foreground_p99_ms = 1e3 * fg.latencies.percentile(99);
   row.background_items_s = r.jobs[0].throughput_items_s;
   const auto f = sched::cap_figures(s, r);
   row.windows = f.windows;

@@ -69,7 +69,7 @@ void fig6_case(const sim::ShareTwin& twin, const JsonFields& setup, const std::s
   const auto p95 = [](const sched::ShareResult& r) -> std::optional<double> {
     const auto& fg = outcome(r, "fg");
     if (fg.out_of_memory) return std::nullopt;
-    return 1e3 * sched::nearest_rank_percentile(fg.latencies_s, 95);
+    return 1e3 * fg.latencies.percentile(95);
   };
   const auto tf = p95(threads);
   const auto sf = p95(flow);

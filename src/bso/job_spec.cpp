@@ -26,6 +26,9 @@ double number_field(const nlohmann::json& body, const char* key, double fallback
 }
 
 long long integer_value(const nlohmann::json& v, const char* key) {
+  // Beyond 2^63 (an unsigned JSON number), get<long long> would wrap to a negative number.
+  constexpr auto largest = static_cast<unsigned long long>(std::numeric_limits<long long>::max());
+  if (v.is_number_unsigned() && v.get<unsigned long long>() > largest) throw field_error(key, "out of range");
   if (v.is_number_integer()) return v.get<long long>();
   // pydantic v1 turns 250.0 into 250 for an int field; a fraction is an error here.
   if (v.is_number_float()) {

@@ -1,6 +1,7 @@
 // gpucap bso serve: Zeus's batch-size optimizer server (its Python client works unchanged) on
 // SQLite or PostgreSQL. Stops cleanly on SIGINT/SIGTERM; every acknowledged request is already
-// committed, so a SIGKILL loses nothing either.
+// committed, so a SIGKILL loses nothing either; with --durability full (the default) a power cut
+// neither (service::Durability).
 
 #include <fmt/format.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@ struct ServeFlags {
   std::optional<std::string> token_file;
   std::size_t threads = service::ServerOptions{}.threads;
   std::optional<std::string> metrics;  // HOST:PORT
+  std::string durability = "full";
 };
 
 // SIGINT and SIGTERM are blocked in every thread while this lives (the server's threads inherit
@@ -63,6 +65,7 @@ class StopOnSignal {
 };
 
 void serve(const ServeFlags& flags) {
+  const auto durability = service::parse_durability(flags.durability);
   service::ServerOptions options;
   std::tie(options.host, options.port) = service::parse_listen_address(flags.listen, "--listen", "127.0.0.1:8000");
   if (flags.token_file) options.bearer_token = service::read_token_file(*flags.token_file);
@@ -80,11 +83,12 @@ void serve(const ServeFlags& flags) {
       service::record_bso_answer(live->work(), route, body, answer);
     };
   }
-  const auto store = service::open_store(flags.db);
+  const auto store = service::open_store(flags.db, durability);
   service::BsoServer server(*store, options);
   const int port = server.bind();
-  std::printf("gpucap bso serve: listening on http://%s:%d (%s%s)\n", options.host.c_str(), port, store->describe().c_str(),
-              options.bearer_token ? ", bearer token required" : "");
+  // The durability as the database reports it (PRAGMA synchronous, SHOW synchronous_commit).
+  std::printf("gpucap bso serve: listening on http://%s:%d (%s, %s%s)\n", options.host.c_str(), port, store->describe().c_str(),
+              store->durability_setting().c_str(), options.bearer_token ? ", bearer token required" : "");
   std::fflush(stdout);
   int signal = 0;
   {
@@ -113,6 +117,13 @@ Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& /*global*/) {
   app->add_option("--metrics", flags->metrics,
                   "Serve Prometheus metrics at HOST:PORT/metrics: jobs registered, trials dispatched, reports "
                   "(continue, converged, failed) and trials ended, by batch size");
+  app->add_option("--durability", flags->durability,
+                  "full: every acknowledged trial is on disk before the answer (SQLite synchronous=FULL, an fsync "
+                  "per request; PostgreSQL: the server's synchronous_commit) and survives a power cut; normal: survives "
+                  "a crash of the server process, but a power cut (or, on PostgreSQL, a crash of the database server, "
+                  "which runs with synchronous_commit=off) may lose the last acknowledged trials (SQLite "
+                  "synchronous=NORMAL)")
+      ->capture_default_str();
   return {app, [flags] { serve(*flags); }};
 }
 

@@ -54,8 +54,7 @@ struct JobFigures {
 };
 
 JobFigures latency_figures(const sched::JobOutcome& job) {
-  return {1e3 * sched::nearest_rank_percentile(job.latencies_s, 50), 1e3 * sched::nearest_rank_percentile(job.latencies_s, 95),
-          1e3 * sched::nearest_rank_percentile(job.latencies_s, 99)};
+  return {1e3 * job.latencies.percentile(50), 1e3 * job.latencies.percentile(95), 1e3 * job.latencies.percentile(99)};
 }
 
 nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareResult& result, bool simulated) {
@@ -78,7 +77,7 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
                           {"end_s", j.end_s}};
     if (spec.mode == sched::Mode::inference) {
       job["latency_ms"] = {{"p50", lat.p50_ms}, {"p95", lat.p95_ms}, {"p99", lat.p99_ms}};
-      job["requests"] = j.latencies_s.size();
+      job["requests"] = j.latencies.count();
     }
     if (const auto slo = sched::slo_attainment(spec, j)) job["slo_attainment"] = *slo;
     jobs.push_back(job);
@@ -132,6 +131,8 @@ nlohmann::json to_json(const sched::ShareScenario& scenario, const sched::ShareR
   }
   return {{"simulated", simulated},
           {"cap", cap},
+          {"preemption_count", result.preemption_count},
+          {"migration_count", result.migration_count},
           {"gpu", scenario.gpu.id},
           {"lpu", scenario.lpu ? nlohmann::json(scenario.lpu->id) : nlohmann::json(nullptr)},
           {"policy", sched::to_string(scenario.policy)},
@@ -169,11 +170,8 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
     std::cout << line << '\n';
   }
   constexpr std::size_t kListed = 5;  // the first few in full, then a summary
-  std::vector<double> preemption_latencies;
-  for (std::size_t i = 0; i < result.preemptions.size(); ++i) {
+  for (std::size_t i = 0; i < result.preemptions.size() && i < kListed; ++i) {
     const auto& p = result.preemptions[i];
-    preemption_latencies.push_back(p.latency_s);
-    if (i >= kListed) continue;
     std::cout << fmt::format("  preemption at {:.3f} s: {} preempted {}, latency {:.2f} ms (drain {:.2f} ms)", p.at_s, p.by,
                              p.victim, 1e3 * p.latency_s, 1e3 * p.drain_s);
     if (p.state_bytes > 0) {
@@ -181,11 +179,10 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
     }
     std::cout << '\n';
   }
-  if (result.preemptions.size() > kListed) {
-    std::cout << fmt::format("  ... {} preemptions in all, latency p50 {:.2f} p99 {:.2f} max {:.2f} ms\n", result.preemptions.size(),
-                             1e3 * sched::nearest_rank_percentile(preemption_latencies, 50),
-                             1e3 * sched::nearest_rank_percentile(preemption_latencies, 99),
-                             1e3 * sched::nearest_rank_percentile(preemption_latencies, 100));
+  if (result.preemption_count > static_cast<std::int64_t>(kListed)) {
+    const auto& latencies = result.preemption_latencies;
+    std::cout << fmt::format("  ... {} preemptions in all, latency p50 {:.2f} p99 {:.2f} max {:.2f} ms\n", result.preemption_count,
+                             1e3 * latencies.percentile(50), 1e3 * latencies.percentile(99), 1e3 * latencies.max_s());
   }
   double energy = 0.0;
   for (const auto& d : result.devices) {
@@ -207,13 +204,25 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
   }
 }
 
-void write_trace(const std::string& path, const sched::ShareResult& result) {
-  std::ofstream out(path);
-  if (!out) throw Error(ErrorCode::io, fmt::format("--trace {}: cannot open for writing", path));
-  out << "job,step,device,start_s,end_s\n";
-  for (const auto& s : result.steps) out << fmt::format("{},{},{},{:.9f},{:.9f}\n", s.job, s.step, s.device, s.start_s, s.end_s);
-  if (!out) throw Error(ErrorCode::io, fmt::format("--trace {}: write failed", path));
-}
+// --trace: every step written as it completes (opened before the run), none kept in memory.
+class TraceWriter final : public sched::StepSink {
+ public:
+  explicit TraceWriter(std::string path) : path_(std::move(path)), out_(path_) {
+    if (!out_) throw Error(ErrorCode::io, fmt::format("--trace {}: cannot open for writing", path_));
+    out_ << "job,step,device,start_s,end_s\n";
+  }
+  void on_step(const sched::StepRecord& s) override {
+    out_ << fmt::format("{},{},{},{:.9f},{:.9f}\n", s.job, s.step, s.device, s.start_s, s.end_s);
+  }
+  void close() {
+    out_.close();
+    if (!out_) throw Error(ErrorCode::io, fmt::format("--trace {}: write failed", path_));
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
 
 // A job that cannot run even alone on the GPU is bad input, not an out-of-memory result (that is
 // for jobs that do not fit together).
@@ -225,6 +234,20 @@ void check_fits_alone(const sim::ShareTwin& twin, const sched::JobSpec& job, con
     throw usage_error(fmt::format("job {} needs {:.1f} GiB on {}, which has {:.1f} GiB for it: it cannot run even alone "
                                   "(a smaller batch=?)",
                                   job.name, need / kGiB, gpu.id, gpu.memory_bytes / kGiB));
+  }
+}
+
+// A cap below the GPU's idle power (with the jobs' CUDA contexts open: the share twin's
+// idle_with_cuda_context_w, data/sched/devices.json) can never be kept: the GPU draws that much
+// running nothing, so no clock, batch size or policy gets it under the cap.
+void check_cap_above_idle(const CapSchedule& cap, const sched::DeviceInfo& gpu, const ShareFlags& flags) {
+  for (const auto& step : cap.steps()) {
+    if (step.cap_w >= gpu.idle_power_w) continue;
+    const auto why = fmt::format("is below the {}'s idle power ({:g} W): the GPU draws that much with the jobs' contexts open "
+                                 "and nothing running, so no setting keeps it under the cap",
+                                 gpu.id, gpu.idle_power_w);
+    if (!flags.cap_schedule) throw usage_error(fmt::format("--power-cap {:g} W {}", step.cap_w, why));
+    throw usage_error(fmt::format("--cap-schedule {}: {:g} W from {:g} s {}", *flags.cap_schedule, step.cap_w, step.time_s, why));
   }
 }
 
@@ -341,7 +364,6 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
               if (scenario.lpu) twin.check(job, *scenario.lpu);
             }
             scenario.max_time_s = flags->max_time_s;
-            scenario.record_steps = flags->trace.has_value();
             scenario.window_s = flags->window_s;
             if (flags->cap_schedule) {
               check_power_cap_flag(flags->power_cap_w);
@@ -350,6 +372,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
               check_power_cap_flag(flags->power_cap_w);
               scenario.cap = CapSchedule::constant(*flags->power_cap_w);
             }
+            if (scenario.cap) check_cap_above_idle(*scenario.cap, scenario.gpu, *flags);
             scenario.resume_preempted = flags->resume;
             std::unique_ptr<sched::CapShareController> controller;
             if (flags->algorithm == "capshare") {
@@ -377,8 +400,13 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
               scenario.observer = observer.get();
             }
             flags->live.warn_if_unpaced("share");
+            std::unique_ptr<TraceWriter> trace;
+            if (flags->trace) {
+              trace = std::make_unique<TraceWriter>(*flags->trace);
+              scenario.step_sink = trace.get();
+            }
             const auto result = sched::simulate_share(scenario, twin);
-            if (flags->trace) write_trace(*flags->trace, result);
+            if (trace) trace->close();
             if (flags->json) {
               std::cout << to_json(scenario, result, true).dump(2) << '\n';
             } else {

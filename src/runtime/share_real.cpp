@@ -120,6 +120,7 @@ class RealShare {
       result_.jobs.emplace_back();
       result_.jobs.back().name = job.spec.name;
       result_.jobs.back().start_s = job.spec.start_s;
+      result_.jobs.back().latencies = sched::LatencyRecord(job.spec.slo_ms);
     }
   }
 
@@ -144,6 +145,10 @@ class RealShare {
       if (e) std::rethrow_exception(e);
     }
     for (const auto& job : result_.jobs) result_.makespan_s = std::max(result_.makespan_s, job.end_s);
+    // A measured run lists every preemption and move (as many as wall-clock time allows).
+    result_.preemption_count = static_cast<std::int64_t>(result_.preemptions.size());
+    for (const auto& p : result_.preemptions) result_.preemption_latencies.add(p.latency_s);
+    result_.migration_count = static_cast<std::int64_t>(result_.migrations.size());
     return std::move(result_);
   }
 
@@ -259,7 +264,7 @@ class RealShare {
         measured_from = end;
       } else {
         measured_items += spec.batch_size;
-        if (spec.mode == sched::Mode::inference) out.latencies_s.push_back(end - issue);
+        if (spec.mode == sched::Mode::inference) out.latencies.add(end - issue);
       }
     }
     out.end_s = now_s();

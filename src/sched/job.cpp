@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -81,6 +82,30 @@ void apply_option(JobSpec& job, std::string_view text, std::string_view option) 
   }
 }
 
+// Jobs whose until= lead back to themselves would each wait for the next to end: none ever would
+// (they ran until --max-time). Every job has at most one until=, so following them from each job
+// either ends at a job with its own length or comes back to a job already on the path.
+void check_until_cycles(const std::vector<JobSpec>& jobs) {
+  std::map<std::string, const JobSpec*> by_name;
+  for (const auto& job : jobs) by_name.emplace(job.name, &job);
+  for (const auto& first : jobs) {
+    std::vector<std::string> path;
+    for (const JobSpec* job = &first; job != nullptr && job->until;) {
+      const auto seen = std::find(path.begin(), path.end(), job->name);
+      if (seen != path.end()) {
+        std::vector<std::string> cycle(seen, path.end());
+        cycle.push_back(job->name);
+        throw usage_error(fmt::format("jobs {} wait for each other (until=): none of them would ever end; give one of them "
+                                      "steps=, requests= or duration=",
+                                      join(cycle, " -> ")));
+      }
+      path.push_back(job->name);
+      const auto next = by_name.find(*job->until);
+      job = next != by_name.end() ? next->second : nullptr;
+    }
+  }
+}
+
 }  // namespace
 
 const char* to_string(Mode mode) { return mode == Mode::training ? "train" : "infer"; }
@@ -129,6 +154,7 @@ void check_jobs(const std::vector<JobSpec>& jobs) {
       throw usage_error(fmt::format("job {}: warmup={} leaves none of its {} steps to measure", job.name, job.warmup, *length));
     }
   }
+  check_until_cycles(jobs);
   // A reuse group runs one input pipeline per batch for all its members: one batch size.
   std::map<std::string, const JobSpec*> first_of_group;
   for (const auto& job : jobs) {

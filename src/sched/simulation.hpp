@@ -68,7 +68,9 @@ struct Run {
   double measured_from_s = 0.0;        // the end of its warm-up steps (its arrival without any)
   std::int64_t measured_items = 0;
   double remaining_s = 0.0;            // sharing devices: work left at full speed
+  // Preemptions by number (the first kListedEvents are listed in full, the others only timed).
   std::optional<std::size_t> preemption_to_time;   // its ask preempted someone: time its first kernel
+  double preemption_asked_s = 0.0;                 // when that ask was
   std::optional<std::size_t> preemption_to_move;   // it was preempted: record its next move
   JobOutcome outcome;
 };
@@ -238,14 +240,22 @@ class Simulation {
 
   // --- results ---
 
+  // The listed record of preemption `number`, or nullptr past kListedEvents.
+  Preemption* listed_preemption(std::size_t number);
+  // The asker's first kernel starts (or never will: `latency_s` 0): its preemption is timed.
+  void time_preemption(Run& asker, double latency_s);
+
   ShareResult finish();
 
   const ShareScenario& scenario_;
   const StepModel& model_;
   std::vector<Device> devices_;
   std::vector<Run> runs_;
-  std::vector<Preemption> preemptions_;
-  std::vector<Migration> migrations_;
+  std::vector<Preemption> preemptions_;   // the first kListedEvents
+  std::int64_t preemption_count_ = 0;
+  LatencyRecord preemption_latencies_;     // of the preemptions past kListedEvents (the listed ones join at the end)
+  std::vector<Migration> migrations_;     // the first kListedEvents
+  std::int64_t migration_count_ = 0;
   std::vector<StepRecord> steps_;
   std::vector<ShareWindow> windows_;
   std::vector<std::pair<double, ShareKnobs>> knob_changes_;

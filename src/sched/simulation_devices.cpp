@@ -54,13 +54,19 @@ void Simulation::preempt(int device, int asker) {
   Run& owner = run_at(d.owner);
   if (owner.preempted || owner.phase != Phase::device) return;  // timeslice owners are never preempted
   owner.preempted = true;
-  Preemption p;
-  p.at_s = now_;
-  p.by = run_at(asker).spec->name;
-  p.victim = owner.spec->name;
-  preemptions_.push_back(p);
-  run_at(asker).preemption_to_time = preemptions_.size() - 1;
-  owner.preemption_to_move = preemptions_.size() - 1;
+  const auto number = static_cast<std::size_t>(preemption_count_++);
+  if (number < kListedEvents) {
+    Preemption p;
+    p.at_s = now_;
+    p.by = run_at(asker).spec->name;
+    p.victim = owner.spec->name;
+    preemptions_.push_back(p);
+  }
+  Run& r = run_at(asker);
+  if (r.preemption_to_time) time_preemption(r, 0.0);  // an earlier ask that never ran a kernel stays at 0
+  r.preemption_to_time = number;
+  r.preemption_asked_s = now_;
+  owner.preemption_to_move = number;
   // Nothing of it in the stream: it gives the GPU up now — unless its kernels have all run and
   // only its device gap is left, which ends the step (finish_device_stage records the drain).
   if (owner.completed == owner.launched && owner.completed < owner.profile.kernels_s.size()) drained(device, d.owner);
@@ -127,10 +133,7 @@ void Simulation::start_next_kernel(int device) {
   const int j = d.stream.front();
   d.stream.pop_front();
   Run& r = run_at(j);
-  if (r.preemption_to_time) {
-    preemptions_[*r.preemption_to_time].latency_s = now_ - preemptions_[*r.preemption_to_time].at_s;
-    r.preemption_to_time.reset();
-  }
+  if (r.preemption_to_time) time_preemption(r, now_ - r.preemption_asked_s);
   d.running = j;
   set_power(d, busy_power(r, d));
   const double duration = r.profile.kernels_s[r.started++] * scaling_for(r, d).time;
@@ -189,7 +192,8 @@ void Simulation::drained(int device, int j) {
 
 // The preempted job's launched kernels have all run: the drain ends now.
 void Simulation::record_drain(const Run& r) {
-  if (r.preemption_to_move) preemptions_[*r.preemption_to_move].drain_s = now_ - preemptions_[*r.preemption_to_move].at_s;
+  if (!r.preemption_to_move) return;
+  if (auto* p = listed_preemption(*r.preemption_to_move)) p->drain_s = now_ - p->at_s;
 }
 
 // The step's kernels have all run; its device gap (if any) still holds the device.

@@ -21,6 +21,7 @@ Simulation::Simulation(const ShareScenario& scenario, const StepModel& model) : 
     run.current = job;
     run.outcome.name = job.name;
     run.outcome.start_s = job.start_s;
+    run.outcome.latencies = LatencyRecord(job.slo_ms);
     runs_.push_back(std::move(run));
   }
   for (int j = 0; j < static_cast<int>(runs_.size()); ++j) schedule(run_at(j).spec->start_s, EventKind::arrive, j, kNone, 0);
@@ -256,13 +257,14 @@ void Simulation::migrate(int j, int target) {
   const StepProfile p = model_.step(*r.spec, from, r.step);
   Migration m{now_, r.spec->name, from.id, to.id, p.state_bytes, p.state_variables, model_.transfer_s(*r.spec, from, to)};
   if (target == kLpu && r.preemption_to_move) {
-    auto& pre = preemptions_[*r.preemption_to_move];
-    pre.state_bytes = m.state_bytes;
-    pre.state_variables = m.state_variables;
-    pre.transfer_s = m.transfer_s;
+    if (auto* pre = listed_preemption(*r.preemption_to_move)) {
+      pre->state_bytes = m.state_bytes;
+      pre->state_variables = m.state_variables;
+      pre->transfer_s = m.transfer_s;
+    }
   }
   r.preemption_to_move.reset();
-  migrations_.push_back(m);
+  if (static_cast<std::size_t>(migration_count_++) < kListedEvents) migrations_.push_back(m);
   ++r.outcome.migrations;
   r.device = target;
   r.phase = Phase::transferring;
@@ -389,9 +391,13 @@ void Simulation::step_done(int j) {
   const bool measured = r.outcome.steps_done > r.spec->warmup;
   r.outcome.items_done += r.current.batch_size;
   if (measured) r.measured_items += r.current.batch_size;
-  if (r.spec->mode == Mode::inference && measured) r.outcome.latencies_s.push_back(now_ - r.request_issue_s);
+  if (r.spec->mode == Mode::inference && measured) r.outcome.latencies.add(now_ - r.request_issue_s);
   if (r.outcome.steps_done == r.spec->warmup) r.measured_from_s = now_;
-  if (scenario_.record_steps) steps_.push_back({r.spec->name, r.step, device_at(r.device).info.id, r.request_issue_s, now_});
+  if (scenario_.record_steps || scenario_.step_sink != nullptr) {
+    StepRecord record{r.spec->name, r.step, device_at(r.device).info.id, r.request_issue_s, now_};
+    if (scenario_.step_sink != nullptr) scenario_.step_sink->on_step(record);
+    if (scenario_.record_steps) steps_.push_back(std::move(record));
+  }
   r.outcome.end_s = now_;
   ++r.step;
   start_step(j);
@@ -465,7 +471,7 @@ ShareProgress Simulation::progress(const ShareWindow& window) const {
     p.jobs.push_back({r.spec->name, r.spec->mode, r.spec->priority, live(r), r.current.batch_size});
     p.items_done.push_back(r.outcome.items_done);
   }
-  p.preemptions = static_cast<std::int64_t>(preemptions_.size());
+  p.preemptions = preemption_count_;
   const Device& gpu = device_at(kGpu);
   p.gpu_energy_j = gpu.energy.energy_j;
   p.gpu_busy_s = gpu.energy.busy_s;
@@ -514,9 +520,26 @@ void Simulation::consult_controller() {
   }
 }
 
+Preemption* Simulation::listed_preemption(std::size_t number) {
+  return number < preemptions_.size() ? &preemptions_[number] : nullptr;
+}
+
+void Simulation::time_preemption(Run& asker, double latency_s) {
+  if (auto* p = listed_preemption(*asker.preemption_to_time)) {
+    p->latency_s = latency_s;  // joins preemption_latencies_ at the end, with the others listed
+  } else {
+    preemption_latencies_.add(latency_s);
+  }
+  asker.preemption_to_time.reset();
+}
+
 ShareResult Simulation::finish() {
   const double end = std::min(now_, scenario_.max_time_s);
   ShareResult result;
+  // A preemption whose asker never ran a kernel keeps latency 0 (as a listed one does).
+  for (auto& r : runs_) {
+    if (r.preemption_to_time && !listed_preemption(*r.preemption_to_time)) time_preemption(r, 0.0);
+  }
   for (auto& r : runs_) {
     if (live(r)) {
       r.outcome.end_s = end;
@@ -531,8 +554,12 @@ ShareResult Simulation::finish() {
     account(d);
     result.devices.push_back(d.energy);
   }
-  result.preemptions = preemptions_;
-  result.migrations = migrations_;
+  result.preemption_count = preemption_count_;
+  result.preemption_latencies = std::move(preemption_latencies_);
+  for (const auto& p : preemptions_) result.preemption_latencies.add(p.latency_s);
+  result.preemptions = std::move(preemptions_);
+  result.migration_count = migration_count_;
+  result.migrations = std::move(migrations_);
   result.steps = std::move(steps_);
   result.windows = std::move(windows_);
   result.knob_changes = std::move(knob_changes_);

@@ -70,10 +70,17 @@ CapFigures cap_figures(const ShareScenario& scenario, const ShareResult& result)
 }
 
 std::optional<double> slo_attainment(const JobSpec& spec, const JobOutcome& job) {
-  if (!spec.slo_ms || job.latencies_s.empty()) return std::nullopt;
-  const auto on_time =
-      std::count_if(job.latencies_s.begin(), job.latencies_s.end(), [&](double s) { return s * 1e3 <= *spec.slo_ms; });
-  return static_cast<double>(on_time) / static_cast<double>(job.latencies_s.size());
+  const auto& record = job.latencies;
+  if (!spec.slo_ms || record.count() == 0) return std::nullopt;
+  std::int64_t on_time = 0;
+  if (record.slo_ms() == spec.slo_ms) {
+    on_time = record.within_slo();
+  } else if (record.exact()) {
+    on_time = std::count_if(record.samples().begin(), record.samples().end(), [&](double s) { return s * 1e3 <= *spec.slo_ms; });
+  } else {
+    throw Error(ErrorCode::internal, fmt::format("job {}: its latencies were not counted against slo_ms={}", spec.name, *spec.slo_ms));
+  }
+  return static_cast<double>(on_time) / static_cast<double>(record.count());
 }
 
 double nearest_rank_percentile(std::vector<double> values, double p) {

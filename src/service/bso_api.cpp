@@ -26,6 +26,11 @@ nlohmann::json parse_object(std::string_view body) {
     j = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& e) {
     throw BadBody(malformed_json_message(body, e.what()));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double (1e400): the parser's out_of_range 406, not a parse_error.
+    throw BadBody(number_overflow_message(e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw BadBody(malformed_json_message(body, e.what()));
   }
   if (!j.is_object()) throw BadBody("the body must be a JSON object");
   return j;
@@ -42,10 +47,14 @@ std::string string_field(const nlohmann::json& j, const char* key) {
   return v.get<std::string>();
 }
 
-// pydantic takes 32.0 for an int field; a fraction or a number beyond int is refused.
+// pydantic takes 32.0 for an int field; a fraction or a number beyond int is refused (one beyond
+// 2^63 too, which get<long long> would wrap to a negative number).
 int int_field(const nlohmann::json& j, const char* key) {
   const auto& v = required(j, key);
-  if (v.is_number_integer()) {
+  if (v.is_number_unsigned()) {
+    const auto x = v.get<unsigned long long>();
+    if (x <= static_cast<unsigned long long>(std::numeric_limits<int>::max())) return static_cast<int>(x);
+  } else if (v.is_number_integer()) {
     const auto x = v.get<long long>();
     if (x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max()) return static_cast<int>(x);
   } else if (v.is_number_float()) {
@@ -117,6 +126,19 @@ std::string malformed_json_message(std::string_view body, const std::string& par
                        "finite numbers ({})", parser_message);
   }
   return fmt::format("the body is not valid JSON ({})", parser_message);
+}
+
+std::string number_overflow_message(const std::string& parser_message) {
+  // nlohmann's message: "[json.exception.out_of_range.406] number overflow parsing '1e400'".
+  const auto open = parser_message.find('\'');
+  const auto close = parser_message.rfind('\'');
+  if (open != std::string::npos && close > open + 1) {
+    auto number = parser_message.substr(open + 1, close - open - 1);
+    if (number.size() > 40) number = number.substr(0, 40) + "...";
+    return fmt::format("{} is too large for a number: every number of the body must fit a double (at most about 1.8e308)",
+                       number);
+  }
+  return fmt::format("a number of the body is too large: every number must fit a double ({})", parser_message);
 }
 
 ApiResponse BsoApi::register_job(std::string_view body) {

@@ -6,6 +6,11 @@
 // hand out one trial number twice or apply one report twice. Registration inserts with
 // ON CONFLICT DO NOTHING, so two replicas registering one job agree on a single row. Lost races
 // (serialization failures, deadlocks) and lost connections are retried from the start.
+//
+// Durability::full leaves synchronous_commit as the server has it (on by default: a commit is in
+// the WAL on disk before it returns); Durability::normal sets synchronous_commit=off on every
+// connection, so a crash of the database server or its host may lose the last acknowledged
+// commits (up to 3 x wal_writer_delay), never the database's consistency.
 
 #include <fmt/format.h>
 
@@ -128,7 +133,7 @@ void prepare_statements(pqxx::connection& c) {
 // Connections, opened on demand up to pool_size and handed to one transaction at a time.
 class ConnectionPool {
  public:
-  explicit ConnectionPool(std::string uri) : uri_(std::move(uri)) {}
+  ConnectionPool(std::string uri, Durability durability) : uri_(std::move(uri)), durability_(durability) {}
 
   class Lease {
    public:
@@ -165,7 +170,10 @@ class ConnectionPool {
 
   std::unique_ptr<pqxx::connection> connect() const {
     auto c = std::make_unique<pqxx::connection>(uri_);
-    pqxx::nontransaction(*c).exec("SET extra_float_digits = 3");
+    pqxx::nontransaction session(*c);
+    session.exec("SET extra_float_digits = 3");
+    if (durability_ == Durability::normal) session.exec("SET synchronous_commit = off");
+    session.commit();
     prepare_statements(*c);
     return c;
   }
@@ -184,6 +192,7 @@ class ConnectionPool {
   }
 
   std::string uri_;
+  Durability durability_;
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
@@ -192,7 +201,7 @@ class ConnectionPool {
 
 class PostgresStore final : public Store {
  public:
-  explicit PostgresStore(std::string uri) : uri_(std::move(uri)), pool_(uri_) {
+  PostgresStore(std::string uri, Durability durability) : uri_(std::move(uri)), pool_(uri_, durability) {
     try {
       migrate();
     } catch (const pqxx::failure& e) {
@@ -250,6 +259,11 @@ class PostgresStore final : public Store {
   }
 
   std::string describe() const override { return fmt::format("PostgreSQL {}", redacted(uri_)); }
+
+  std::string durability_setting() override {
+    return transaction<std::string>(
+        [&](pqxx::work& w) { return "synchronous_commit=" + std::string(w.exec("SHOW synchronous_commit")[0][0].c_str()); });
+  }
 
  private:
   static std::string trimmed(std::string text) {
@@ -339,6 +353,8 @@ class PostgresStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> open_postgres_store(const std::string& uri) { return std::make_unique<PostgresStore>(uri); }
+std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability) {
+  return std::make_unique<PostgresStore>(uri, durability);
+}
 
 }  // namespace gpucap::service

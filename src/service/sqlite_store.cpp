@@ -1,11 +1,11 @@
 // The embedded store: one SQLite file in WAL mode.
 //
-// Durability: WAL with synchronous=NORMAL. A commit is in the WAL file (the operating system's
-// page cache) when it returns, so a server killed with SIGKILL at any moment loses nothing it
-// acknowledged; only a power cut or kernel crash can lose the last few commits before the next
-// checkpoint. synchronous=FULL would fsync every commit, which costs a disk flush per request
-// (every request, even GET /jobs/batch_size, writes). A server on a host that must survive power
-// loss should use PostgreSQL.
+// Durability: WAL, with synchronous=FULL (Durability::full, the default) or NORMAL. FULL fsyncs
+// the WAL at every commit, so what a request acknowledged survives a power cut or kernel crash;
+// it costs a disk flush per request (every request, even GET /jobs/batch_size, writes). NORMAL
+// leaves a commit in the WAL file (the operating system's page cache) when it returns: a server
+// killed with SIGKILL at any moment still loses nothing it acknowledged, but a power cut or
+// kernel crash can lose the last few commits before the next checkpoint (never the database).
 //
 // Concurrency: one connection per store behind a mutex. SQLite runs one writer at a time, and
 // every request writes, so more connections would only queue in SQLite's busy handler (which
@@ -148,7 +148,7 @@ bso::Trial trial_from_row(const Statement& row) {
 
 class SqliteStore final : public Store {
  public:
-  explicit SqliteStore(std::string path) : path_(std::move(path)) {
+  SqliteStore(std::string path, Durability durability) : path_(std::move(path)) {
     const int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
       const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -158,7 +158,7 @@ class SqliteStore final : public Store {
     try {
       sqlite3_busy_timeout(db_, busy_timeout_ms);
       exec("PRAGMA journal_mode=WAL");
-      exec("PRAGMA synchronous=NORMAL");
+      exec(durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
       exec("PRAGMA foreign_keys=ON");
       migrate();
       prepare();
@@ -227,6 +227,20 @@ class SqliteStore final : public Store {
   }
 
   std::string describe() const override { return fmt::format("SQLite {}", path_); }
+
+  std::string durability_setting() override {
+    const std::lock_guard lock(mutex_);
+    Statement pragma(db_, "PRAGMA synchronous");
+    pragma.with();
+    if (!pragma.step()) throw Error(ErrorCode::io, fmt::format("SQLite {}: PRAGMA synchronous answered nothing", path_));
+    switch (pragma.integer(0)) {
+      case 0: return "synchronous=OFF";
+      case 1: return "synchronous=NORMAL";
+      case 2: return "synchronous=FULL";
+      case 3: return "synchronous=EXTRA";
+      default: return fmt::format("synchronous={}", pragma.integer(0));
+    }
+  }
 
  private:
   struct Statements {
@@ -364,6 +378,8 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> open_sqlite_store(const std::string& path) { return std::make_unique<SqliteStore>(path); }
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability) {
+  return std::make_unique<SqliteStore>(path, durability);
+}
 
 }  // namespace gpucap::service

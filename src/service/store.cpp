@@ -6,13 +6,21 @@
 
 namespace gpucap::service {
 
-std::unique_ptr<Store> open_store(const std::string& url) {
+Durability parse_durability(std::string_view text) {
+  if (text == "full") return Durability::full;
+  if (text == "normal") return Durability::normal;
+  throw usage_error(fmt::format("--durability '{}': expected full or normal", text));
+}
+
+const char* to_string(Durability durability) { return durability == Durability::full ? "full" : "normal"; }
+
+std::unique_ptr<Store> open_store(const std::string& url, Durability durability) {
   if (url.starts_with("sqlite:")) {
     const auto path = url.substr(7);
     if (path.empty()) throw usage_error("--db sqlite:PATH needs a path");
-    return open_sqlite_store(path);
+    return open_sqlite_store(path, durability);
   }
-  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) return open_postgres_store(url);
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) return open_postgres_store(url, durability);
   throw usage_error(fmt::format("--db '{}': expected sqlite:PATH or a PostgreSQL URI postgresql://USER@HOST:PORT/DB", url));
 }
 

@@ -55,10 +55,33 @@ TEST(ShareCli, TextSaysSimulatedAndTheTraceListsEveryStep) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[simulated"), std::string::npos);
   EXPECT_NE(r.out.find("preemption at"), std::string::npos);
-  const auto lines = split(read_text_file(trace), '\n');
+  const auto text = read_text_file(trace);  // split() gives views into it
+  const auto lines = split(text, '\n');
   ASSERT_GT(lines.size(), 50U);
   EXPECT_EQ(lines[0], "job,step,device,start_s,end_s");
   EXPECT_NE(read_text_file(trace).find(",cpu,"), std::string::npos);  // bg's steps on the CPU
+}
+
+// 3000 requests, each preempting the training job: the JSON lists the first 1000 preemptions
+// (sched::kListedEvents) and counts them all, the figures cover every request, and --trace gets
+// every step (written as they complete, none kept). Before, every preemption and request latency
+// was kept in memory (and listed): requests=100000000 grew the process without bound.
+TEST(ShareCli, ManyRequestsListABoundedNumberOfPreemptionsAndCountThemAll) {
+  test::TempDir dir;
+  const auto trace = dir.file("steps.csv");
+  const auto r = gpucap({"share", "--gpu", "rtx2080ti", "--job", "bg=train:keras_resnet50:batch=32:until=fg", "--job",
+                         "fg=infer:keras_vgg16:batch=1:priority=high:requests=3000:slo_ms=20", "--json", "--trace", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("preemptions").size(), 1000U);
+  EXPECT_EQ(j.at("preemption_count").get<int>(), 2999);  // every request but the first found bg on the GPU
+  EXPECT_EQ(j.at("migration_count").get<int>(), 0);
+  const auto& fg = j.at("jobs").at(1);
+  EXPECT_EQ(fg.at("requests").get<int>(), 3000);
+  EXPECT_GT(fg.at("latency_ms").at("p99").get<double>(), 0.0);
+  EXPECT_GE(fg.at("slo_attainment").get<double>(), 0.0);
+  const auto text = read_text_file(trace);
+  EXPECT_EQ(split(text, '\n').size(), 1U + 3000U + 1U + 1U);  // header, fg's requests, bg's step, the final newline
 }
 
 TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
@@ -73,6 +96,40 @@ TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
   expect_error({"share", "--policy", "gandiva", "--job", "a=train:keras_vgg16"}, 2, "--policy 'gandiva'");
   expect_error({"share", "--gpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "is not a GPU");
   expect_error({"share", "--job", "a=train:keras_nasnet_large:batch=64"}, 2, "cannot run even alone");
+  // Jobs that wait for each other would run until --max-time: refused, naming the cycle.
+  expect_error({"share", "--job", "a=train:keras_vgg16:until=b", "--job", "b=train:keras_resnet50:until=a"}, 2,
+               "jobs a -> b -> a wait for each other (until=)");
+  expect_error({"share", "--job", "a=train:keras_vgg16:until=b", "--job", "b=train:keras_resnet50:until=c", "--job",
+                "c=infer:keras_resnet50:until=a"},
+               2, "jobs a -> b -> c -> a wait for each other (until=)");
+}
+
+// A bad number is named as it was typed, in one short line (CLI11's PositiveNumber printed the
+// range it wanted, 2.2e-308 to 1.8e308, with std::to_string: a 300-digit number).
+TEST(ShareCli, BadNumbersAreNamedAsTypedInOneShortLine) {
+  for (const std::string flag : {"--window", "--max-time"}) {
+    for (const std::string value : {"-1", "0", "1e-400", "1e400", "-1e308", "nan", "lots"}) {
+      const auto r = gpucap({"share", "--job", "a=train:keras_vgg16:steps=5", flag, value});
+      EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.err;
+      EXPECT_NE(r.err.find(flag + ": must be a positive number, not '" + value + "'"), std::string::npos) << r.err;
+      EXPECT_LT(r.err.size(), 120U) << r.err;
+    }
+  }
+}
+
+// The GPU draws its idle power doing nothing (55 W for the RTX 2080 Ti with a CUDA context open,
+// data/sched/devices.json): a cap below it can never be kept, so it is refused, naming both.
+TEST(ShareCli, ACapBelowTheGpusIdlePowerIsRefused) {
+  expect_error({"share", "--power-cap", "30", "--job", "a=train:keras_vgg16:steps=5"}, 2,
+               "--power-cap 30 W is below the rtx2080ti's idle power (55 W)");
+  expect_error({"share", "--gpu", "v100", "--power-cap", "39.5", "--job", "a=train:keras_vgg16:steps=5"}, 2,
+               "--power-cap 39.5 W is below the v100's idle power (");
+  expect_error({"share", "--cap-schedule", "0:200,5:40", "--job", "a=train:keras_vgg16:steps=5"}, 2,
+               "--cap-schedule 0:200,5:40: 40 W from 5 s is below the rtx2080ti's idle power (55 W)");
+  expect_error({"share", "--power-cap", "20", "--cap-schedule", "5:150", "--job", "a=train:keras_vgg16:steps=5"}, 2,
+               "20 W from 0 s is below the rtx2080ti's idle power (55 W)");
+  const auto at_idle = gpucap({"share", "--power-cap", "55", "--job", "a=train:keras_vgg16:steps=5"});
+  EXPECT_EQ(at_idle.exit_code, 0) << at_idle.err;
 }
 
 TEST(ShareCli, ListShowsTheShareTwinsModelsDevicesAndMatrices) {

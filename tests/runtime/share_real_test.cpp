@@ -33,7 +33,7 @@ TEST(RealShare, SwitchflowPreemptsMovesTheJobAwayAndRunsItThere) {
   const auto& bg = r.jobs[0];
   const auto& fg = r.jobs[1];
   EXPECT_EQ(fg.steps_done, 40);
-  EXPECT_EQ(fg.latencies_s.size(), 38U);
+  EXPECT_EQ(fg.latencies.count(), 38);
   EXPECT_GT(bg.steps_done, 0);
   EXPECT_GE(bg.migrations, 1);      // away when fg came (and back if fg ended before bg's last step)
   EXPECT_GT(bg.steps_on_lpu, 0);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gpucap/core/error.hpp"
+#include "support/expect_error.hpp"
 
 namespace gpucap::sched {
 namespace {
@@ -56,6 +57,25 @@ TEST(JobSpec, NamesMustBeUniqueAndPresent) {
   EXPECT_THROW(check_jobs({}), Error);
   EXPECT_THROW(check_jobs({parse_job_spec("a=train:m"), parse_job_spec("a=infer:m")}), Error);
   EXPECT_NO_THROW(check_jobs({parse_job_spec("a=train:m"), parse_job_spec("b=infer:m")}));
+}
+
+// Jobs whose until= wait for each other would never end (they ran until --max-time): refused,
+// naming the jobs of the cycle in order, however long it is. A chain that ends is fine.
+TEST(JobSpec, UntilCyclesAreRefusedNamingTheirJobs) {
+  const auto jobs = [](std::initializer_list<const char*> texts) {
+    std::vector<JobSpec> v;
+    for (const char* t : texts) v.push_back(parse_job_spec(t));
+    return v;
+  };
+  test::expect_error_from([&] { check_jobs(jobs({"a=train:m:until=b", "b=train:m:until=a"})); }, ErrorCode::usage,
+                          "jobs a -> b -> a wait for each other (until=)");
+  test::expect_error_from(
+      [&] { check_jobs(jobs({"x=infer:m", "a=train:m:until=b", "b=train:m:until=c", "c=train:m:until=a"})); },
+      ErrorCode::usage, "jobs a -> b -> c -> a wait for each other (until=)");
+  // A job that waits on a cycle without being in it: the message names the cycle, not the tail.
+  test::expect_error_from([&] { check_jobs(jobs({"t=train:m:until=a", "a=train:m:until=b", "b=train:m:until=a"})); },
+                          ErrorCode::usage, "jobs a -> b -> a wait for each other");
+  EXPECT_NO_THROW(check_jobs(jobs({"a=train:m:until=b", "b=train:m:until=c", "c=infer:m:requests=5"})));
 }
 
 TEST(JobSpec, AReuseGroupHasOneBatchSize) {

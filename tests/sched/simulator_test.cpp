@@ -122,10 +122,10 @@ TEST(ShareSwitchflow, PreemptsAtTheKernelInFlightMigratesAndComesBack) {
   EXPECT_NEAR(p.transfer_s, 0.11, eps);
 
   const auto& fg = job(r, "fg");
-  ASSERT_EQ(fg.latencies_s.size(), 100U);
-  EXPECT_NEAR(fg.latencies_s[0], 0.011, eps);  // host, drain, its own 4 ms
-  for (std::size_t i = 1; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.0045, eps) << i;
-  EXPECT_NEAR(nearest_rank_percentile(fg.latencies_s, 95), 0.0045, eps);
+  ASSERT_EQ(fg.latencies.samples().size(), 100U);
+  EXPECT_NEAR(fg.latencies.samples()[0], 0.011, eps);  // host, drain, its own 4 ms
+  for (std::size_t i = 1; i < fg.latencies.samples().size(); ++i) EXPECT_NEAR(fg.latencies.samples()[i], 0.0045, eps) << i;
+  EXPECT_NEAR(nearest_rank_percentile(fg.latencies.samples(), 95), 0.0045, eps);
 
   const auto& bg = job(r, "bg");
   EXPECT_TRUE(bg.finished);
@@ -161,8 +161,8 @@ TEST(ShareThreads, KernelsOfBothJobsAlternateInTheOneStream) {
   const auto r = simulate_share(
       scenario(Policy::threads, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
   const auto& fg = job(r, "fg");
-  ASSERT_EQ(fg.latencies_s.size(), 5U);
-  EXPECT_NEAR(fg.latencies_s[0], 0.011, eps);
+  ASSERT_EQ(fg.latencies.samples().size(), 5U);
+  EXPECT_NEAR(fg.latencies.samples()[0], 0.011, eps);
   EXPECT_TRUE(r.preemptions.empty());
   EXPECT_EQ(job(r, "bg").steps_redone, 0);
   EXPECT_EQ(job(r, "bg").steps_done, 20);
@@ -177,12 +177,12 @@ TEST(ShareThreads, EachSyncPointWaitsBehindWhatTheOthersLaunched) {
                                             gpu("slow")),
                                    model);
   // Under threads each of the 4 segments enters the stream behind at least one 5 ms bg kernel.
-  for (const double latency : job(threads, "fg").latencies_s) EXPECT_GE(latency, 4 * 0.005);
+  for (const double latency : job(threads, "fg").latencies.samples()) EXPECT_GE(latency, 4 * 0.005);
   // Under switchflow fg holds the GPU through its sync points, and bg has moved to the LPU: after
   // the first request's drain, 2 ms each.
   const auto& fg = job(flow, "fg");
-  EXPECT_LE(fg.latencies_s[0], 0.002 + 0.010 + eps);
-  for (std::size_t i = 1; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.002, eps) << i;
+  EXPECT_LE(fg.latencies.samples()[0], 0.002 + 0.010 + eps);
+  for (std::size_t i = 1; i < fg.latencies.samples().size(); ++i) EXPECT_NEAR(fg.latencies.samples()[i], 0.002, eps) << i;
 }
 
 TEST(ShareSwitchflow, ALaunchBoundJobRunsNoFasterThanItsLaunches) {
@@ -201,8 +201,8 @@ TEST(ShareTimeslice, TheHighJobWaitsForTheWholeStepInProgress) {
   const auto r = simulate_share(
       scenario(Policy::timeslice, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
   const auto& fg = job(r, "fg");
-  EXPECT_NEAR(fg.latencies_s[0], 0.0165, eps);
-  EXPECT_GT(nearest_rank_percentile(fg.latencies_s, 95), 0.05);  // later requests wait for bg's steps
+  EXPECT_NEAR(fg.latencies.samples()[0], 0.0165, eps);
+  EXPECT_GT(nearest_rank_percentile(fg.latencies.samples(), 95), 0.05);  // later requests wait for bg's steps
   EXPECT_TRUE(r.preemptions.empty());
   EXPECT_EQ(job(r, "bg").steps_done, 20);
 }
@@ -213,7 +213,7 @@ TEST(ShareSwitchflow, WithoutALowPriorityDeviceThePreemptedJobWaitsAndRedoes) {
       model);
   const auto& fg = job(r, "fg");
   // Each request: its host stage, at most bg's two launched kernels to drain, its own kernels.
-  for (const double latency : fg.latencies_s) EXPECT_LE(latency, 0.0005 + 0.010 + 0.004 + eps);
+  for (const double latency : fg.latencies.samples()) EXPECT_LE(latency, 0.0005 + 0.010 + 0.004 + eps);
   EXPECT_GT(r.preemptions.size(), 1U);
   const auto& bg = job(r, "bg");
   EXPECT_EQ(bg.migrations, 0);
@@ -238,7 +238,7 @@ TEST(ShareSwitchflow, TwoLowJobsShareTheLowPriorityGpuOneExecutorAtATime) {
   ASSERT_EQ(r.devices.size(), 2U);
   EXPECT_LE(r.devices[1].busy_s, r.makespan_s);
   // fg after its first request never waits for a low job's kernel on the shared GPU.
-  for (std::size_t i = 2; i < fg.latencies_s.size(); ++i) EXPECT_NEAR(fg.latencies_s[i], 0.0045, eps) << i;
+  for (std::size_t i = 2; i < fg.latencies.samples().size(); ++i) EXPECT_NEAR(fg.latencies.samples()[i], 0.0045, eps) << i;
 }
 
 TEST(ShareSwitchflow, RepeatedPreemptionsMoveTheJobAwayAndBackEachTime) {
@@ -262,7 +262,7 @@ TEST(ShareSwitchflow, ACpuLowPriorityDeviceSlowsTheHostOfTheOthers) {
       model);
   const auto& fg = job(r, "fg");
   // While bg computes on the CPU (12× slower), fg's host stage takes 1.5 × 0.5 ms.
-  EXPECT_NEAR(nearest_rank_percentile(fg.latencies_s, 50), 0.00075 + 0.004, eps);
+  EXPECT_NEAR(nearest_rank_percentile(fg.latencies.samples(), 50), 0.00075 + 0.004, eps);
   EXPECT_GT(job(r, "bg").steps_on_lpu, 0);
 }
 
@@ -311,7 +311,7 @@ TEST(ShareJobs, UntilAndWarmup) {
       scenario(Policy::threads, {"bg=train:train:until=fg", "fg=infer:infer:batch=1:requests=13:warmup=3:start=0.5"}), model);
   const auto& fg = job(r, "fg");
   EXPECT_EQ(fg.steps_done, 13);
-  EXPECT_EQ(fg.latencies_s.size(), 10U);  // the 3 warm-up requests are not measured
+  EXPECT_EQ(fg.latencies.samples().size(), 10U);  // the 3 warm-up requests are not measured
   const auto& bg = job(r, "bg");
   EXPECT_TRUE(bg.finished);
   EXPECT_GE(bg.end_s, fg.end_s);           // it ran until fg ended, to its next step boundary
@@ -322,11 +322,11 @@ TEST(ShareJobs, OpenLoopRequestsArriveOnScheduleAndQueue) {
   // 4.5 ms per request alone; at 100/s each is served at once; at 400/s they queue.
   const auto slow = simulate_share(scenario(Policy::switchflow, {"fg=infer:infer:batch=1:requests=20:rate=100"}), model);
   const auto& a = job(slow, "fg");
-  for (const double latency : a.latencies_s) EXPECT_NEAR(latency, 0.0045, eps);
+  for (const double latency : a.latencies.samples()) EXPECT_NEAR(latency, 0.0045, eps);
   EXPECT_NEAR(a.end_s, 19 * 0.01 + 0.0045, eps);
   const auto fast = simulate_share(scenario(Policy::switchflow, {"fg=infer:infer:batch=1:requests=20:rate=400"}), model);
   const auto& b = job(fast, "fg");
-  EXPECT_NEAR(b.latencies_s.back(), 20 * 0.0045 - 19 * 0.0025, eps);  // the queue grew by 2 ms a request
+  EXPECT_NEAR(b.latencies.samples().back(), 20 * 0.0045 - 19 * 0.0025, eps);  // the queue grew by 2 ms a request
 }
 
 TEST(ShareHost, InputPipelinesShareTheHostsCores) {
@@ -399,8 +399,8 @@ TEST(ShareDeviceGap, APreemptionDuringTheGapLetsTheStepEndInsteadOfRedoingIt) {
   const auto r = simulate_share(
       scenario(Policy::switchflow, {"bg=train:gapped:steps=2", "fg=infer:infer:batch=1:priority=high:requests=1:start=0.012"}), gaps);
   EXPECT_EQ(job(r, "bg").steps_redone, 0);
-  ASSERT_EQ(job(r, "fg").latencies_s.size(), 1U);
-  EXPECT_NEAR(job(r, "fg").latencies_s[0], 0.004, eps);
+  ASSERT_EQ(job(r, "fg").latencies.samples().size(), 1U);
+  EXPECT_NEAR(job(r, "fg").latencies.samples()[0], 0.004, eps);
   ASSERT_EQ(r.preemptions.size(), 1U);
   EXPECT_NEAR(r.preemptions[0].drain_s, 0.003, eps);
   EXPECT_NEAR(r.preemptions[0].latency_s, 0.003, eps);
@@ -415,7 +415,7 @@ TEST(ShareDeterminism, TheSameScenarioGivesTheSameResult) {
   const auto r2 = simulate_share(s, model);
   ASSERT_EQ(r1.jobs.size(), r2.jobs.size());
   for (std::size_t i = 0; i < r1.jobs.size(); ++i) {
-    EXPECT_EQ(r1.jobs[i].latencies_s, r2.jobs[i].latencies_s);
+    EXPECT_EQ(r1.jobs[i].latencies, r2.jobs[i].latencies);
     EXPECT_EQ(r1.jobs[i].end_s, r2.jobs[i].end_s);
   }
   EXPECT_EQ(r1.devices[0].energy_j, r2.devices[0].energy_j);
@@ -440,7 +440,7 @@ TEST(ShareObserver, WatchingChangesNoResultAndTheWindowsEndWithTheLastJob) {
   const auto observed = simulate_share(s, model);
   ASSERT_EQ(unobserved.jobs.size(), observed.jobs.size());
   for (std::size_t i = 0; i < observed.jobs.size(); ++i) {
-    EXPECT_EQ(unobserved.jobs[i].latencies_s, observed.jobs[i].latencies_s);
+    EXPECT_EQ(unobserved.jobs[i].latencies, observed.jobs[i].latencies);
     EXPECT_EQ(unobserved.jobs[i].end_s, observed.jobs[i].end_s);
     EXPECT_EQ(unobserved.jobs[i].throughput_items_s, observed.jobs[i].throughput_items_s);
   }
@@ -463,6 +463,68 @@ TEST(ShareObserver, WatchingChangesNoResultAndTheWindowsEndWithTheLastJob) {
   EXPECT_NEAR(energy_j, observed.devices[0].energy_j, 1e-9);
   EXPECT_EQ(observer.windows.back().preemptions, static_cast<std::int64_t>(observed.preemptions.size()));
   EXPECT_TRUE(std::is_sorted(observer.times.begin(), observer.times.end()));
+}
+
+// A job of many requests beside a training job it preempts at every request (no LPU). The memory
+// bound checked is on what the result holds, not the process's RSS: the first kListedEvents (1000)
+// preemptions in full, every one counted and timed in a LatencyRecord, and the requests' latencies
+// in a LatencyRecord, which never holds more than kExactSamples doubles (exact here). The figures
+// still cover every request and every preemption. (Before, the result kept one record per
+// preemption and one double per request: 10^8 of each for requests=100000000.)
+TEST(ShareMemory, ManyRequestsKeepABoundedResult) {
+  constexpr int requests = 3000;
+  const auto s = scenario(Policy::switchflow,
+                          {"bg=train:train:until=fg", "fg=infer:infer:batch=1:priority=high:requests=" + std::to_string(requests)});
+  const auto r = simulate_share(s, model);
+  const auto& fg = job(r, "fg");
+  const auto& bg = job(r, "bg");
+  EXPECT_EQ(fg.latencies.count(), requests);
+  EXPECT_TRUE(fg.latencies.exact());
+  EXPECT_LE(fg.latencies.storage_bytes(), LatencyRecord::kExactSamples * sizeof(double));
+  // Every request: its host stage, at most bg's two launched kernels to drain, its own kernels.
+  EXPECT_LE(fg.latencies.max_s(), 0.0005 + 0.010 + 0.004 + eps);
+
+  ASSERT_GT(r.preemption_count, static_cast<std::int64_t>(kListedEvents));
+  EXPECT_EQ(r.preemptions.size(), kListedEvents);
+  EXPECT_EQ(r.preemption_count, bg.steps_redone);  // each one made bg redo its step
+  EXPECT_EQ(r.preemption_latencies.count(), r.preemption_count);
+  EXPECT_GT(r.preemption_latencies.min_s(), 0.0);
+  EXPECT_LE(r.preemption_latencies.max_s(), 0.010 + eps);  // ask → first kernel: bg's drain at most
+  for (std::size_t i = 1; i < r.preemptions.size(); ++i) EXPECT_LT(r.preemptions[i - 1].at_s, r.preemptions[i].at_s) << i;
+  // The listed ones are the first: the same as in a run of fewer requests.
+  const auto few = simulate_share(scenario(Policy::switchflow, {"bg=train:train:until=fg", "fg=infer:infer:batch=1:priority=high:requests=500"}),
+                                  model);
+  ASSERT_EQ(few.preemption_count, static_cast<std::int64_t>(few.preemptions.size()));
+  for (std::size_t i = 0; i + 1 < few.preemptions.size(); ++i) {
+    EXPECT_EQ(few.preemptions[i].at_s, r.preemptions[i].at_s) << i;
+    EXPECT_EQ(few.preemptions[i].latency_s, r.preemptions[i].latency_s) << i;
+    EXPECT_EQ(few.preemptions[i].drain_s, r.preemptions[i].drain_s) << i;
+  }
+}
+
+// Steps reach a StepSink as they complete (gpucap share --trace streams them to its file): the
+// same steps record_steps keeps, and none kept when only the sink is given.
+TEST(ShareTrace, AStepSinkGetsEveryStepAndTheResultKeepsNone) {
+  class Collect final : public StepSink {
+   public:
+    void on_step(const StepRecord& step) override { steps.push_back(step); }
+    std::vector<StepRecord> steps;
+  };
+  auto s = scenario(Policy::switchflow, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=50:start=0.09"});
+  s.record_steps = true;
+  const auto recorded = simulate_share(s, model);
+  s.record_steps = false;
+  Collect sink;
+  s.step_sink = &sink;
+  const auto streamed = simulate_share(s, model);
+  EXPECT_TRUE(streamed.steps.empty());
+  ASSERT_EQ(sink.steps.size(), recorded.steps.size());
+  ASSERT_EQ(sink.steps.size(), 70U);
+  for (std::size_t i = 0; i < sink.steps.size(); ++i) {
+    EXPECT_EQ(sink.steps[i].job, recorded.steps[i].job) << i;
+    EXPECT_EQ(sink.steps[i].step, recorded.steps[i].step) << i;
+    EXPECT_EQ(sink.steps[i].end_s, recorded.steps[i].end_s) << i;
+  }
 }
 
 TEST(ShareScenario, BadScenariosAreUsageErrors) {

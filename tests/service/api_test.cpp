@@ -9,6 +9,7 @@
 #include <set>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/service/bso_api.hpp"
 #include "service/backends.hpp"
 #include "service/harness.hpp"
 #include "support/expect_error.hpp"
@@ -228,6 +229,62 @@ TEST_F(ThrowingMetricsTest, AHookThatThrowsChangesNoAnswer) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_TRUE(nlohmann::json::parse(res->body).at("batch_size").is_number_integer()) << res->body;
+}
+
+// A number beyond a double (1e400, -1e999) in any numeric field of POST /jobs, POST /report or
+// PATCH /trials is a bad body, answered 422 with a message naming the number (it was a 500
+// "internal error": the JSON parser reports it as out of range, not as a syntax error), and
+// changes nothing. A whole number beyond 64 bits is read as a double by the parser: 422 too.
+TEST(BsoApi, NumbersTooLargeForADoubleAre422NotInternalErrors) {
+  TempDir dir;
+  auto store = service::open_store("sqlite:" + dir.file("bso.db"));
+  service::BsoApi api(*store);
+  ASSERT_EQ(api.register_job(zeus_job_json("job", "job-1", 3)).status, 201);
+  const auto trial = api.next_batch_size("job-1");
+  ASSERT_EQ(trial.status, 200) << trial.body.dump();
+  const int batch = trial.body.at("batch_size").get<int>();
+  const auto before = store->load_job("job-1");
+
+  const auto expect_422 = [&](const service::ApiResponse& answer, const std::string& fragment, const std::string& body) {
+    EXPECT_EQ(answer.status, 422) << body << " -> " << answer.body.dump();
+    const auto message = answer.body.value("message", std::string());
+    EXPECT_NE(message.find(fragment), std::string::npos) << body << " -> " << message;
+    EXPECT_EQ(message.find("internal error"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  };
+  const auto report = [&](const std::string& field, const std::string& value) {
+    auto j = nlohmann::json::parse(zeus_report_json("job-1", batch, 1, 1, 1));
+    std::string body = j.dump();
+    const auto key = "\"" + field + "\":";
+    const auto at = body.find(key);
+    EXPECT_NE(at, std::string::npos) << body;
+    const auto end = body.find_first_of(",}", at);
+    return body.substr(0, at + key.size()) + value + body.substr(end);
+  };
+  for (const std::string field : {"time", "energy", "metric", "batch_size", "trial_number", "current_epoch"}) {
+    for (const std::string value : {"1e400", "-1e999"}) {
+      const auto body = report(field, value);
+      expect_422(api.report(body), "too large", body);
+    }
+  }
+  const std::string patch = R"({"job_id": "job-1", "batch_size": 1e400, "trial_number": 1})";
+  expect_422(api.end_trial(patch), "1e400 is too large for a number", patch);
+  for (const std::string field : {"max_power", "eta_knob", "target_metric", "default_batch_size", "mab_seed"}) {
+    auto spec = nlohmann::json::parse(zeus_job_json("big", "big-1", 3));
+    spec[field] = 12345.0;
+    auto body = spec.dump();
+    const auto at = body.find("12345.0");
+    ASSERT_NE(at, std::string::npos) << body;
+    body.replace(at, 7, "1e400");
+    expect_422(api.register_job(body), "too large", body);
+  }
+  const std::string huge_int = R"({"job_id": "job-1", "batch_size": 99999999999999999999999, "trial_number": 1})";
+  expect_422(api.end_trial(huge_int), "batch_size: must be a whole number", huge_int);
+  // A whole number that fits 64 bits unsigned but not an int: refused, not wrapped to -1.
+  const std::string u64 = R"({"job_id": "job-1", "batch_size": 18446744073709551615, "trial_number": 1})";
+  expect_422(api.end_trial(u64), "batch_size: must be a whole number", u64);
+  EXPECT_EQ(store->load_job("job-1"), before);
+  EXPECT_EQ(store->job_ids(), std::vector<std::string>{"job-1"});
 }
 
 TEST(ServerAddress, ListenAndTokenFlags) {

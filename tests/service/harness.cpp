@@ -65,6 +65,7 @@ ServeProcess::ServeProcess(const std::string& db, const std::vector<std::string>
   const auto at = line->find("http://127.0.0.1:");
   if (at == std::string::npos) throw std::runtime_error("unexpected first line: " + *line);
   port_ = std::stoi(line->substr(at + 17));
+  listening_line_ = *line;
 }
 
 void ServeProcess::kill_now() {

@@ -41,12 +41,15 @@ class ServeProcess {
  public:
   explicit ServeProcess(const std::string& db, const std::vector<std::string>& extra = {});
   [[nodiscard]] int port() const { return port_; }
+  // "gpucap bso serve: listening on http://127.0.0.1:PORT (...)", the first line it printed.
+  [[nodiscard]] const std::string& listening_line() const { return listening_line_; }
   void kill_now();  // SIGKILL and reap
   ChildProcess& child() { return *child_; }
 
  private:
   std::unique_ptr<ChildProcess> child_;
   int port_ = 0;
+  std::string listening_line_;
 };
 
 // A client of one server with keep-alive, as a training job would hold one.

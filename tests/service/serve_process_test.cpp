@@ -30,6 +30,26 @@ TEST(ServeCommand, BadFlagsAreOneClearError) {
   expect_error({"bso", "serve", "--db", "sqlite:" + dir.file("no/such/dir/bso.db")}, exit_code(ErrorCode::io), "cannot open");
 }
 
+// --durability full (the default) or normal: the line the server prints says the setting the
+// database runs with, read back from it (PRAGMA synchronous), not the flag's text.
+TEST(ServeCommand, DurabilityIsTheSqliteSettingInForce) {
+  TempDir dir;
+  expect_error({"bso", "serve", "--durability", "fast"}, exit_code(ErrorCode::usage), "--durability 'fast': expected full or normal");
+  {
+    ServeProcess server("sqlite:" + dir.file("bso.db"));
+    EXPECT_NE(server.listening_line().find("(SQLite " + dir.file("bso.db") + ", synchronous=FULL"), std::string::npos)
+        << server.listening_line();
+  }
+  {
+    ServeProcess server("sqlite:" + dir.file("bso.db"), {"--durability", "full"});
+    EXPECT_NE(server.listening_line().find("synchronous=FULL"), std::string::npos) << server.listening_line();
+  }
+  ServeProcess server("sqlite:" + dir.file("bso.db"), {"--durability", "normal"});
+  EXPECT_NE(server.listening_line().find("synchronous=NORMAL"), std::string::npos) << server.listening_line();
+  auto client = client_for(server.port());
+  register_zeus_job(*client, zeus_job_json("dur", "dur-1", 1), 201);
+}
+
 TEST(ServeCommand, APortInUseIsAnError) {
   TempDir dir;
   ServeProcess first("sqlite:" + dir.file("a.db"));

@@ -165,7 +165,28 @@ TEST_P(StoreTest, ConcurrentRegistrationsOfOneIdInsertOnce) {
   EXPECT_EQ(first->job_ids().size(), 1u);
 }
 
+// The durability asked for is what the database runs with, read back on the store's connection:
+// SQLite's PRAGMA synchronous (FULL: every commit fsync'd; NORMAL: survives a crash of the
+// process, not a power cut), PostgreSQL's synchronous_commit (full: the server's own, on by
+// default; normal: off for the store's sessions). The default is full.
+TEST_P(StoreTest, TheDurabilityAskedForIsTheSettingInForce) {
+  const bool sqlite = GetParam() == Backend::sqlite;
+  EXPECT_EQ(service::open_store(url_)->durability_setting(), sqlite ? "synchronous=FULL" : "synchronous_commit=on");
+  EXPECT_EQ(service::open_store(url_, service::Durability::full)->durability_setting(),
+            sqlite ? "synchronous=FULL" : "synchronous_commit=on");
+  auto normal = service::open_store(url_, service::Durability::normal);
+  EXPECT_EQ(normal->durability_setting(), sqlite ? "synchronous=NORMAL" : "synchronous_commit=off");
+  EXPECT_FALSE(normal->insert_job(bso::new_job_state(spec_named("store-d"), 1)));  // and it still stores
+  EXPECT_EQ(service::open_store(url_)->job_ids(), std::vector<std::string>{"store-d"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values(Backend::sqlite, Backend::postgres), backend_name);
+
+TEST(StoreDurability, ParsesFullAndNormalOnly) {
+  EXPECT_EQ(service::parse_durability("full"), service::Durability::full);
+  EXPECT_EQ(service::parse_durability("normal"), service::Durability::normal);
+  expect_error_from([] { (void)service::parse_durability("fast"); }, ErrorCode::usage, "--durability 'fast': expected full or normal");
+}
 
 TEST(StoreUrl, NamesTheFormsItTakes) {
   expect_error_from([] { (void)service::open_store("mysql://x"); }, ErrorCode::usage, "sqlite:PATH");

@@ -50,7 +50,8 @@ struct JobSpec {
 // length runs `default_steps` steps (training) or requests (inference).
 [[nodiscard]] JobSpec parse_job_spec(std::string_view text, int default_steps = 100);
 
-// Throws Error(usage) for two jobs with one name, no job, or an until= that names no other job.
+// Throws Error(usage) for two jobs with one name, no job, an until= that names no other job, or
+// jobs whose until= wait for each other in a cycle (none of them would ever end).
 void check_jobs(const std::vector<JobSpec>& jobs);
 
 // The spec written back in the form parse_job_spec reads.

@@ -31,6 +31,7 @@
 
 #include "gpucap/core/cap_schedule.hpp"
 #include "gpucap/sched/job.hpp"
+#include "gpucap/sched/latency_record.hpp"
 #include "gpucap/sched/step_model.hpp"
 
 namespace gpucap::sched {
@@ -111,13 +112,32 @@ class ShareObserver {
   virtual void on_window(const ShareProgress& progress) = 0;
 };
 
+struct StepRecord;
+
+// Gets every completed step as it completes (`gpucap share --trace` writes them out as they come,
+// keeping none). Not copied: the simulation keeps a pointer.
+class StepSink {
+ public:
+  virtual ~StepSink() = default;
+  StepSink() = default;
+  StepSink(const StepSink&) = delete;
+  StepSink& operator=(const StepSink&) = delete;
+  virtual void on_step(const StepRecord& step) = 0;
+};
+
+// Preemptions and migrations a result lists in full (the first ones); the others are counted, and
+// the preemptions' latencies all go into ShareResult::preemption_latencies. So a run of 10^8
+// requests does not keep 10^8 records.
+inline constexpr std::size_t kListedEvents = 1000;
+
 struct ShareScenario {
   DeviceInfo gpu;                      // the shared GPU (SwitchFlow's HPU)
   std::optional<DeviceInfo> lpu;       // where a preempted job goes (switchflow only)
   std::vector<JobSpec> jobs;
   Policy policy = Policy::switchflow;
   double max_time_s = 3600.0;          // virtual time limit: jobs still running then are cut short
-  bool record_steps = false;
+  bool record_steps = false;          // every step in ShareResult::steps (memory grows with them)
+  StepSink* step_sink = nullptr;      // every step as it completes, none kept (not owned)
   std::optional<CapSchedule> cap;      // on the shared GPU's power, judged per window
   double window_s = 0.1;               // power windows (recorded when there is a cap or a controller)
   ShareKnobs knobs;                    // from the start
@@ -141,7 +161,9 @@ struct JobOutcome {
   double start_s = 0.0;                // arrival
   double end_s = 0.0;                  // last step's end (or the OOM, or the cut)
   double throughput_items_s = 0.0;     // batch × steps measured / (end − end of the warm-up, or start)
-  std::vector<double> latencies_s;     // inference: each measured request, issue → result (closed loop)
+  // Inference: each measured request, issue → result, in bounded memory (exact up to
+  // LatencyRecord::kExactSamples requests); counts those within the spec's slo_ms.
+  LatencyRecord latencies;
   std::int64_t migrations = 0;         // moves to and from the LPU
 };
 
@@ -184,10 +206,13 @@ struct DeviceEnergy {
 
 struct ShareResult {
   std::vector<JobOutcome> jobs;        // in the scenario's order
-  std::vector<Preemption> preemptions;
-  std::vector<Migration> migrations;
+  std::vector<Preemption> preemptions; // the first kListedEvents, in order
+  std::int64_t preemption_count = 0;   // all of them
+  LatencyRecord preemption_latencies;  // of all of them (0 for one whose asker never ran a kernel)
+  std::vector<Migration> migrations;   // the first kListedEvents, in order
+  std::int64_t migration_count = 0;    // all of them
   std::vector<DeviceEnergy> devices;   // the GPU, then the LPU if any
-  std::vector<StepRecord> steps;       // only when ShareScenario::record_steps
+  std::vector<StepRecord> steps;       // only with ShareScenario::record_steps
   std::vector<ShareWindow> windows;    // with a cap or a controller
   std::vector<std::pair<double, ShareKnobs>> knob_changes;  // when the controller changed them
   double makespan_s = 0.0;
@@ -208,6 +233,8 @@ struct CapFigures {
 [[nodiscard]] CapFigures cap_figures(const ShareScenario& scenario, const ShareResult& result);
 
 // The share of a job's measured requests within its slo_ms; nullopt without one or no requests.
+// Exact: the record counts them as they come (Error(internal) for a folded record made without
+// the spec's slo_ms).
 [[nodiscard]] std::optional<double> slo_attainment(const JobSpec& spec, const JobOutcome& job);
 
 // Nearest-rank percentile (p in (0, 100]) of `values`, which need not be sorted; 0 for none.

@@ -46,5 +46,8 @@ class BsoApi {
 // JSON has no NaN or Infinity, but Python's json module writes them: the message for a body that
 // does not parse says so when it contains one.
 [[nodiscard]] std::string malformed_json_message(std::string_view body, const std::string& parser_message);
+// A number beyond a double (1e400, which the parser reports as out of range): names the number,
+// cut to 40 characters.
+[[nodiscard]] std::string number_overflow_message(const std::string& parser_message);
 
 }  // namespace gpucap::service

@@ -3,17 +3,38 @@
 // (several replicas behind one address). Every change to a job is one transaction that locks the
 // job, loads it with all its trials, runs one optimizer operation on it and writes back what the
 // operation changed — so replicas never hand out one trial number twice, and a server killed at
-// any moment loses nothing it acknowledged.
+// any moment loses nothing it acknowledged (a power cut neither, with Durability::full).
 
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpucap/bso/state.hpp"
 
 namespace gpucap::service {
+
+// How far a commit has gone towards the disk when the request that made it is answered
+// (`gpucap bso serve --durability`).
+enum class Durability {
+  // SQLite: synchronous=FULL, every commit fsync'd before it returns, so an acknowledged trial
+  // survives a power cut or a kernel crash. PostgreSQL: the server's own synchronous_commit
+  // (on, i.e. flushed to its WAL on disk, unless its administrator turned it off).
+  full,
+  // SQLite: synchronous=NORMAL (WAL): a commit is in the operating system's page cache when it
+  // returns, so it survives a crash or SIGKILL of the server, but a power cut or kernel crash may
+  // lose the last acknowledged trials (never the database itself). PostgreSQL:
+  // synchronous_commit=off for the server's sessions: a crash of the database server or of its
+  // host may lose the last acknowledged trials (up to three times wal_writer_delay, 0.6 s by
+  // default), never the database's consistency; a crash of gpucap loses nothing.
+  normal,
+};
+
+// "full" or "normal"; Error(usage) naming the flag for anything else.
+[[nodiscard]] Durability parse_durability(std::string_view text);
+[[nodiscard]] const char* to_string(Durability durability);
 
 class Store {
  public:
@@ -45,6 +66,11 @@ class Store {
   [[nodiscard]] virtual int schema_version() = 0;
   // "SQLite bso.db", "PostgreSQL 127.0.0.1:5432/bso": for the line the server prints.
   [[nodiscard]] virtual std::string describe() const = 0;
+  // The setting in force, read back from the database on the store's connection:
+  // "synchronous=FULL" or "synchronous=NORMAL" (SQLite's PRAGMA synchronous),
+  // "synchronous_commit=on" or "synchronous_commit=off" (PostgreSQL's SHOW synchronous_commit);
+  // empty for a store that is no database (the tests' in-memory stores).
+  [[nodiscard]] virtual std::string durability_setting() { return {}; }
 };
 
 // The schema version this gpucap creates and understands.
@@ -53,10 +79,10 @@ inline constexpr int current_schema_version = 1;
 // --db: "sqlite:PATH" or a libpq URI "postgresql://..." / "postgres://...". Opens the database
 // and brings its schema up to date; Error(usage) for another form, Error(io) when it cannot be
 // opened, Error(invalid_data) when its schema is newer than this gpucap.
-[[nodiscard]] std::unique_ptr<Store> open_store(const std::string& url);
+[[nodiscard]] std::unique_ptr<Store> open_store(const std::string& url, Durability durability = Durability::full);
 // The two kinds, by path (a new file is created) or libpq URI.
-[[nodiscard]] std::unique_ptr<Store> open_sqlite_store(const std::string& path);
-[[nodiscard]] std::unique_ptr<Store> open_postgres_store(const std::string& uri);
+[[nodiscard]] std::unique_ptr<Store> open_sqlite_store(const std::string& path, Durability durability = Durability::full);
+[[nodiscard]] std::unique_ptr<Store> open_postgres_store(const std::string& uri, Durability durability = Durability::full);
 
 // How many times a transaction that lost a race is run before the request fails.
 inline constexpr int max_transaction_attempts = 8;
