@@ -111,7 +111,7 @@ Command add_bso_serve_command(CLI::App& bso, const GlobalOptions& /*global*/) {
   app->add_option("--listen", flags->listen, "HOST:PORT to listen on; port 0 picks a free one (printed)")->capture_default_str();
   app->add_option("--token-file", flags->token_file,
                   "File with a bearer token every request must carry (Authorization: Bearer TOKEN)");
-  app->add_option("--threads", flags->threads, "Worker threads: the clients served at once (each keep-alive connection holds one)")
+  app->add_option("--threads", flags->threads, "Worker threads: requests answered at once (a connection holds none while idle or while its request arrives)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app->add_option("--metrics", flags->metrics,
