@@ -6,7 +6,7 @@ find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(Ceres 2.0 REQUIRED)  # calibration of the twin (least squares)
 # dlib (libdlib-dev): kernel ridge regression for the residuals of gpucap's fitted predictor
-# (src/predict/fitted_fit.cpp); linked PRIVATE to gpucap_lib in src/ (no public header includes it).
+# (src/predict/fitted_fit.cpp); linked PRIVATE to gpucap_predict in src/ (no public header includes it).
 find_package(dlib 19.21 REQUIRED)
 if(GPUCAP_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -30,14 +30,20 @@ system_lib() {
 make_bundle() {
   local bundle=$1 build=${2:-build-ci}
   [ -x "$build/gpucap" ] || die "no gpucap in $build (build it first: cmake --preset ci && cmake --build build-ci)"
-  [ -f "$build/src/libgpucap_lib.a" ] || die "no $build/src/libgpucap_lib.a"
+  [ -f "$build/src/libgpucap_core.a" ] || die "no $build/src/libgpucap_core.a"
   [ -f /usr/include/turbojpeg.h ] && [ -d /usr/include/fmt ] || die "needs libfmt-dev and libturbojpeg0-dev (scripts/setup.sh)"
   stage=$(mktemp -d)  # global: the EXIT trap removes it however the script ends
   trap 'rm -rf "$stage"' EXIT
   mkdir -p "$stage/bin" "$stage/lib" "$stage/static" "$stage/include"
   cp "$build/gpucap" "$stage/bin/"
   strip "$stage/bin/gpucap"
-  cp "$build/src/libgpucap_lib.a" "$stage/static/"
+  # The modules' archives (src/CMakeLists.txt: one per module), as the one libgpucap_lib.a the
+  # plugin's build links (scripts/torch-plugin/CMakeLists.txt); it takes what it uses of them.
+  local archive mri="CREATE $stage/static/libgpucap_lib.a"
+  for archive in "$build"/src/libgpucap_*.a; do
+    [ "$(basename "$archive")" = libgpucap_torch.a ] || mri+=$'\n'"ADDLIB $archive"
+  done
+  printf '%s\nSAVE\nEND\n' "$mri" | ar -M
   local lib
   for lib in $(ldd "$build/gpucap" | awk '$3 ~ /^\// {print $3}') $(readlink -f /usr/lib/x86_64-linux-gnu/libturbojpeg.so); do
     system_lib "$lib" || cp -L "$lib" "$stage/lib/"

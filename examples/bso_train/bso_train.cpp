@@ -21,8 +21,8 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/device/nvml_device.hpp"
-#include "gpucap/device/sim_device.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "gpucap/sim/sim_device.hpp"
 #include "synthetic_task.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 
 #include "fuzz_support.hpp"
 #include "gpucap/device/restore_journal.hpp"
-#include "gpucap/device/sim_device.hpp"
+#include "gpucap/sim/sim_device.hpp"
 #include "gpucap/sim/catalog.hpp"
 
 using gpucap::fuzz::check;

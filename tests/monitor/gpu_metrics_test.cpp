@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "gpucap/core/error.hpp"
-#include "gpucap/device/sim_device.hpp"
 #include "gpucap/monitor/gpu_exporter.hpp"
 #include "gpucap/monitor/monitor.hpp"
 #include "gpucap/monitor/session.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "gpucap/sim/sim_device.hpp"
 #include "support/fake_nvml_gpu.hpp"
 #include "support/paths.hpp"
 

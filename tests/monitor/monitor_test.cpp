@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gpucap/core/error.hpp"
-#include "gpucap/device/sim_device.hpp"
 #include "gpucap/sim/catalog.hpp"
+#include "gpucap/sim/sim_device.hpp"
 #include "support/fake_gpu.hpp"
 #include "support/paths.hpp"
 

@@ -7,11 +7,11 @@
 #include <memory>
 #include <optional>
 
-#include "gpucap/device/sim_device.hpp"
-#include "gpucap/engine/sim_engine.hpp"
 #include "gpucap/runtime/pacer.hpp"
 #include "gpucap/runtime/platform.hpp"
 #include "gpucap/sim/gpu_twin.hpp"
+#include "gpucap/sim/sim_device.hpp"
+#include "gpucap/sim/sim_engine.hpp"
 
 namespace gpucap::runtime {
 

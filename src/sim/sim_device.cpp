@@ -1,4 +1,4 @@
-#include "gpucap/device/sim_device.hpp"
+#include "gpucap/sim/sim_device.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "gpucap/engine/sim_engine.hpp"
+#include "gpucap/sim/sim_engine.hpp"
 
 #include <fmt/format.h>
 
