@@ -69,15 +69,32 @@ void PrivatePostgres::start() {
   // failed start is tried again on another port.
   for (int attempt = 0; attempt < 3 && !started_; ++attempt) {
     port_ = free_port();
-    const auto options = "-p " + std::to_string(port_) + " -k " + dir_ +
-                         " -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300";
     try {
-      run_as_owner(dir_, quote(bin_dir_ + "/pg_ctl") + " -D " + quote(dir_ + "/data") + " -l " + quote(dir_ + "/server.log") +
-                   " -w -t 60 -o " + quote(options) + " start >/dev/null 2>&1");
-      started_ = true;
+      start_server();
     } catch (const std::runtime_error&) {
       if (attempt == 2) throw std::runtime_error("PostgreSQL did not start:\n" + read_file(dir_ + "/server.log"));
     }
+  }
+}
+
+void PrivatePostgres::start_server() {
+  const auto options = "-p " + std::to_string(port_) + " -k " + dir_ +
+                       " -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300";
+  run_as_owner(dir_, quote(bin_dir_ + "/pg_ctl") + " -D " + quote(dir_ + "/data") + " -l " + quote(dir_ + "/server.log") +
+                         " -w -t 60 -o " + quote(options) + " start >/dev/null 2>&1");
+  started_ = true;
+}
+
+void PrivatePostgres::crash() {
+  run_as_owner(dir_, quote(bin_dir_ + "/pg_ctl") + " -D " + quote(dir_ + "/data") + " -m immediate -w stop >/dev/null 2>&1");
+  started_ = false;
+}
+
+void PrivatePostgres::restart() {
+  try {
+    start_server();
+  } catch (const std::runtime_error&) {
+    throw std::runtime_error("PostgreSQL did not start again:\n" + read_file(dir_ + "/server.log"));
   }
 }
 

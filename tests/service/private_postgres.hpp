@@ -21,8 +21,14 @@ class PrivatePostgres {
   [[nodiscard]] std::string new_database();
   [[nodiscard]] int port() const { return port_; }
 
+  // Stops the server at once, as a crash would (pg_ctl -m immediate); its data stays.
+  void crash();
+  // Starts it again on the same port and data (PostgreSQL's crash recovery runs first).
+  void restart();
+
  private:
   void start();
+  void start_server();
   void copy_template_cluster();
   void hand_to_owner(const std::string& dir) const;
   void run_as_owner(const std::string& dir, const std::string& command) const;
