@@ -19,7 +19,6 @@
 #include "gpucap/cli/commands.hpp"
 #include "live_metrics.hpp"
 #include "gpucap/core/clocks.hpp"
-#include "gpucap/core/atomic_file.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/device/nvml_device.hpp"
@@ -70,20 +69,22 @@ struct RunFlags {
   ClusterNodeFlags cluster;  // --cluster-etcd: the run is a node of a cluster (twin only)
 };
 
-// Rows go to disk as they are produced (into FILE.partial-XXXXXX beside FILE, which is replaced
-// only when the run ends: a full disk or a failed run leaves the previous FILE as it was, and a
-// run that fails half-way keeps its rows in the partial file and says where).
+// Rows go to disk as they are produced, so an interrupted run keeps what it measured.
 class TraceFile {
  public:
-  explicit TraceFile(const std::string& path)
-      : out_(path, AtomicFileWriter::Durability::sync, AtomicFileWriter::Unfinished::keep) {
+  explicit TraceFile(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+    if (!out_) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
     write(runtime::trace_csv_header());
   }
-  void write(const std::string& text) { out_.write(text); }
-  void commit() { out_.commit(); }
+  void write(const std::string& text) {
+    out_ << text;
+    out_.flush();
+    if (!out_) throw Error(ErrorCode::io, fmt::format("{}: write failed", path_));
+  }
 
  private:
-  AtomicFileWriter out_;
+  std::string path_;
+  std::ofstream out_;
 };
 
 CapSchedule cap_schedule(const RunFlags& flags) {
@@ -293,7 +294,6 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   if (cluster_node) sink = cluster_node->observing(std::move(sink));
   const auto summary = job.run(sink, &stop_requested, live ? live->power_sink() : runtime::PowerSampleSink{});
   cluster_node.reset();  // leaves the cluster
-  if (trace.file) trace.file->commit();
   if (flags.json) {
     std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
   } else {
@@ -489,7 +489,6 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   config.stop = &stop_requested;
   if (live) config.on_power_sample = live->power_sink();
   const auto summary = runtime::run_job(platform, *controller, config, live ? live->sink(trace.sink) : trace.sink);
-  if (trace.file) trace.file->commit();
   if (flags.json) {
     auto out = summary_json(summary);
     out.update(nlohmann::json{{"platform", "nvml"},
