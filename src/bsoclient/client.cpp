@@ -5,18 +5,36 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
 namespace gpucap::bsoclient {
 namespace {
 
-// A malformed answer from the server is invalid data, not a bug of ours.
+// A malformed answer from the server is invalid data, not a bug of ours. An int is a JSON integer
+// within int's range: nlohmann's get<int>() of 1e30 (or of 2^40) would not say so.
 template <typename T>
 T field(const nlohmann::json& body, const char* key, const char* what) {
+  const auto invalid = [&] {
+    return Error(ErrorCode::invalid_data, fmt::format("the BSO server's {} has no valid '{}': {}", what, key,
+                                                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                                          .substr(0, 200)));
+  };
   try {
-    return body.at(key).get<T>();
+    const auto& value = body.at(key);
+    if constexpr (std::is_same_v<T, int>) {
+      if (!value.is_number_integer()) throw invalid();
+      if (value.is_number_unsigned()) {
+        if (value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) throw invalid();
+      } else {
+        const auto x = value.get<std::int64_t>();
+        if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) throw invalid();
+      }
+    }
+    return value.get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(ErrorCode::invalid_data,
-                fmt::format("the BSO server's {} has no valid '{}': {}", what, key, body.dump().substr(0, 200)));
+    throw invalid();
   }
 }
 

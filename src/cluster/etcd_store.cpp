@@ -191,6 +191,18 @@ std::string bytes_of(const nlohmann::json& object, const char* key) {
   return base64_decode(object.at(key).get<std::string>());
 }
 
+// An answer with the gateway's shape but not its types (a key that is not a string, a
+// "succeeded" that is not a bool): StoreError(invalid), as for anything else etcd got wrong,
+// never nlohmann's exception (the agents and the coordinator catch StoreError).
+template <typename Decode>
+auto decoded(const char* what, Decode&& decode) -> decltype(decode()) {
+  try {
+    return decode();
+  } catch (const nlohmann::json::exception& e) {
+    throw StoreError(StoreErrorKind::invalid, fmt::format("etcd answered {} that gpucap cannot read: {}", what, e.what()));
+  }
+}
+
 }  // namespace
 
 Revision header_revision(const nlohmann::json& answer) {
@@ -198,14 +210,16 @@ Revision header_revision(const nlohmann::json& answer) {
 }
 
 KeyValue key_value_of(const nlohmann::json& kv) {
-  KeyValue out;
-  out.key = bytes_of(kv, "key");
-  out.value = bytes_of(kv, "value");
-  out.create_revision = int64_of(kv, "create_revision");
-  out.mod_revision = int64_of(kv, "mod_revision");
-  out.version = int64_of(kv, "version");
-  out.lease = int64_of(kv, "lease");
-  return out;
+  return decoded("a key-value", [&kv] {
+    KeyValue out;
+    out.key = bytes_of(kv, "key");
+    out.value = bytes_of(kv, "value");
+    out.create_revision = int64_of(kv, "create_revision");
+    out.mod_revision = int64_of(kv, "mod_revision");
+    out.version = int64_of(kv, "version");
+    out.lease = int64_of(kv, "lease");
+    return out;
+  });
 }
 
 std::optional<nlohmann::json> parse_answer(std::string_view body) {
@@ -232,7 +246,7 @@ bool lease_alive(const nlohmann::json& answer) {
 }
 
 TxnResult txn_result(const nlohmann::json& answer) {
-  return TxnResult{answer.value("succeeded", false), header_revision(answer)};
+  return decoded("a transaction", [&answer] { return TxnResult{answer.value("succeeded", false), header_revision(answer)}; });
 }
 
 Failure failure_of(int http_status, const std::string& body) {
@@ -255,7 +269,9 @@ Failure failure_of(int http_status, const std::string& body) {
   return {true, StoreErrorKind::unavailable, fmt::format("HTTP {}: {}", http_status, message)};
 }
 
-WatchLine watch_line(std::string_view line) {
+namespace {
+
+WatchLine decode_watch_line(std::string_view line) {
   WatchLine out;
   const auto end_with = [&out](StoreErrorKind kind, std::string message) {
     out.end = WatchEnd{kind, std::move(message)};
@@ -280,6 +296,20 @@ WatchLine watch_line(std::string_view line) {
     out.events.push_back(std::move(e));
   }
   return out;
+}
+
+}  // namespace
+
+WatchLine watch_line(std::string_view line) {
+  // On the stream's thread an exception would end the process: a line that cannot be read ends
+  // the stream instead (its events with it), and the caller re-reads and watches again.
+  try {
+    return decode_watch_line(line);
+  } catch (const std::exception& e) {
+    WatchLine out;
+    out.end = WatchEnd{StoreErrorKind::unavailable, fmt::format("etcd watch stream sent a line gpucap cannot read: {}", e.what())};
+    return out;
+  }
 }
 
 }  // namespace etcd_wire

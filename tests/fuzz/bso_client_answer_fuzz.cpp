@@ -31,6 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 1: {
         const auto trial = gpucap::bsoclient::trial_id_from_json(body);
+        // The numbers the server sent, not others (no silent truncation to int).
+        gpucap::fuzz::check(body.at("batch_size") == trial.batch_size && body.at("trial_number") == trial.trial_number,
+                            "a trial read with other numbers than the server sent: " + body.dump());
         (void)gpucap::bsoclient::to_json(trial).dump();
         break;
       }
