@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,11 +34,21 @@ Control control_of(const std::string& key, const std::string& path) {
   throw Error(ErrorCode::invalid_data, fmt::format("{}: unknown control '{}' in the restore journal", path, key));
 }
 
+// A whole number of the journal: nlohmann's get<int>() of 1e30 would be undefined behaviour.
+long long whole_number(const nlohmann::json& value, const char* what, const std::string& path) {
+  if (!value.is_number_integer() ||
+      (value.is_number_unsigned() && value.get<unsigned long long>() > static_cast<unsigned long long>(LLONG_MAX))) {
+    throw Error(ErrorCode::invalid_data,
+                fmt::format("{}: damaged restore journal: {} {} is not a whole number", path, what, value.dump()));
+  }
+  return value.get<long long>();
+}
+
 std::vector<JournalEntry> parse(const std::string& text, const std::string& path) {
   std::vector<JournalEntry> entries;
   try {
     const auto json = nlohmann::json::parse(text);
-    if (json.at("version").get<int>() != kJournalVersion) {
+    if (whole_number(json.at("version"), "version", path) != kJournalVersion) {
       throw Error(ErrorCode::invalid_data, fmt::format("{}: restore journal version {} is not {}", path,
                                                        json.at("version").dump(), kJournalVersion));
     }
@@ -46,8 +57,12 @@ std::vector<JournalEntry> parse(const std::string& text, const std::string& path
       entry.device_id = e.at("device").get<std::string>();
       entry.control = control_of(e.at("control").get<std::string>(), path);
       if (!e.at("original").is_null()) entry.original = e.at("original").get<double>();
-      entry.owner.pid = e.at("pid").get<long>();
-      entry.owner.start_ticks = e.at("pid_start_ticks").get<unsigned long long>();
+      entry.owner.pid = static_cast<long>(whole_number(e.at("pid"), "pid", path));
+      const auto ticks = whole_number(e.at("pid_start_ticks"), "pid_start_ticks", path);
+      if (ticks < 0) {
+        throw Error(ErrorCode::invalid_data, fmt::format("{}: damaged restore journal: pid_start_ticks {} is negative", path, ticks));
+      }
+      entry.owner.start_ticks = static_cast<unsigned long long>(ticks);
       entries.push_back(std::move(entry));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/json_file.hpp"
 
@@ -40,7 +44,17 @@ std::vector<T> array_of(const JsonFields& fields, std::string_view key) {
   std::vector<T> out;
   out.reserve(value.size());
   for (const auto& item : value) {
-    if (!item.is_number()) throw fields.error(key, "must contain only numbers");
+    if constexpr (std::is_integral_v<T>) {
+      // Node indices and features: whole numbers in T's range (get<int>() of 1e30 would be
+      // undefined behaviour, of 2^32 + 1 would wrap to another node).
+      const bool fits = item.is_number_integer() &&
+                        (item.is_number_unsigned() ? item.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                                                   : item.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                                                         item.get<std::int64_t>() <= std::numeric_limits<T>::max());
+      if (!fits) throw fields.error(key, "must contain only whole numbers");
+    } else {
+      if (!item.is_number()) throw fields.error(key, "must contain only numbers");
+    }
     out.push_back(item.get<T>());
   }
   return out;
