@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "fuzz_support.hpp"
 #include "gpucap/predict/fitted.hpp"
@@ -81,6 +82,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else if (which == 1) {
     refusals_only([&] {
       const auto trees = predict::load_gradient_boosted_trees(file.write(content));
+      // The trees are the file's (no node index or feature silently wrapped or cut).
+      const auto json = nlohmann::json::parse(content, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+      check(json.is_object() && json.at("trees").size() == trees.trees.size(), "another number of trees than the file's");
+      for (std::size_t t = 0; t < trees.trees.size(); ++t) {
+        const auto& tree = json.at("trees").at(t);
+        check(tree.at("children_left") == nlohmann::json(trees.trees[t].left) &&
+                  tree.at("children_right") == nlohmann::json(trees.trees[t].right) &&
+                  tree.at("feature") == nlohmann::json(trees.trees[t].feature),
+              "a tree was read with other nodes than the file's");
+      }
       if (trees.n_features <= 4096) {
         for (const double v : {-1e30, 0.0, 0.5, 1e30}) {
           const std::vector<double> x(trees.n_features, v);

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include <nlohmann/json.hpp>
+
 #include "fuzz_support.hpp"
 #include "gpucap/device/restore_journal.hpp"
 #include "gpucap/sim/sim_device.hpp"
@@ -21,6 +23,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   device::RestoreJournal journal(file.write(content));
   refusals_only([&] {
     const auto entries = journal.entries();
+    // What was read is what the file says (no number silently wrapped or cut: a pid of 1e300 is
+    // not some other process's).
+    const auto json = nlohmann::json::parse(content, nullptr, /*allow_exceptions=*/false);
+    check(json.is_object() && json.at("version") == 1, "a journal of another version was read");
+    std::size_t i = 0;
+    for (const auto& listed : json.at("entries")) {
+      check(i < entries.size() && listed.at("pid") == entries[i].owner.pid &&
+                listed.at("pid_start_ticks") == entries[i].owner.start_ticks &&
+                (listed.at("original").is_null() ? !entries[i].original.has_value() : listed.at("original") == *entries[i].original),
+            "an entry was read with other numbers than the journal's");
+      ++i;
+    }
+    check(i == entries.size(), "another number of entries than the journal's");
     gpucap::sim::GpuTwin twin(catalog.gpu("p40"), catalog.model("resnet_v2_50"), gpucap::sim::Precision::fp32, 1);
     device::SimDevice sim_device(twin);
     const auto report = device::recover_from_journal(journal, [&](const std::string& id) -> device::Device* {
