@@ -19,6 +19,10 @@ std::size_t line_of_byte(const std::string& text, std::size_t byte) {
 }
 }  // namespace
 
+std::string to_json_text(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json load_json_file(const std::string& path) {
   const auto text = read_text_file(path);
   try {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/json_file.hpp"
 #include "gpucap/service/guarded_server.hpp"
 #include "http_common.hpp"
 
@@ -23,7 +24,7 @@ constexpr double kDeadlineS = 5.0;
 
 void send_error(httplib::Response& response, int status, const std::string& message) {
   response.status = status;
-  response.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
+  response.set_content(to_json_text(nlohmann::json{{"error", message}}), "application/json");
 }
 
 HttpLimits admin_limits() {

@@ -15,6 +15,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
+#include "gpucap/core/json_file.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/service/bso_api.hpp"
 #include "gpucap/service/guarded_server.hpp"
@@ -33,7 +34,7 @@ std::optional<std::string> query(const httplib::Request& request, const char* na
 
 void send(httplib::Response& response, const ApiResponse& answer) {
   response.status = answer.status;
-  response.set_content(answer.body.dump(), "application/json");
+  response.set_content(to_json_text(answer.body), "application/json");  // a 4xx may quote odd bytes
 }
 
 }  // namespace

@@ -134,6 +134,9 @@ TEST_F(BadRequestTest, MalformedOrMistypedBodies) {
   expect_refused(client_->Post("/report", report(first_.batch_size, 1, "Infinity", "10.0"), ""), 422, "NaN or Infinity");
   expect_refused(client_->Post("/report", report(first_.batch_size, 1, "\"10\"", "10.0"), ""), 422, "time: must be a number");
   expect_refused(client_->Post("/report", R"({"job_id": "job-1", "batch_size": 32})", ""), 422, "trial_number: field required");
+  // A byte that is not UTF-8 where the parser stops: its message quotes the byte, and the answer
+  // was a 500 "internal error" (nlohmann's dump() threw on it; a fuzz finding, bso_api).
+  expect_refused(client_->Post("/report", std::string(R"({"job_id":)") + '\xa0' + "nul}", ""), 422, "not valid JSON");
 }
 
 TEST_F(BadRequestTest, ReportsTheOptimizerRefuses) {

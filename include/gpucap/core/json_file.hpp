@@ -14,6 +14,11 @@ namespace gpucap {
 // Parses a JSON file (comments allowed); throws Error(io) or Error(invalid_data) "FILE:LINE: ...".
 [[nodiscard]] nlohmann::json load_json_file(const std::string& path);
 
+// A JSON value as text to send or write, never throwing: bytes that are not UTF-8 (a client's,
+// quoted in an error message) become U+FFFD instead of nlohmann's type_error 316, which a server
+// would turn into a 500 in place of the 4xx it meant to send.
+[[nodiscard]] std::string to_json_text(const nlohmann::json& value, int indent = -1);
+
 // Typed access to the keys of one JSON object, for validating data files.
 class JsonFields {
  public:
