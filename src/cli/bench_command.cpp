@@ -17,6 +17,7 @@
 #include "gpucap/bench/switchflow_paper.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/atomic_file.hpp"
 #include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 #include "progress.hpp"
@@ -138,11 +139,11 @@ void run_serve_matrix(const std::string& path, const std::string& data_dir, cons
   const auto json = bench::serve_summary_json(report);
   if (!flags.out_dir.empty()) {
     const std::filesystem::path out(flags.out_dir);
-    write_text_file((out / "summary.csv").string(), bench::serve_summary_csv(report));
-    write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
     bench::write_serve_plots(report, plot_dir);
-    // The report is written last: its presence means the set is complete.
-    write_text_file((out / "report.md").string(), bench::serve_report_markdown(report, command, true));
+    // All or none; the report is put in place last: its presence means the set is complete.
+    write_text_files({{(out / "summary.csv").string(), bench::serve_summary_csv(report)},
+                      {(out / "summary.json").string(), json.dump(2) + "\n"},
+                      {(out / "report.md").string(), bench::serve_report_markdown(report, command, true)}});
   }
   if (flags.json) {
     std::cout << json.dump(2) << "\n";
@@ -175,11 +176,10 @@ void run_cluster_bench(const std::string& path, const std::string& data_dir, con
   const auto json = bench::cluster_summary_json(report);
   if (!flags.out_dir.empty()) {
     const std::filesystem::path out(flags.out_dir);
-    write_text_file((out / "summary.csv").string(), bench::cluster_summary_csv(report));
-    write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
     bench::write_cluster_plot(report, (out / "plots").string());
-    write_text_file((out / "report.md").string(),
-                    bench::cluster_report_markdown(report, command, true));  // last: the set is complete
+    write_text_files({{(out / "summary.csv").string(), bench::cluster_summary_csv(report)},
+                      {(out / "summary.json").string(), json.dump(2) + "\n"},
+                      {(out / "report.md").string(), bench::cluster_report_markdown(report, command, true)}});  // last: the set is complete
   }
   if (flags.json) {
     std::cout << json.dump(2) << "\n";
@@ -263,12 +263,13 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                    const auto json = bench::bench_summary_json(matrix, runs, options);
                    if (!flags->out_dir.empty()) {
                      const std::filesystem::path out(flags->out_dir);
-                     write_text_file((out / "summary.csv").string(), csv);
-                     write_text_file((out / "summary.json").string(), json.dump(2) + "\n");
                      bench::write_bench_plots(matrix, runs, options.algorithms, options.plot_dir);
-                     // The report is written last: its presence means the set is complete.
-                     write_text_file((out / "report.md").string(),
-                                     bench::bench_report_markdown(matrix, catalog, runs, options, command_line(*flags)));
+                     // All or none (a full disk replaces none of them); the report is put in place
+                     // last: its presence means the set is complete.
+                     write_text_files({{(out / "summary.csv").string(), csv},
+                                       {(out / "summary.json").string(), json.dump(2) + "\n"},
+                                       {(out / "report.md").string(),
+                                        bench::bench_report_markdown(matrix, catalog, runs, options, command_line(*flags))}});
                    }
                    if (flags->json) {
                      std::cout << json.dump(2) << "\n";

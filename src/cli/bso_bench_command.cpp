@@ -16,6 +16,7 @@
 #include "gpucap/bench/bso_bench.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap::cli {
@@ -55,11 +56,7 @@ std::vector<bso::OptimizerKind> parse_optimizers(const std::string& text) {
   return kinds;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw Error(ErrorCode::io, fmt::format("cannot write {}", path));
-}
+void write_file(const std::string& path, const std::string& text) { write_text_file(path, text); }
 
 }  // namespace
 

@@ -80,7 +80,6 @@ Command add_devices_command(CLI::App& app, const GlobalOptions& /*global*/) {
   cmd->add_option("--nvml-lib", flags->nvml_library, "NVML library to load (default: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1)")->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print the list as JSON");
   return Command{cmd, [flags] {
-                   recover_gpu_settings(flags->nvml_library);
                    const device::NvmlLibrary nvml(flags->nvml_library);
                    const auto count = nvml.device_count();
                    std::vector<std::unique_ptr<device::NvmlDevice>> gpus;

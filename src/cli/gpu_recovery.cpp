@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -25,7 +26,13 @@ void recover_gpu_settings(const std::string& nvml_library) {
   device::RestoreJournal journal(device::default_journal_path());
   if (!std::filesystem::exists(journal.path())) return;
   try {
-    if (journal.entries().empty()) return;
+    // Settings of a gpucap still running are its own to restore: nothing to do, and no reason to
+    // load NVML (a machine without a driver would answer with an error about nothing).
+    const auto entries = journal.entries();
+    if (std::all_of(entries.begin(), entries.end(),
+                    [](const device::JournalEntry& e) { return device::is_running(e.owner); })) {
+      return;
+    }
     const device::NvmlLibrary nvml(nvml_library);
     std::vector<std::unique_ptr<device::NvmlDevice>> opened;
     const auto find = [&](const std::string& uuid) -> device::Device* {

@@ -153,7 +153,11 @@ int main(int argc, char** argv) {
   // these are): the next other command restores them.
   const auto name = chosen->app->get_name();
   if (name != "mps-worker" && name != "monitor" && name != "load") {
-    gpucap::cli::recover_gpu_settings(gpucap::cli::default_nvml_library());
+    // Through the driver the command was told to use (--nvml-lib), where it has that option.
+    const auto* nvml_option = chosen->app->get_option_no_throw("--nvml-lib");
+    gpucap::cli::recover_gpu_settings(nvml_option != nullptr && nvml_option->count() > 0
+                                          ? nvml_option->as<std::string>()
+                                          : gpucap::cli::default_nvml_library());
   }
   try {
     chosen->run();

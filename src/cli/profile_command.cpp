@@ -100,7 +100,6 @@ void profile_on_gpu(const ProfileFlags& flags) {
     throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16", *flags.precision));
   }
   const std::string model = flags.model.value_or(std::filesystem::path(*flags.model_file).stem().string());
-  recover_gpu_settings(flags.nvml_library);
   const device::NvmlLibrary nvml(flags.nvml_library);
   device::NvmlDevice gpu(nvml, flags.device_index, flags.allow_gpu_control);
   const auto& info = gpu.info();

@@ -19,6 +19,7 @@
 #include "gpucap/cli/commands.hpp"
 #include "live_metrics.hpp"
 #include "gpucap/core/clocks.hpp"
+#include "gpucap/core/atomic_file.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/device/nvml_device.hpp"
@@ -69,22 +70,20 @@ struct RunFlags {
   ClusterNodeFlags cluster;  // --cluster-etcd: the run is a node of a cluster (twin only)
 };
 
-// Rows go to disk as they are produced, so an interrupted run keeps what it measured.
+// Rows go to disk as they are produced (into FILE.partial-XXXXXX beside FILE, which is replaced
+// only when the run ends: a full disk or a failed run leaves the previous FILE as it was, and a
+// run that fails half-way keeps its rows in the partial file and says where).
 class TraceFile {
  public:
-  explicit TraceFile(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
-    if (!out_) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
+  explicit TraceFile(const std::string& path)
+      : out_(path, AtomicFileWriter::Durability::sync, AtomicFileWriter::Unfinished::keep) {
     write(runtime::trace_csv_header());
   }
-  void write(const std::string& text) {
-    out_ << text;
-    out_.flush();
-    if (!out_) throw Error(ErrorCode::io, fmt::format("{}: write failed", path_));
-  }
+  void write(const std::string& text) { out_.write(text); }
+  void commit() { out_.commit(); }
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  AtomicFileWriter out_;
 };
 
 CapSchedule cap_schedule(const RunFlags& flags) {
@@ -294,6 +293,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   if (cluster_node) sink = cluster_node->observing(std::move(sink));
   const auto summary = job.run(sink, &stop_requested, live ? live->power_sink() : runtime::PowerSampleSink{});
   cluster_node.reset();  // leaves the cluster
+  if (trace.file) trace.file->commit();
   if (flags.json) {
     std::cout << to_json(spec, catalog, summary).dump(2) << "\n";
   } else {
@@ -446,7 +446,6 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   runtime::check_run_limits(config.images, config.duration_s);
   runtime::check_sample_hz(flags.sample_hz);
 
-  recover_gpu_settings(flags.real.nvml_library);
   const auto options = flags.real.platform(flags.allow_gpu_control, flags.sample_hz);
   // With MPS tenants the model runs in worker processes (one per tenant), not in gpucap.
   const auto device_info = [&flags] {
@@ -489,6 +488,7 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   config.stop = &stop_requested;
   if (live) config.on_power_sample = live->power_sink();
   const auto summary = runtime::run_job(platform, *controller, config, live ? live->sink(trace.sink) : trace.sink);
+  if (trace.file) trace.file->commit();
   if (flags.json) {
     auto out = summary_json(summary);
     out.update(nlohmann::json{{"platform", "nvml"},

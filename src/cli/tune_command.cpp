@@ -244,7 +244,6 @@ void print_real_trial(const std::vector<tune::Trial>& trials, const std::optiona
 
 void tune_on_nvml(const TuneFlags& flags) {
   check_real_flags(flags);
-  recover_gpu_settings(flags.real.nvml_library);
   const auto options = flags.real.platform(flags.allow_gpu_control, flags.sample_hz);
   const auto engine = engine_flags(flags);
   runtime::NvmlPlatform platform(options, [&engine](std::function<double()> now_s) {

@@ -1,6 +1,8 @@
 #include "gpucap/core/files.hpp"
+#include "gpucap/core/atomic_file.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -9,9 +11,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gpucap/core/error.hpp"
@@ -38,66 +42,109 @@ std::string read_text_file(const std::string& path) {
   return content.str();
 }
 
-void write_text_file(const std::string& path, std::string_view content) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
-    }
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw Error(ErrorCode::io, fmt::format("{}: write failed", path));
-    }
+AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability, Unfinished unfinished)
+    : path_(std::move(path)), durability_(durability), unfinished_(unfinished) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path_, ec);
+  target_existed_ = !ec && std::filesystem::exists(status);
+  if (target_existed_ && !std::filesystem::is_regular_file(status)) {
+    // A terminal, a pipe, /dev/null: written straight through; there is nothing to replace.
+    fd_ = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
+    direct_ = true;
+    target_existed_ = false;
+    return;
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorCode::io, fmt::format("{}: cannot write ({})", path, std::strerror(saved)));
+  // Through a symbolic link, the file it names is the one replaced (the link stays).
+  target_ = std::filesystem::is_symlink(std::filesystem::symlink_status(path_, ec)) && target_existed_
+                ? std::filesystem::canonical(path_, ec).string()
+                : path_;
+  if (target_.empty()) target_ = path_;
+  std::string pattern = target_ + ".partial-XXXXXX";
+  fd_ = mkostemp(pattern.data(), O_CLOEXEC);
+  if (fd_ < 0) {
+    throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
   }
+  temporary_ = std::move(pattern);
+  // mkostemp makes the file private (0600); the target is readable as files gpucap writes were.
+  fchmod(fd_, 0644);
 }
 
-namespace {
-
-void sync_or_throw(int fd, const std::string& what) {
-  if (fsync(fd) != 0) {
-    const int saved = errno;
-    close(fd);
-    throw Error(ErrorCode::io, fmt::format("{}: fsync failed ({})", what, std::strerror(saved)));
+AtomicFileWriter::~AtomicFileWriter() {
+  if (done_) return;
+  if (fd_ >= 0) close(fd_);
+  if (direct_) return;
+  if (unfinished_ == Unfinished::keep && bytes_ > 0) {
+    spdlog::warn("{} was not finished: what was written so far is in {}{}", path_, temporary_,
+                 target_existed_ ? fmt::format(", and {} is unchanged", path_) : std::string());
+    return;
   }
-  close(fd);
+  unlink(temporary_.c_str());
 }
 
-}  // namespace
+void AtomicFileWriter::fail(const char* what, int error) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  if (!direct_) unlink(temporary_.c_str());
+  done_ = true;
+  throw Error(ErrorCode::io, fmt::format("{}: {} ({}){}", path_, what, std::strerror(error),
+                                         target_existed_ ? "; the previous file is unchanged" : ""));
+}
 
-void write_text_file_durably(const std::string& path, std::string_view content) {
-  const std::string temporary = path + ".tmp";
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
+void AtomicFileWriter::write(std::string_view text) {
+  if (done_) throw Error(ErrorCode::internal, fmt::format("{}: written after it was finished", path_));
   std::size_t written = 0;
-  while (written < content.size()) {
-    const auto n = ::write(fd, content.data() + written, content.size() - written);
+  while (written < text.size()) {
+    const auto n = ::write(fd_, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int saved = errno;
-      close(fd);
-      std::remove(temporary.c_str());
-      throw Error(ErrorCode::io, fmt::format("{}: write failed ({})", path, std::strerror(saved)));
-    }
+    if (n <= 0) fail("cannot write", n < 0 ? errno : ENOSPC);
     written += static_cast<std::size_t>(n);
   }
-  sync_or_throw(fd, temporary);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    std::remove(temporary.c_str());
-    throw Error(ErrorCode::io, fmt::format("{}: cannot write ({})", path, std::strerror(saved)));
+  bytes_ += written;
+}
+
+void AtomicFileWriter::commit() {
+  if (done_) throw Error(ErrorCode::internal, fmt::format("{}: finished twice", path_));
+  if (durability_ == Durability::sync && !direct_ && fsync(fd_) != 0) fail("cannot write (fsync)", errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (close(fd) != 0) fail("cannot write (close)", errno);
+  if (direct_) {
+    done_ = true;
+    return;
   }
-  const auto folder = std::filesystem::path(path).parent_path();
-  const int dir_fd = open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open its folder ({})", path, std::strerror(errno)));
-  sync_or_throw(dir_fd, folder.string());
+  if (std::rename(temporary_.c_str(), target_.c_str()) != 0) fail("cannot replace", errno);
+  done_ = true;
+  if (durability_ == Durability::sync) {
+    const auto folder = std::filesystem::path(target_).parent_path();
+    const int dir_fd = open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open its folder ({})", path_, std::strerror(errno)));
+    const bool synced = fsync(dir_fd) == 0;
+    const int saved = errno;
+    close(dir_fd);
+    if (!synced) throw Error(ErrorCode::io, fmt::format("{}: cannot sync its folder ({})", path_, std::strerror(saved)));
+  }
+}
+
+void write_text_file(const std::string& path, std::string_view content) {
+  AtomicFileWriter out(path, AtomicFileWriter::Durability::flush);
+  out.write(content);
+  out.commit();
+}
+
+void write_text_file_durably(const std::string& path, std::string_view content) {
+  AtomicFileWriter out(path, AtomicFileWriter::Durability::sync);
+  out.write(content);
+  out.commit();
+}
+
+void write_text_files(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::unique_ptr<AtomicFileWriter>> writers;
+  for (const auto& [path, text] : files) {
+    writers.push_back(std::make_unique<AtomicFileWriter>(path, AtomicFileWriter::Durability::flush));
+    writers.back()->write(text);
+  }
+  for (auto& writer : writers) writer->commit();
 }
 
 std::vector<std::string> list_files(const std::string& dir, std::string_view extension) {

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cmath>
 
 #include "gpucap/core/error.hpp"
@@ -12,6 +14,8 @@
 namespace gpucap::device {
 
 namespace {
+constexpr int kRestoreAttempts = 8;
+
 bool same_value(const ControlValue& a, const ControlValue& b) {
   if (a.has_value() != b.has_value()) return false;
   return !a || std::abs(*a - *b) < 1e-9;
@@ -84,6 +88,21 @@ void ControlSession::apply(const Knobs& knobs) {
   if (knobs.mem_clock_mhz) wanted.emplace_back(Control::memory_clock_lock_mhz, knobs.mem_clock_mhz);
   if (knobs.power_limit_w) wanted.emplace_back(Control::power_limit_w, knobs.power_limit_w);
   for (const auto& [control, value] : wanted) check(control, value);
+  // What this session set and the device no longer holds is written again below.
+  for (auto it = current_.begin(); it != current_.end();) {
+    const ControlValue now = device_.read_control(it->first);
+    if (same_value(now, it->second)) {
+      ++it;
+      continue;
+    }
+    if (!drift_said_) {
+      drift_said_ = true;
+      spdlog::warn("{} on {} is {}, not the {} set before (a driver reset, or another program): setting it again",
+                   describe(it->first).name, device_.name(), value_text(now, describe(it->first).unit),
+                   value_text(it->second, describe(it->first).unit));
+    }
+    it = current_.erase(it);
+  }
 
   std::vector<std::pair<Control, ControlValue>> written;  // (control, value before this apply)
   for (const auto& [control, value] : wanted) {
@@ -109,11 +128,28 @@ void ControlSession::restore() {
   std::vector<std::string> failures;
   for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
     const auto& [control, value] = *it;
-    try {
-      if (!same_value(device_.read_control(control), value)) device_.write_control(control, value);
-    } catch (const std::exception& e) {
-      failures.push_back(fmt::format("{} (to {}): {}", describe(control).name,
-                                     value_text(value, describe(control).unit), e.what()));
+    // A driver that answers a call with an error now and then must not leave the GPU changed:
+    // a device error is tried again (kRestoreAttempts in all, a little apart).
+    for (int attempt = 1;; ++attempt) {
+      try {
+        if (!same_value(device_.read_control(control), value)) device_.write_control(control, value);
+        if (attempt > 1) {
+          spdlog::warn("restored {} on {} at attempt {}", describe(control).name, device_.name(), attempt);
+        }
+        break;
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::device && attempt < kRestoreAttempts) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+          continue;
+        }
+        failures.push_back(fmt::format("{} (to {}): {}", describe(control).name,
+                                       value_text(value, describe(control).unit), e.what()));
+        break;
+      } catch (const std::exception& e) {
+        failures.push_back(fmt::format("{} (to {}): {}", describe(control).name,
+                                       value_text(value, describe(control).unit), e.what()));
+        break;
+      }
     }
   }
   const bool had_saved = !saved_.empty();

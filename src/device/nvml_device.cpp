@@ -1,6 +1,7 @@
 #include "gpucap/device/nvml_device.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@ NvmlDevice::NvmlDevice(const NvmlLibrary& nvml, unsigned index, bool writes_allo
     info_.sm_clocks_mhz = as_doubles(nvml.supported_graphics_clocks_mhz(handle_, top));
   }
   energy_last_mj_ = nvml.total_energy_mj(handle_);
+  energy_last_time_ = std::chrono::steady_clock::now();
   info_.energy_counter = energy_last_mj_.has_value();
   info_.instant_power = nvml.instant_power_mw(handle_).has_value();
 }
@@ -62,9 +64,30 @@ double NvmlDevice::read(Signal signal) {
       const std::lock_guard lock(energy_mutex_);  // readings in order: an earlier one is no reset
       const auto now = nvml_.total_energy_mj(handle_);
       if (!now || !energy_last_mj_) break;
-      // Below the last reading: the counter started again from 0 (driver reload, GPU reset).
-      energy_since_open_mj_ += *now >= *energy_last_mj_ ? *now - *energy_last_mj_ : *now;
+      const auto time = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(time - energy_last_time_).count();
+      // The most a rise can be: twice the highest power limit (at least 1 kW) for the time since
+      // the last reading, and a second more.
+      const double most_mj = 2.0 * std::max(info_.power_limit_max_w, 1000.0) * (seconds + 1.0) * 1000.0;
+      if (*now < *energy_last_mj_) {
+        // Below the last reading: the counter started again from 0 (driver reload, GPU reset).
+        if (energy_restarts_++ == 0) {
+          spdlog::warn("{}: the energy counter went back from {} to {} mJ (a driver reset): counted from its new "
+                       "start; the energy between the last reading and the reset is unknown and not counted",
+                       name(), *energy_last_mj_, *now);
+        }
+        if (static_cast<double>(*now) <= most_mj) energy_since_open_mj_ += *now;
+        locks_lost_ = true;
+      } else if (static_cast<double>(*now - *energy_last_mj_) > most_mj) {
+        if (energy_jumps_++ == 0) {
+          spdlog::warn("{}: the energy counter jumped from {} to {} mJ in {:.1f} s, more than the GPU can draw: that "
+                       "interval's energy is not counted", name(), *energy_last_mj_, *now, seconds);
+        }
+      } else {
+        energy_since_open_mj_ += *now - *energy_last_mj_;
+      }
       energy_last_mj_ = now;
+      energy_last_time_ = time;
       return static_cast<double>(energy_since_open_mj_) * kJoulesPerMillijoule;
     }
     case Signal::sm_clock_mhz: return nvml_.sm_clock_mhz(handle_);
@@ -112,6 +135,10 @@ ControlRange NvmlDevice::range(Control control) const {
 }
 
 ControlValue NvmlDevice::read_control(Control control) {
+  if (locks_lost_.exchange(false)) {
+    sm_lock_mhz_.reset();
+    memory_lock_mhz_.reset();
+  }
   switch (control) {
     case Control::sm_clock_lock_mhz: return sm_lock_mhz_;
     case Control::memory_clock_lock_mhz: return memory_lock_mhz_;

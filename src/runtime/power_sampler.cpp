@@ -1,6 +1,7 @@
 #include "gpucap/runtime/power_sampler.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cmath>
@@ -40,6 +41,24 @@ void PowerSampler::loop() {
     try {
       sample.power_w = read_power_w_();
       sample.time_s = now_s_();
+      failures_in_a_row_ = 0;
+    } catch (const std::exception& e) {
+      // A driver answers an odd call with an error now and then: that sample is skipped (said
+      // once). Failing again and again, the GPU is gone: sampling stops and the reader hears why.
+      lock.lock();
+      ++failed_reads_;
+      if (++failures_in_a_row_ >= kMaxFailuresInARow) {
+        failure_ = std::current_exception();
+        return;
+      }
+      if (failed_reads_ == 1) {
+        spdlog::warn("a power reading failed ({}): that sample is skipped, and so is every failed one after it "
+                     "(sampling stops after {} in a row)", e.what(), kMaxFailuresInARow);
+      }
+      next += period;
+      if (next < clock::now()) next = clock::now() + period;
+      wake_.wait_until(lock, next, [this] { return stopping_; });
+      continue;
     } catch (...) {
       lock.lock();
       failure_ = std::current_exception();
@@ -73,6 +92,11 @@ void PowerSampler::take_until(double end_s, const PowerMeter::SampleSink& sink) 
     taken_ += ready.size();
   }
   for (const auto& sample : ready) sink(sample);  // outside the lock: the sampler keeps going
+}
+
+std::size_t PowerSampler::failed_reads() const {
+  const std::lock_guard lock(mutex_);
+  return failed_reads_;
 }
 
 std::size_t PowerSampler::dropped() const {

@@ -69,6 +69,33 @@ struct Window {
   }
 };
 
+// The GPU's faults a run rides out (a driver that answers a call with an error now and then):
+// each kind is logged once, when it first happens, and all are counted in one line at the end.
+class GpuFaults {
+ public:
+  void note(const std::string& kind, const std::string& first_message) {
+    auto it = std::find_if(counts_.begin(), counts_.end(), [&kind](const auto& entry) { return entry.first == kind; });
+    if (it == counts_.end()) {
+      spdlog::warn("{}", first_message);
+      counts_.emplace_back(kind, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  void report() const {
+    if (counts_.empty()) return;
+    std::vector<std::string> parts;
+    for (const auto& [kind, count] : counts_) parts.push_back(fmt::format("{} x{}", kind, count));
+    spdlog::warn("GPU faults ridden out in this run: {}", join(parts, ", "));
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::size_t>> counts_;
+};
+
+// A device error is a fault to ride out; any other error (a bad value, no permission) is not.
+bool is_device_fault(const Error& e) { return e.code() == ErrorCode::device; }
+
 class JobRun {
  public:
   JobRun(Platform& platform, control::Controller& controller, const RunConfig& config, const TraceSink& sink)
@@ -83,7 +110,7 @@ class JobRun {
     const auto owned_session = platform_.open_control_session();
     auto& session = *owned_session;
     knobs_ = controller_.initial_knobs(cap_at(0.0));
-    session.apply(knobs_);
+    apply_first(session);
     platform_.settle();
 
     start_s_ = platform_.clock().now_s();
@@ -91,8 +118,10 @@ class JobRun {
     // Readings from before the job (while settling) are not the job's.
     platform_.meter().collect(start_s_, [](const PowerSample&) {});
     // Without an energy counter (GPUs before Volta), energy is the integral of the samples.
-    const bool counted_energy = platform_.device().has_signal(device::Signal::energy_j);
-    const double energy_start_j = counted_energy ? platform_.device().read(device::Signal::energy_j) : 0.0;
+    const bool has_counter = platform_.device().has_signal(device::Signal::energy_j);
+    counted_energy_ = has_counter;
+    const auto energy_start_j = read_energy_j();
+    counted_energy_ = energy_start_j.has_value();
     window_.restart(start_s_);
     last_sample_s_ = start_s_;
     long long done = 0;
@@ -125,7 +154,8 @@ class JobRun {
       spdlog::debug("t={:.2f}s cap={:g}W max={:.1f}W settled_max={:.1f}W mean={:.1f}W -> {} [{}]", observation.time_s,
                     observation.cap_w, observation.power.max_w, observation.settled_power.max_w,
                     observation.power.mean_w, describe(knobs_), controller_.describe_state());
-      session.apply(knobs_);
+      if (counted_energy_) read_energy_j();  // the counter read often: a reset costs one window's part
+      apply_or_hold(session, previous);
       if (knobs_ != previous) window_.settled_from_s = now_s + platform_.power_settle_s();
       // The controller has answered a cap change: once the reading shows its answer, the
       // transition is over.
@@ -140,8 +170,18 @@ class JobRun {
     }
     // The time after the last sample is charged at its power.
     const double tail_j = last_sample_w_ * std::max(0.0, platform_.clock().now_s() - last_sample_s_);
-    summary_.energy_j = counted_energy ? platform_.device().read(device::Signal::energy_j) - energy_start_j
-                                       : sampled_energy_j_ + tail_j;
+    const auto energy_end_j = counted_energy_ ? read_energy_j() : std::nullopt;
+    summary_.energy_j = energy_end_j ? *energy_end_j - *energy_start_j : sampled_energy_j_ + tail_j;
+    if (has_counter && !energy_end_j) {
+      faults_.note("energy from the samples", "the run's energy is the integral of the power samples: the energy "
+                                              "counter could not be read at the run's start or end");
+    }
+    if (!std::isfinite(summary_.energy_j) || summary_.energy_j < 0.0) {
+      faults_.note("energy from the samples", fmt::format("the energy counter gave {} J for the run: its energy is the "
+                                                          "integral of the power samples instead", summary_.energy_j));
+      summary_.energy_j = sampled_energy_j_ + tail_j;
+    }
+    faults_.report();
     summary_.stopped = stop_requested();
     summary_.device_writes = session.writes();
     session.restore();  // explicit, so a failed restore surfaces as an error
@@ -149,6 +189,61 @@ class JobRun {
   }
 
  private:
+  // The first settings: a device error is tried again a few times (there are no earlier
+  // settings of this run to hold), then it ends the run.
+  void apply_first(device::ControlSession& session) {
+    constexpr int kAttempts = 5;
+    for (int attempt = 1;; ++attempt) {
+      try {
+        session.apply(knobs_);
+        return;
+      } catch (const Error& e) {
+        if (!is_device_fault(e) || attempt == kAttempts) throw;
+        faults_.note("failed writes", fmt::format("writing the GPU's first settings failed ({}): trying again", e.what()));
+      }
+    }
+  }
+
+  // The controller's decision, or — when the GPU refuses it with a device error — the settings
+  // in force before it (ControlSession::apply rolled back what it had written), tried again at
+  // the next decision.
+  void apply_or_hold(device::ControlSession& session, const Knobs& previous) {
+    try {
+      session.apply(knobs_);
+    } catch (const Error& e) {
+      if (!is_device_fault(e)) throw;
+      faults_.note("failed writes", fmt::format("writing the GPU's settings failed ({}): holding the last settings "
+                                                "({}) until the next decision",
+                                                e.what(), describe(previous)));
+      knobs_ = previous;
+    }
+  }
+
+  // The energy counter in J (monotonic from the open: the device takes a restart as a reset);
+  // nullopt when this reading failed.
+  std::optional<double> read_energy_j() {
+    if (!counted_energy_) return std::nullopt;
+    try {
+      return platform_.device().read(device::Signal::energy_j);
+    } catch (const Error& e) {
+      if (!is_device_fault(e)) throw;
+      faults_.note("failed energy readings", fmt::format("reading the energy counter failed ({}): skipped", e.what()));
+      return std::nullopt;
+    }
+  }
+
+  // A clock reading for the trace, or the last one when this reading failed.
+  double read_clock_mhz(device::Signal signal, double& last) {
+    try {
+      last = platform_.device().read(signal);
+    } catch (const Error& e) {
+      if (!is_device_fault(e)) throw;
+      faults_.note("failed clock readings",
+                   fmt::format("reading the GPU's clock failed ({}): the trace repeats the last reading", e.what()));
+    }
+    return last;
+  }
+
   // The cap in force at t (seconds from the start): the live cap when there is one.
   [[nodiscard]] double cap_at(double t_s) const {
     return config_.live_cap ? config_.live_cap->cap_at(t_s) : config_.schedule.cap_at(t_s);
@@ -231,8 +326,8 @@ class JobRun {
     row.samples = obs.power.samples;
     row.batch_size = knobs_.batch_size();
     row.tenants = knobs_.tenants;
-    row.sm_clock_mhz = platform_.device().read(device::Signal::sm_clock_mhz);
-    row.memory_clock_mhz = platform_.device().read(device::Signal::memory_clock_mhz);
+    row.sm_clock_mhz = read_clock_mhz(device::Signal::sm_clock_mhz, last_sm_clock_mhz_);
+    row.memory_clock_mhz = read_clock_mhz(device::Signal::memory_clock_mhz, last_memory_clock_mhz_);
     row.throughput_img_s = obs.throughput_img_s;
     row.images = window_.images;
     row.over_cap = window_.samples_over_cap > 0;
@@ -277,6 +372,10 @@ class JobRun {
   double sampled_energy_j_ = 0.0;
   double last_sample_s_ = 0.0;
   double last_sample_w_ = 0.0;
+  bool counted_energy_ = false;
+  double last_sm_clock_mhz_ = 0.0;
+  double last_memory_clock_mhz_ = 0.0;
+  GpuFaults faults_;
 };
 
 }  // namespace

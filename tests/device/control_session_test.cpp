@@ -20,6 +20,7 @@ class RecordingDevice final : public Device {
   int writes = 0;
   bool writable = true;
   std::optional<Control> fail_on;
+  int failures = -1;  // how many writes of fail_on fail before they succeed again (-1: all)
 
   [[nodiscard]] std::string name() const override { return "recording device"; }
   [[nodiscard]] bool simulated() const override { return true; }
@@ -33,7 +34,10 @@ class RecordingDevice final : public Device {
   }
   [[nodiscard]] ControlValue read_control(Control control) override { return values.at(control); }
   void write_control(Control control, ControlValue value) override {
-    if (fail_on == control) throw Error(ErrorCode::device, "injected write failure");
+    if (fail_on == control && failures != 0) {
+      if (failures > 0) --failures;
+      throw Error(ErrorCode::device, "injected write failure");
+    }
     ++writes;
     values[control] = value;
   }
@@ -125,6 +129,41 @@ TEST(ControlSession, FailedRestoreIsReportedNotSwallowed) {
     EXPECT_NE(std::string(e.what()).find("could not restore GPU_CORE_FREQUENCY_LOCK_CONTROL"), std::string::npos)
         << e.what();
   }
+}
+
+// A driver that refuses a call now and then must not leave the GPU changed.
+TEST(ControlSession, RestoreTriesATransientFailureAgain) {
+  RecordingDevice device;
+  ControlSession session(device);
+  session.write(Control::power_limit_w, 150.0);
+  device.fail_on = Control::power_limit_w;
+  device.failures = 2;
+  session.restore();
+  EXPECT_EQ(device.values[Control::power_limit_w], 250.0);
+  EXPECT_EQ(device.failures, 0);
+}
+
+// A driver reset puts a control back to its default behind the session's back: the next apply
+// sets it again instead of taking it as unchanged.
+TEST(ControlSession, ApplySetsAgainWhatTheDeviceLost) {
+  RecordingDevice device;
+  ControlSession session(device);
+  Knobs knobs;
+  knobs.sm_clock_mhz = 1063.0;
+  knobs.power_limit_w = 150.0;
+  session.apply(knobs);
+  EXPECT_EQ(device.writes, 2);
+  session.apply(knobs);
+  EXPECT_EQ(device.writes, 2) << "unchanged: nothing written";
+  device.values[Control::sm_clock_lock_mhz] = std::nullopt;  // the reset
+  device.values[Control::power_limit_w] = 250.0;
+  session.apply(knobs);
+  EXPECT_EQ(device.writes, 4);
+  EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], 1063.0);
+  EXPECT_EQ(device.values[Control::power_limit_w], 150.0);
+  session.restore();
+  EXPECT_EQ(device.values[Control::sm_clock_lock_mhz], std::nullopt);
+  EXPECT_EQ(device.values[Control::power_limit_w], 250.0) << "the original, not the reset's value";
 }
 
 TEST(RestoreJournal, RecordsTheFirstOriginalPerControlAndForgetsPerDevice) {

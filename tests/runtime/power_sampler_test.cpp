@@ -48,6 +48,27 @@ TEST(PowerSampler, AFullBufferDropsTheOldestAndCountsThem) {
   EXPECT_GT(sampler.dropped(), 0u);
 }
 
+// A driver that answers a reading with an error now and then: that sample is skipped, the
+// sampling goes on.
+TEST(PowerSampler, AReadingThatFailsNowAndThenIsSkipped) {
+  const SteadyClock clock;
+  std::atomic<int> reads{0};
+  PowerSampler sampler(
+      [&reads]() -> double {
+        if (++reads % 3 == 0) throw Error(ErrorCode::device, "nvmlDeviceGetPowerUsage: Unknown Error");
+        return 80.0;
+      },
+      [&clock] { return clock.now_s(); }, 500.0);
+  std::this_thread::sleep_for(100ms);
+  std::size_t kept = 0;
+  EXPECT_NO_THROW(sampler.take_until(clock.now_s(), [&kept](const PowerSample& s) {
+    EXPECT_EQ(s.power_w, 80.0);
+    ++kept;
+  }));
+  EXPECT_GT(kept, 10U);
+  EXPECT_GT(sampler.failed_reads(), 5U);
+}
+
 TEST(PowerSampler, AFailedReadStopsSamplingAndSurfacesOnCollect) {
   const SteadyClock clock;
   std::atomic<int> reads{0};

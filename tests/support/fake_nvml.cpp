@@ -17,6 +17,15 @@
 // succeed, then every call answers status: a GPU whose reads start failing mid-run)}],
 // "energy_mj" may also be a list, read one entry per call (the last repeating) without advancing
 // with time: a counter that a driver reset sends back towards 0.
+// Faults of a device (issue 38), each drawn again by every process that loads the fake:
+// "random_faults": {"seed": 1, "probability": 0.2, "status": 999, "functions": ["nvmlDevice...",
+// ...]}: each call of a listed function fails with `status` (999 NVML_ERROR_UNKNOWN, 15
+// NVML_ERROR_GPU_IS_LOST ...) with that probability, from a generator seeded with `seed`, once
+// "after_s" (optional) have passed since nvmlInit_v2; every failure is counted in the state's "faults_injected": {"nvmlDevice...": N}.
+// "reset": {"after_s": 1.5} or {"after_energy_calls": N}: once, that long after nvmlInit_v2 (or at
+// that call of nvmlDeviceGetTotalEnergyConsumption), the driver "resets" the GPU: the energy
+// counter starts again from 0, the clock locks are cleared and the power limit goes back to its
+// default; "driver reset" is appended to "writes" at that point.
 // "writes": ["nvmlDeviceSet... 0 1200 1200", ...]}
 
 #include <nlohmann/json.hpp>
@@ -30,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -53,6 +63,11 @@ std::vector<std::size_t> energy_calls;
 // Calls so far of each function named in a device's "fail_after", by device uuid and function.
 std::map<std::string, std::size_t> fail_after_calls;
 std::chrono::steady_clock::time_point init_time;
+// Per device: when its energy counter last started (nvmlInit_v2 or its reset), whether its reset
+// has happened, and the generator of its random faults.
+std::vector<std::chrono::steady_clock::time_point> energy_origin;
+std::vector<bool> reset_done;
+std::vector<std::mt19937_64> fault_rng;
 // Handles are pointers into this array: one per device.
 std::vector<int> handle_ids;
 
@@ -68,11 +83,32 @@ void save() {
   std::rename(temporary.c_str(), path.c_str());
 }
 
+// The scripted driver reset of device `index`, if it is due (at most once per process).
+void reset_if_due(std::size_t index, nlohmann::json& device) {
+  if (!device.contains("reset") || reset_done[index]) return;
+  const auto& rule = device["reset"];
+  const auto now = std::chrono::steady_clock::now();
+  const bool due = (rule.contains("after_s") &&
+                    std::chrono::duration<double>(now - init_time).count() >= rule["after_s"].get<double>()) ||
+                   (rule.contains("after_energy_calls") && energy_calls[index] >= rule["after_energy_calls"].get<std::size_t>());
+  if (!due) return;
+  reset_done[index] = true;
+  if (device.contains("energy_mj") && !device["energy_mj"].is_array()) device["energy_mj"] = 0;
+  energy_origin[index] = now;
+  device["locked_sm_mhz"] = nullptr;
+  device["locked_memory_mhz"] = nullptr;
+  if (device.contains("power_limit_default_mw")) device["power_limit_mw"] = device["power_limit_default_mw"];
+  state["writes"].push_back("driver reset");
+  save();
+}
+
 nlohmann::json* device_of(void* handle) {
   if (!initialised || handle == nullptr) return nullptr;
   const auto index = static_cast<std::size_t>(*static_cast<int*>(handle));
   auto& devices = state["devices"];
-  return index < devices.size() ? &devices[index] : nullptr;
+  if (index >= devices.size()) return nullptr;
+  reset_if_due(index, devices[index]);
+  return &devices[index];
 }
 
 // The scripted failure of `function` on this device, if any.
@@ -83,6 +119,26 @@ int scripted(const nlohmann::json& device, const char* function) {
     auto& calls = fail_after_calls[device.value("uuid", "") + " " + function];
     if (calls >= rule[0].get<std::size_t>()) return rule[1].get<int>();
     ++calls;
+  }
+  if (device.contains("random_faults")) {
+    const auto& rule = device["random_faults"];
+    const auto& functions = rule["functions"];
+    // "after_s": no fault before that long after nvmlInit_v2 (the run's first settings go through).
+    const bool started = !rule.contains("after_s") ||
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - init_time).count() >=
+                             rule["after_s"].get<double>();
+    if (started && std::find(functions.begin(), functions.end(), function) != functions.end()) {
+      const auto& devices = state["devices"];
+      std::size_t index = 0;
+      while (index < devices.size() && &devices[index] != &device) ++index;
+      auto& rng = fault_rng[std::min(index, fault_rng.size() - 1)];
+      if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < rule.value("probability", 0.0)) {
+        auto& injected = state["faults_injected"][function];
+        injected = injected.is_null() ? 1 : injected.get<int>() + 1;
+        save();
+        return rule.value("status", 999);
+      }
+    }
   }
   return kSuccess;
 }
@@ -164,6 +220,12 @@ int nvmlInit_v2() {
   energy_calls.assign(handle_ids.size(), 0);
   fail_after_calls.clear();
   init_time = std::chrono::steady_clock::now();
+  energy_origin.assign(handle_ids.size(), init_time);
+  reset_done.assign(handle_ids.size(), false);
+  fault_rng.clear();
+  for (const auto& device : state["devices"]) {
+    fault_rng.emplace_back(device.contains("random_faults") ? device["random_faults"].value("seed", 1ULL) : 1ULL);
+  }
   initialised = true;
   return kSuccess;
 }
@@ -270,7 +332,9 @@ int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
   }
   const auto& power = (*device_of(handle))["power_mw"];
   const double mw = (power.is_array() ? power[0] : power).get<double>();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - init_time).count();
+  const auto index = static_cast<std::size_t>(*static_cast<int*>(handle));
+  ++energy_calls[index];
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - energy_origin[index]).count();
   *mj = start + static_cast<unsigned long long>(mw * seconds);
   return kSuccess;
 }

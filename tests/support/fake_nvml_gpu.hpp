@@ -40,6 +40,7 @@ class FakeNvmlGpu {
   [[nodiscard]] nlohmann::json gpu() const { return nlohmann::json::parse(read_text_file(state_))["devices"][0]; }
   [[nodiscard]] nlohmann::json writes() const { return nlohmann::json::parse(read_text_file(state_))["writes"]; }
   [[nodiscard]] const std::string& journal() const { return journal_; }
+  [[nodiscard]] const std::string& gpu_state_path() const { return state_; }
 
  private:
   TempDir dir_;

@@ -37,6 +37,8 @@ class ControlSession {
 
   // Applies the device-side knobs (SM clock, memory clock, power limit) that are set; all are
   // checked before the first write, and on a failed write the ones already written are rolled back.
+  // A control this session set that the device no longer holds (a driver reset put it back to its
+  // default, someone else changed it) is written again; that is logged once per session.
   void apply(const Knobs& knobs);
 
   // Puts every saved control back as it was found. Tries all, then throws Error(device) naming
@@ -55,6 +57,7 @@ class ControlSession {
   std::vector<std::pair<Control, ControlValue>> saved_;    // original values, in first-write order
   std::vector<std::pair<Control, ControlValue>> current_;  // last value written per control
   int writes_ = 0;
+  bool drift_said_ = false;
 };
 
 }  // namespace gpucap::device

@@ -8,7 +8,9 @@
 // clocks (at the highest memory clock) and is restored with nvmlDeviceResetApplicationsClocks. Writing any control needs root (NVML answers NO_PERMISSION otherwise); can_write()
 // says so up front, so an unprivileged process refuses before it writes anything.
 
+#include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,11 +64,19 @@ class NvmlDevice final : public Device {
   NvmlDeviceInfo info_;
   // The energy counter: NVML's total since the driver loaded, which a driver reload or GPU reset
   // starts again from 0. energy_j counts from the open and never goes backwards: a reading below
-  // the last one is taken as such a restart (the counter counted it since). Reads may come from
-  // several threads (a sampler and an exporter).
+  // the last one is taken as such a restart (the counter counted it since; the energy between
+  // the last reading and the restart is unknown and not counted), and a rise larger than twice the
+  // highest power limit could draw since the last reading is not believed (not counted either).
+  // Each of the two is logged once. Reads may come from several threads (a sampler and an exporter).
   std::mutex energy_mutex_;
   std::optional<std::uint64_t> energy_last_mj_;  // the last raw reading
+  std::chrono::steady_clock::time_point energy_last_time_;
   std::uint64_t energy_since_open_mj_ = 0;
+  std::size_t energy_restarts_ = 0;
+  std::size_t energy_jumps_ = 0;
+  // Set when the counter restarted: a driver reset also cleared the clock locks, so the locks
+  // recorded below are forgotten at the next read_control.
+  std::atomic<bool> locks_lost_{false};
   std::optional<double> sm_lock_mhz_;
   bool sm_by_application_clocks_ = false;  // the GPU refused a clock lock: application clocks
   std::optional<double> memory_lock_mhz_;

@@ -30,10 +30,15 @@ class PowerSampler {
   PowerSampler& operator=(const PowerSampler&) = delete;
 
   [[nodiscard]] double sample_hz() const { return sample_hz_; }
+  // A reading that fails is skipped (the first one logged); kMaxFailuresInARow failures in a row
+  // stop the sampling: the GPU is gone, not hiccupping.
+  static constexpr std::size_t kMaxFailuresInARow = 10;
   // Hands every sample stamped at or before end_s to `sink`, oldest first, and drops them. If
-  // reading the power failed in the thread, rethrows that error (sampling has stopped).
+  // sampling stopped (kMaxFailuresInARow failed readings in a row), rethrows the last error.
   void take_until(double end_s, const PowerMeter::SampleSink& sink);
   [[nodiscard]] std::size_t dropped() const;
+  // Readings that failed and were skipped.
+  [[nodiscard]] std::size_t failed_reads() const;
   [[nodiscard]] std::size_t taken() const;
 
  private:
@@ -49,6 +54,8 @@ class PowerSampler {
   std::size_t count_ = 0;
   std::size_t dropped_ = 0;
   std::size_t taken_ = 0;
+  std::size_t failed_reads_ = 0;
+  std::size_t failures_in_a_row_ = 0;
   bool stopping_ = false;
   std::exception_ptr failure_;
   std::thread thread_;
