@@ -118,12 +118,19 @@ std::vector<RealSweepPoint> load_real_sweeps(const std::string& setup_path, cons
     if (use != "fit" && use != "check") throw f.error("use", "must be \"fit\" or \"check\"");
     const auto gpu = catalog.gpu(f.string("gpu")).id;
     const auto dir = base / f.string("path");
-    if (!fs::is_directory(dir)) throw f.error("path", fmt::format("{} is not a folder", dir.string()));
-    std::vector<fs::path> sweeps;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const auto name = entry.path().filename().string();
-      if (entry.is_regular_file() && name.starts_with("sweep-") && name.ends_with(".json")) sweeps.push_back(entry.path());
+    // The error_code overloads: a path the system refuses (too long, a loop, no permission) is
+    // this file's error, not std::filesystem's exception (a fuzz finding, calibration_setup).
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      throw f.error("path", fmt::format("{} is not a folder{}", dir.string(), ec ? " (" + ec.message() + ")" : ""));
     }
+    std::vector<fs::path> sweeps;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto name = it->path().filename().string();
+      std::error_code type_ec;
+      if (it->is_regular_file(type_ec) && name.starts_with("sweep-") && name.ends_with(".json")) sweeps.push_back(it->path());
+    }
+    if (ec) throw f.error("path", fmt::format("{} cannot be listed ({})", dir.string(), ec.message()));
     if (sweeps.empty()) throw f.error("path", fmt::format("{} holds no sweep-*.json", dir.string()));
     std::sort(sweeps.begin(), sweeps.end());
     const auto folder = fs::path(f.string("path")).filename().string();

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <string>
 #include <exception>
@@ -175,6 +176,10 @@ int main(int argc, char** argv) {
     const char* hint = e.code() == gpucap::ErrorCode::no_gpu && has_twin ? "; the simulated GPUs (--platform sim) need none" : "";
     std::fprintf(stderr, "gpucap: error: %s%s\n", e.what(), hint);
     return gpucap::exit_code(e.code());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refused (no permission, too long, not a folder): the user's to fix.
+    std::fprintf(stderr, "gpucap: error: %s\n", e.what());
+    return gpucap::exit_code(gpucap::ErrorCode::io);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpucap: internal error: %s\n", e.what());
     return gpucap::exit_code(gpucap::ErrorCode::internal);

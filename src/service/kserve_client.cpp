@@ -339,16 +339,28 @@ InferRequestBody encode_infer_request(std::span<const Tensor> inputs, bool binar
   return request;
 }
 
+namespace {
+
+// The first line of `text`, trimmed and cut to kMaxMessageChars; "HTTP <status>" when that is
+// empty (an answer {"error": ""} says nothing: a fuzz finding, kserve_client).
+std::string one_line_or_status(std::string_view text, int http_status) {
+  auto line = trim(text.substr(0, text.find('\n')));
+  if (line.empty()) return fmt::format("HTTP {}", http_status);
+  if (line.size() > kMaxMessageChars) line = line.substr(0, kMaxMessageChars);
+  return std::string(line);
+}
+
+}  // namespace
+
 std::string error_message_of(std::string_view body, int http_status) {
   const auto doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_object()) {
     const auto error = doc.find("error");
-    if (error != doc.end()) return error->is_string() ? error->get<std::string>() : error->dump();
+    if (error != doc.end()) {
+      return one_line_or_status(error->is_string() ? error->get<std::string>() : error->dump(), http_status);
+    }
   }
-  auto line = trim(body.substr(0, body.find('\n')));
-  if (line.empty()) return fmt::format("HTTP {}", http_status);
-  if (line.size() > kMaxMessageChars) line = line.substr(0, kMaxMessageChars);
-  return std::string(line);
+  return one_line_or_status(body, http_status);
 }
 
 std::string describe_inputs(std::span<const Tensor> inputs) {

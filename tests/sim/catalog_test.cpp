@@ -157,7 +157,8 @@ TEST(Catalog, TheReplacedFirstShapeActivityIsRejectedNotIgnored) {
 TEST(Catalog, ASamplerStallAsLongAsItsProcessIsRejected) {
   expect_p40_field_rejected("nvidia_smi_stall_s", "5.0", "host.nvidia_smi_stall_s: must be shorter than");
   // A GPU file without them gets the P40 host's.
-  const auto& a100 = Catalog::load(test::data_dir()).gpu("a100");
+  const auto catalog = Catalog::load(test::data_dir());  // kept: gpu() returns a reference into it
+  const auto& a100 = catalog.gpu("a100");
   EXPECT_GT(a100.host.nvidia_smi_process_s, a100.host.nvidia_smi_stall_s);
 }
 
