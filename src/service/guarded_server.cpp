@@ -409,9 +409,15 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
       not_found_(std::move(not_found)),
       log_limiter_(std::make_unique<detail::LogLimiter>()) {
   if (limits_.workers == 0) throw usage_error("the server needs at least one thread");
+  // spdlog's registry is made on first use: here, before any worker logs, not by two workers at
+  // once (ThreadSanitizer saw that race; spdlog's library is not instrumented).
+  (void)spdlog::default_logger_raw();
   new_task_queue = [this] {
-    connections_ = std::make_unique<Connections>(*this);
-    return new InlineQueue(*connections_);
+    auto connections = std::make_unique<Connections>(*this);
+    auto* queue = new InlineQueue(*connections);
+    const std::lock_guard lock(connections_mutex_);
+    connections_ = std::move(connections);
+    return queue;
   };
   set_payload_max_length(limits_.max_body_bytes);
   set_keep_alive_max_count(limits_.keep_alive_requests);
@@ -424,6 +430,7 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
 }
 
 GuardedServer::~GuardedServer() {
+  const std::lock_guard lock(connections_mutex_);
   if (connections_) connections_->stop();
 }
 
@@ -433,7 +440,10 @@ int GuardedServer::bind_listener(const std::string& host, int port) {
   return bound;
 }
 
-std::size_t GuardedServer::open_connections() const { return connections_ ? connections_->open() : 0; }
+std::size_t GuardedServer::open_connections() const {
+  const std::lock_guard lock(connections_mutex_);
+  return connections_ ? connections_->open() : 0;
+}
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   connections_->admit(sock);

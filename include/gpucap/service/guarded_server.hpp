@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
@@ -112,6 +113,9 @@ class GuardedServer : public httplib::Server {
   ErrorWriter write_error_;
   std::string not_found_;
   std::vector<std::pair<std::string, std::regex>> routes_;  // method, path
+  // Made by the listening thread when listen() starts; read by open_connections() and the
+  // destructor on other threads, hence the mutex.
+  mutable std::mutex connections_mutex_;
   std::unique_ptr<Connections> connections_;
   std::unique_ptr<detail::LogLimiter> log_limiter_;
 };
