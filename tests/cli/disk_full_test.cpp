@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "support/small_disk.hpp"
 
@@ -19,23 +20,23 @@ std::string previous_trace() {
   return text;
 }
 
+// A run on the twin's P40 that streams its trace to the small disk.
+std::vector<std::string> run_with_trace_on_disk(const std::string& images) {
+  return {"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet", "--power-cap", "131", "--algorithm",
+          "batchdvfs", "--images", images, "--trace", "{DISK}/trace.csv"};
+}
+
 TEST(DiskFull, RunTraceFailsClearlyAndKeepsThePreviousTrace) {
   const auto previous = previous_trace();
   // 3 million images on the twin stream ~60 KiB of rows (~1 s): the 8 KiB left run out mid-run.
-  const auto run = test::run_on_full_disk(
-      "trace.csv", previous, 8,
-      {"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet", "--power-cap", "131", "--algorithm",
-       "batchdvfs", "--images", "3000000", "--trace", "{DISK}/trace.csv"});
+  const auto run = test::run_on_full_disk("trace.csv", previous, 8, run_with_trace_on_disk("3000000"));
   test::expect_failed_cleanly(run, "trace.csv", previous, "trace.csv", /*failed_existed=*/true);
   EXPECT_EQ(run.exit_code, 4) << "an I/O error's exit code: " << run.err;
 }
 
 TEST(DiskFull, AFinishedRunStillReplacesThePreviousTrace) {
   const auto previous = previous_trace();
-  const auto run = test::run_on_full_disk(
-      "trace.csv", previous, 128,
-      {"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet", "--power-cap", "131", "--algorithm",
-       "batchdvfs", "--images", "30000", "--trace", "{DISK}/trace.csv"});
+  const auto run = test::run_on_full_disk("trace.csv", previous, 128, run_with_trace_on_disk("30000"));
   ASSERT_TRUE(run.mounted) << "cannot mount a small tmpfs: " << run.mount_error;
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.previous_after.rfind("time_s,window_start_s,cap_w,window_max_w,window_mean_w,samples,batch_size,"
