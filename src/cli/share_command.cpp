@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -15,6 +14,7 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "live_metrics.hpp"
+#include "gpucap/core/atomic_file.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 #include "gpucap/runtime/share_real.hpp"
@@ -204,24 +204,22 @@ void print_text(const sched::ShareScenario& scenario, const sched::ShareResult& 
   }
 }
 
-// --trace: every step written as it completes (opened before the run), none kept in memory.
+// --trace: every step written as it completes (opened before the run), none kept in memory, into
+// FILE.partial-XXXXXX beside FILE, which replaces FILE only when the run ends: a full disk or a
+// failed run leaves the previous FILE as it was (core/atomic_file.hpp; as run --trace does).
 class TraceWriter final : public sched::StepSink {
  public:
-  explicit TraceWriter(std::string path) : path_(std::move(path)), out_(path_) {
-    if (!out_) throw Error(ErrorCode::io, fmt::format("--trace {}: cannot open for writing", path_));
-    out_ << "job,step,device,start_s,end_s\n";
+  explicit TraceWriter(const std::string& path)
+      : out_(path, AtomicFileWriter::Durability::flush, AtomicFileWriter::Unfinished::keep) {
+    out_.write("job,step,device,start_s,end_s\n");
   }
   void on_step(const sched::StepRecord& s) override {
-    out_ << fmt::format("{},{},{},{:.9f},{:.9f}\n", s.job, s.step, s.device, s.start_s, s.end_s);
+    out_.write(fmt::format("{},{},{},{:.9f},{:.9f}\n", s.job, s.step, s.device, s.start_s, s.end_s));
   }
-  void close() {
-    out_.close();
-    if (!out_) throw Error(ErrorCode::io, fmt::format("--trace {}: write failed", path_));
-  }
+  void close() { out_.commit(); }
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  AtomicFileWriter out_;
 };
 
 // A job that cannot run even alone on the GPU is bad input, not an out-of-memory result (that is

@@ -48,6 +48,17 @@ TEST(DiskFull, AFinishedRunStillReplacesThePreviousTrace) {
   EXPECT_EQ(run.files, std::vector<std::string>{"trace.csv"}) << "no temporary file left";
 }
 
+// share --trace streams a row per step: with 2000 requests beside a training job, far more than
+// the 4 KiB left.
+TEST(DiskFull, ShareTraceFailsClearlyAndKeepsThePreviousTrace) {
+  const std::string previous = "job,step,device,start_s,end_s\nbg,0,rtx2080ti,0.000000000,0.100000000\n";
+  const auto run = test::run_on_full_disk(
+      "steps.csv", previous, 4,
+      {"share", "--gpu", "rtx2080ti", "--job", "bg=train:keras_resnet50:batch=32:until=fg", "--job",
+       "fg=infer:keras_vgg16:batch=1:priority=high:requests=2000:start=1", "--trace", "{DISK}/steps.csv"});
+  test::expect_failed_cleanly(run, "steps.csv", previous, "steps.csv", /*failed_existed=*/true);
+}
+
 TEST(DiskFull, BenchOutFailsClearlyAndKeepsThePreviousResults) {
   const std::string previous = "job,algorithm,throughput_img_s\n1,batchdvfs,1000.0\n";
   test::TempDir dir;
