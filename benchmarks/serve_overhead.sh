@@ -5,9 +5,13 @@
 #      so a request waits only for the server): open loop at RATE (default 5000/s) for DURATION s,
 #      and the most a closed loop of CLIENTS clients gets;
 #   2. what a 1x3x224x224 FP32 input through Triton's binary extension adds to a request's p99:
-#      the no-op model with that input shape against the 16-float JSON request, both at 100/s;
+#      the no-op model with that input shape against the 16-float JSON request, both at 100/s,
+#      end to end (gpucap load) and in the server (its gpucap_serve_request_duration_seconds
+#      histogram: from a request's first byte to its answer);
 #   3. how fast shed requests get their 429: the twin of a P40 serving NASNet-A Large under 90 W
-#      (about 30 images/s) offered 150 requests/s.
+#      (about 30 images/s) offered 150 requests/s, end to end and in the server.
+# Percentiles from the server's histogram are read as Prometheus's histogram_quantile does (linear
+# within the bucket), beside the share of requests within the bucket bound the issue names.
 #
 #   GPUCAP=build-ci/gpucap benchmarks/serve_overhead.sh
 set -euo pipefail
@@ -47,25 +51,48 @@ stop
 echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $duration\` |"
 echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $duration\` |"
 
+# server_time OUTCOME BOUND_S: from the server's duration histogram, "p99 P ms, S % within BOUND ms"
+# (P as histogram_quantile(0.99) computes it; S exact, BOUND being one of the histogram's bounds).
+server_time() {
+  python3 - "http://127.0.0.1:$metrics_port/metrics" "$1" "$2" <<'PY'
+import re, sys, urllib.request
+url, outcome, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
+text = urllib.request.urlopen(url).read().decode()
+buckets = []
+for m in re.finditer(r'gpucap_serve_request_duration_seconds_bucket\{[^}]*outcome="%s",le="([^"]+)"\} (\S+)' % outcome, text):
+    buckets.append((float(m.group(1)), float(m.group(2))))
+total = buckets[-1][1]
+rank, lower, below = 0.99 * total, 0.0, 0.0
+for upper, count in buckets:
+    if count >= rank:
+        p99 = upper if upper == float('inf') else lower + (upper - lower) * (rank - below) / max(count - below, 1e-12)
+        break
+    lower, below = upper, count
+within = next(count for upper, count in buckets if abs(upper - bound) < 1e-12) / total
+print(f"p99 {p99 * 1e3:.2f} ms, {100 * within:.1f} % within {bound * 1e3:g} ms ({int(total)} requests)")
+PY
+}
+
 metrics_port=$(free_port)
+serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static --metrics "127.0.0.1:$metrics_port"
+"$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --json >"$scratch/json16.json"
+json16_server=$(server_time success 0.001)
+stop
 serve --model noop --noop-shape 3,224,224 --power-cap 250 --max-batch-size 64 --algorithm static \
   --metrics "127.0.0.1:$metrics_port"
 "$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --binary --json >"$scratch/image.json"
-# The server's own time per request, from the end of reading the body to the answer (Triton's
-# cumulative request duration over its request count).
-server_us=$(python3 -c "
-import re, urllib.request
-text = urllib.request.urlopen('http://127.0.0.1:$metrics_port/metrics').read().decode()
-value = lambda name: float(re.search(name + r'\{[^}]*\} (\S+)', text).group(1))
-print(round(value('nv_inference_request_duration_us') / value('nv_inference_request_success'), 1))")
+image_server=$(server_time success 0.001)
 stop
 json16=$(field "$scratch/json16.json" "d['latency_ms']['p99']")
 image=$(field "$scratch/image.json" "d['latency_ms']['p99']")
-echo "| p99 at 100/s: 16-float JSON / 1x3x224x224 FP32 binary | $(printf '%.2f' "$json16") / $(printf '%.2f' "$image") ms: the image adds $(python3 -c "print(f'{$image - $json16:.2f}')") ms | \`gpucap load --rate 100\`, \`--binary\` (noop, \`--noop-shape 3,224,224\`) |"
-echo "| the server's own mean time per binary image request (parse, queue, batch, answer) | $server_us us | nv_inference_request_duration_us / nv_inference_request_success |"
+echo "| p99 at 100/s, end to end: 16-float JSON / 1x3x224x224 FP32 binary | $(printf '%.2f' "$json16") / $(printf '%.2f' "$image") ms: the image adds $(python3 -c "print(f'{$image - $json16:.2f}')") ms | \`gpucap load --rate 100\`, \`--binary\` (noop, \`--noop-shape 3,224,224\`) |"
+echo "| in the server (first byte to answer), 16-float JSON | $json16_server | gpucap_serve_request_duration_seconds{outcome=\"success\"} |"
+echo "| in the server (first byte to answer), 1x3x224x224 FP32 binary | $image_server | the same |"
 
-serve --gpu p40 --model nasnet_a_large --power-cap 90 --slo-ms 2000
+serve --gpu p40 --model nasnet_a_large --power-cap 90 --slo-ms 2000 --metrics "127.0.0.1:$metrics_port"
 "$gpucap" load --url "$url" --model nasnet_a_large --rate 150 --duration "$duration" --binary --slo-ms 2000 \
   --connections 256 --json >"$scratch/shed.json"
+shed_server=$(server_time shed 0.005)
 stop
-echo "| 429s under 5x overload (twin P40, NASNet-A Large, 90 W): count, p99 / max latency of a 429 | $(field "$scratch/shed.json" "d['rejected_429']"), $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['p99'],2)") / $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['max'],2)") ms (goodput $(field "$scratch/shed.json" "round(d['goodput_rps'],1)")/s of $(field "$scratch/shed.json" "round(d['throughput_rps'],1)")/s answered) | \`gpucap load --rate 150 --binary\` |"
+echo "| 429s under 5x overload (twin P40, NASNet-A Large, 90 W), end to end: count, p99 / max latency of a 429 | $(field "$scratch/shed.json" "d['rejected_429']"), $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['p99'],2)") / $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['max'],2)") ms (goodput $(field "$scratch/shed.json" "round(d['goodput_rps'],1)")/s of $(field "$scratch/shed.json" "round(d['throughput_rps'],1)")/s answered) | \`gpucap load --rate 150 --binary\` |"
+echo "| 429s in the server (first byte to answer) | $shed_server | gpucap_serve_request_duration_seconds{outcome=\"shed\"} |"

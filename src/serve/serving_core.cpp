@@ -80,6 +80,30 @@ void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
   knobs_ = clamped;
 }
 
+bool ServingCore::queue_over_bound(int items) const {
+  return static_cast<double>(queue_.total_items() + items) > knobs_.max_queued_items && !queue_.empty();
+}
+
+Admission ServingCore::shed(bool queue_full, double now_s) {
+  count(&WindowCounts::shed);
+  const double wait = queue_full ? stats_.config().slo_s : admit_.wait_s(now_s);
+  return {AdmissionResult::shed, wait,
+          queue_full ? fmt::format("the server is shedding load: its queue holds what it can serve within the SLO "
+                                   "under the power cap ({:.0f} items)",
+                                   knobs_.max_queued_items)
+                     : fmt::format("the server is shedding load: demand is above what it serves within its SLO under "
+                                   "the power cap ({:.0f} requests/s admitted)",
+                                   admit_.rate_per_s())};
+}
+
+std::optional<Admission> ServingCore::shed_on_arrival(double now_s) {
+  const bool queue_full = queue_over_bound(1);
+  if (!queue_full && admit_.wait_s(now_s) <= 0.0) return std::nullopt;
+  count(&WindowCounts::arrivals);
+  stats_.record_arrival(now_s);
+  return shed(queue_full, now_s);
+}
+
 Admission ServingCore::admit(const PendingRequest& request, double now_s) {
   count(&WindowCounts::arrivals);
   stats_.record_arrival(now_s);
@@ -90,19 +114,8 @@ Admission ServingCore::admit(const PendingRequest& request, double now_s) {
             fmt::format("the request's batch of {} is above the model's max_batch_size {}", request.items,
                         config_.max_batch_size)};
   }
-  const bool queue_full =
-      static_cast<double>(queue_.total_items() + request.items) > knobs_.max_queued_items && !queue_.empty();
-  if (queue_full || !admit_.take(now_s)) {
-    count(&WindowCounts::shed);
-    const double wait = queue_full ? stats_.config().slo_s : admit_.wait_s(now_s);
-    return {AdmissionResult::shed, wait,
-            queue_full ? fmt::format("the server is shedding load: its queue holds what it can serve within the SLO "
-                                     "under the power cap ({:.0f} items)",
-                                     knobs_.max_queued_items)
-                       : fmt::format("the server is shedding load: demand is above what it serves within its SLO under "
-                                     "the power cap ({:.0f} requests/s admitted)",
-                                     admit_.rate_per_s())};
-  }
+  const bool queue_full = queue_over_bound(request.items);
+  if (queue_full || !admit_.take(now_s)) return shed(queue_full, now_s);
   const auto outcome = queue_.enqueue(request, now_s);
   if (outcome == EnqueueOutcome::accepted) {
     count(&WindowCounts::admitted);

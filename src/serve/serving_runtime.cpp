@@ -21,6 +21,16 @@ std::future<Answer> ready(Answer answer) {
   return promise.get_future();
 }
 
+// The answer to a request the core did not admit: shed (429) or refused by the queue.
+Answer refusal_of(const Admission& admission) {
+  Answer a;
+  a.kind = admission.result == AdmissionResult::shed ? AnswerKind::shed : AnswerKind::refused;
+  a.admission = admission.result;
+  a.message = admission.message;
+  a.retry_after_s = admission.retry_after_s;
+  return a;
+}
+
 }  // namespace
 
 ServingRuntime::ServingRuntime(runtime::Platform& platform, control::ServingController& controller, CapState& cap,
@@ -68,20 +78,21 @@ std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int prio
   }
   const double now = now_s();
   const auto admission = core_->admit(PendingRequest{id, items, now, priority, timeout_s}, now);
-  if (!admission.accepted()) {
-    Answer a;
-    a.kind = admission.result == AdmissionResult::shed ? AnswerKind::shed : AnswerKind::refused;
-    a.admission = admission.result;
-    a.message = admission.message;
-    a.retry_after_s = admission.retry_after_s;
-    return ready(std::move(a));
-  }
+  if (!admission.accepted()) return ready(refusal_of(admission));
   auto [it, inserted] = waiting_.try_emplace(id);
   if (!inserted) throw Error(ErrorCode::internal, "a request id was submitted twice");
   auto future = it->second.get_future();
   lock.unlock();
   wake_.notify_one();
   return future;
+}
+
+std::optional<Answer> ServingRuntime::shed_on_arrival() {
+  const std::lock_guard lock(mutex_);
+  if (draining_ || stopped_) return std::nullopt;  // submit() answers `stopping`
+  const auto admission = core_->shed_on_arrival(now_s());
+  if (!admission) return std::nullopt;
+  return refusal_of(*admission);
 }
 
 std::size_t ServingRuntime::pending() const {

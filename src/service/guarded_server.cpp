@@ -34,6 +34,7 @@ const char* reason_phrase(int status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 503: return "Service Unavailable";
     default: return "Error";
@@ -151,6 +152,10 @@ class GuardedServer::Connections {
     std::size_t header_bytes = 0;                 // known once the blank line has arrived
     bool lingering = false;                       // refused: what comes is dropped (linger())
     std::size_t dropped_bytes = 0;
+    // Answered early (EarlyCheck): this many bytes of its body are still to come and be dropped,
+    // until `discard_until`; then the connection waits for its next request.
+    std::size_t discard = 0;
+    Clock::time_point discard_until;
   };
   static constexpr auto kLinger = std::chrono::seconds(2);
   static constexpr std::size_t kLingerBytes = std::size_t{64} << 20U;
@@ -189,6 +194,7 @@ class GuardedServer::Connections {
 
   // The headers have their own deadline; the body has the rest of the request's.
   [[nodiscard]] Clock::time_point deadline(const Waiting& waiting) const {
+    if (waiting.discard > 0) return waiting.discard_until;
     if (!waiting.first_byte || waiting.lingering) return waiting.idle_until;
     return *waiting.first_byte + seconds(waiting.header_bytes == 0 ? limits_.header_timeout_s : limits_.request_timeout_s);
   }
@@ -240,16 +246,25 @@ class GuardedServer::Connections {
     auto& waiting = found->second;
     std::array<char, 16384> chunk{};
     while (true) {
-      const auto n = ::recv(fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
+      // Bytes to drop (a refused request's, or the body of one answered early) are dropped by
+      // the kernel without a copy (MSG_TRUNC on a TCP socket), up to what is to be dropped.
+      const bool dropping = waiting.lingering || waiting.discard > 0;
+      const auto n = dropping ? ::recv(fd, nullptr, waiting.lingering ? kLingerBytes : waiting.discard, MSG_DONTWAIT | MSG_TRUNC)
+                              : ::recv(fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
       if (n > 0 && waiting.lingering) {
         waiting.dropped_bytes += static_cast<std::size_t>(n);
         if (waiting.dropped_bytes <= kLingerBytes) continue;
         drop(fd);
         return;
       }
+      if (n > 0 && waiting.discard > 0) {  // the body of a request answered early
+        waiting.discard -= std::min(waiting.discard, static_cast<std::size_t>(n));
+        continue;
+      }
       if (n > 0) {
+        const auto bytes = std::string_view(chunk.data(), static_cast<std::size_t>(n));
         if (!waiting.first_byte) waiting.first_byte = Clock::now();
-        waiting.buffer.append(chunk.data(), static_cast<std::size_t>(n));
+        waiting.buffer.append(bytes);
         if (waiting.buffer.size() > limits_.max_header_bytes + limits_.collect_body_bytes) break;
         continue;
       }
@@ -266,6 +281,7 @@ class GuardedServer::Connections {
   // Hands the connection to a worker once its request has arrived (true: it left the waiting
   // set), or refuses it (it lingers).
   bool consider(int fd, Waiting& waiting) {
+    bool headers_just_in = false;
     if (waiting.header_bytes == 0) {
       const auto end = waiting.buffer.find("\r\n\r\n");
       if (end == std::string::npos) {
@@ -274,11 +290,19 @@ class GuardedServer::Connections {
                               fmt::format("the request's headers are larger than {} KiB", limits_.max_header_bytes >> 10U));
       }
       waiting.header_bytes = end + 4;
+      headers_just_in = true;
     }
     const auto scan = scan_request(waiting.buffer);
     if (scan.content_length && *scan.content_length > limits_.max_body_bytes) {
       return refuse_waiting(fd, waiting, 413,
                             fmt::format("the body is too large: the server's limit is {} bytes", limits_.max_body_bytes));
+    }
+    if (headers_just_in && server_.early_check_) {
+      auto [method, path] = request_line(waiting.buffer);
+      path = path.substr(0, path.find('?'));
+      if (auto early = server_.early_check_(method, path, waiting.first_byte.value_or(Clock::now()))) {
+        return answer_early(fd, waiting, scan, *early);
+      }
     }
     if (!request_arrived(scan, waiting.buffer.size(), limits_.collect_body_bytes)) return false;
     Work work{fd, std::move(waiting.buffer), waiting.served, waiting.first_byte.value_or(Clock::now())};
@@ -287,8 +311,29 @@ class GuardedServer::Connections {
     return true;
   }
 
-  bool refuse_waiting(int fd, Waiting& waiting, int status, const std::string& message) {
-    answer_error(fd, status, waiting.buffer, message);
+  // Answers a request whose headers are in (EarlyCheck) and drops its body as it comes; the
+  // connection then waits for its next request, or lingers and closes when the body's end cannot
+  // be known or the client may not send it (it waits for 100 Continue).
+  bool answer_early(int fd, Waiting& waiting, const RequestScan& scan, const EarlyAnswer& early) {
+    const bool keep_alive = scan.content_length && !scan.chunked && !scan.expect_continue && !scan.malformed_length &&
+                            waiting.served + 1 < limits_.keep_alive_requests && !stopping_;
+    if (!keep_alive) return refuse_waiting(fd, waiting, early.status, early.message, early.headers);
+    write_error(fd, early.status, early.message, early.headers, false);
+    const auto end = waiting.header_bytes + *scan.content_length;
+    const auto now = Clock::now();
+    waiting.discard = end > waiting.buffer.size() ? end - waiting.buffer.size() : 0;
+    waiting.discard_until = now + seconds(limits_.request_timeout_s);
+    waiting.buffer.erase(0, std::min(end, waiting.buffer.size()));  // what is left starts the next request
+    waiting.header_bytes = 0;
+    waiting.served += 1;
+    waiting.first_byte = waiting.buffer.empty() ? std::nullopt : std::optional(now);
+    waiting.idle_until = now + seconds(limits_.idle_timeout_s);
+    return !waiting.buffer.empty() && consider(fd, waiting);
+  }
+
+  bool refuse_waiting(int fd, Waiting& waiting, int status, const std::string& message,
+                      const httplib::Headers& headers = {}) {
+    answer_error(fd, status, waiting.buffer, message, headers);
     ::shutdown(fd, SHUT_WR);
     waiting.lingering = true;
     waiting.idle_until = Clock::now() + kLinger;
@@ -304,8 +349,10 @@ class GuardedServer::Connections {
     }
     for (const int fd : late) {
       auto& waiting = waiting_.at(fd);
-      if (!waiting.first_byte || waiting.lingering) {
-        drop(fd);  // an idle connection: closed without a word, as HTTP/1.1 allows
+      if (!waiting.first_byte || waiting.lingering || waiting.discard > 0) {
+        // An idle connection: closed without a word, as HTTP/1.1 allows; or one whose request
+        // was answered early and whose body did not come in time.
+        drop(fd);
         continue;
       }
       const bool headers_in = waiting.header_bytes > 0;
@@ -315,18 +362,29 @@ class GuardedServer::Connections {
     }
   }
 
-  // Answers an error without a worker (the connection is closed or lingers after it).
-  void answer_error(int fd, int status, std::string_view received, const std::string& message) {
+  // Answers an error without a worker (the connection is closed or lingers after it), with one
+  // log line; a 429 is load, not a fault (the metrics count those), as GuardedServer::on_answer.
+  void answer_error(int fd, int status, std::string_view received, const std::string& message,
+                    const httplib::Headers& headers = {}) {
+    write_error(fd, status, message, headers, true);
+    if (status == 429) return;
+    const auto [method, path] = request_line(received);
+    server_.log_refusal(status, method, path, detail::peer_of(fd), message);
+  }
+
+  // Writes an error answer in the server's format. It is small and the connection has nothing
+  // else in flight (its previous answer was written whole), so one non-blocking send takes it.
+  void write_error(int fd, int status, const std::string& message, const httplib::Headers& headers, bool close) const {
     httplib::Response response;
     server_.write_error_(response, status, message);
     const auto content_type = response.get_header_value("Content-Type");
-    const auto head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                                  status, reason_phrase(status), content_type.empty() ? "text/plain" : content_type,
-                                  response.body.size());
+    std::string head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", status,
+                                   reason_phrase(status), content_type.empty() ? "text/plain" : content_type,
+                                   response.body.size());
+    for (const auto& [name, value] : headers) head += fmt::format("{}: {}\r\n", name, value);
+    head += close ? "Connection: close\r\n\r\n" : "\r\n";
     const auto answer = head + response.body;
     [[maybe_unused]] const auto sent = ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    const auto [method, path] = request_line(received);
-    server_.log_refusal(status, method, path, detail::peer_of(fd), message);
   }
 
   void forget(int fd) {
@@ -438,6 +496,12 @@ int GuardedServer::bind_listener(const std::string& host, int port) {
   const int bound = port == 0 ? bind_to_any_port(host) : (bind_to_port(host, port) ? port : -1);
   if (bound >= 0) ::listen(svr_sock_, SOMAXCONN);
   return bound;
+}
+
+std::optional<Clock::time_point> GuardedServer::request_arrival() {
+  const auto* stream = detail::current_stream();
+  if (stream == nullptr) return std::nullopt;
+  return stream->first_byte();
 }
 
 std::size_t GuardedServer::open_connections() const {

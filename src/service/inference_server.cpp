@@ -8,6 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <regex>
+#include <string_view>
 #include <thread>
 
 #include "gpucap/core/error.hpp"
@@ -83,8 +86,41 @@ struct InferenceServer::Impl {
     return true;
   }
 
+  // A request to infer that the runtime sheds whatever its size (the admit rate has no token, or
+  // the queue is over its bound) is answered 429 as soon as its headers are in, on the server's
+  // waiting thread: megabytes of images need not be read and parsed to be refused, and a worker
+  // is not taken from the requests that are served.
+  std::optional<GuardedServer::EarlyAnswer> shed_early(std::string_view method, std::string_view path,
+                                                       std::chrono::steady_clock::time_point first_byte) {
+    if (method != "POST" || runtime == nullptr || !is_infer_path(path)) return std::nullopt;
+    const auto answer = runtime->shed_on_arrival();
+    if (!answer) return std::nullopt;
+    if (metrics != nullptr) metrics->request(*answer, 0, 0.0, seconds_since(first_byte));
+    return GuardedServer::EarlyAnswer{429, answer->message, {{"Retry-After", retry_after(*answer)}}};
+  }
+
+  // POST /v2/models/{the served model}[/versions/{one of its versions}]/infer, as the route's
+  // pattern reads it (no other request is shed before its handler).
+  [[nodiscard]] bool is_infer_path(std::string_view path) const {
+    static const std::regex infer_path(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)");
+    std::match_results<std::string_view::const_iterator> match;
+    if (!std::regex_match(path.begin(), path.end(), match, infer_path)) return false;
+    const auto& model = backend.metadata();
+    return match[1].str() == model.name &&
+           (!match[2].matched || std::find(model.versions.begin(), model.versions.end(), match[2].str()) != model.versions.end());
+  }
+
+  static std::string retry_after(const serve::Answer& answer) {
+    return std::to_string(std::max<long>(1, std::lround(std::ceil(answer.retry_after_s))));
+  }
+
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
   void infer(const httplib::Request& request, httplib::Response& response) {
     const auto started = std::chrono::steady_clock::now();
+    const auto arrived = GuardedServer::request_arrival().value_or(started);
     if (!known_model(request, response)) return;
     kserve::InferRequest parsed;
     try {
@@ -96,7 +132,7 @@ struct InferenceServer::Impl {
       parsed = kserve::parse_infer_request(request.body, header_length, backend.metadata());
     } catch (const kserve::ProtocolError& e) {
       send_error(response, e.http_status(), e.what());
-      if (metrics != nullptr) metrics->bad_request();
+      if (metrics != nullptr) metrics->bad_request(seconds_since(arrived));
       return;
     }
     const auto batch = parsed.batch_size;
@@ -109,15 +145,14 @@ struct InferenceServer::Impl {
     // The runtime answers every request it admitted (a queue timeout bounds the wait).
     const auto answer = answered.get();
     auto entry = table.take(id);
-    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (metrics != nullptr) {
-      metrics->request(answer, batch, total_s);
+      metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
       metrics->pending(runtime->pending());
     }
     const int status = status_of(answer);
     if (status != 200) {
       if (answer.kind == serve::AnswerKind::shed) {
-        response.set_header("Retry-After", std::to_string(std::max<long>(1, std::lround(std::ceil(answer.retry_after_s)))));
+        response.set_header("Retry-After", retry_after(answer));
       }
       send_error(response, status, answer.message);
       return;
@@ -151,6 +186,9 @@ struct InferenceServer::Impl {
       send_error(response, 500, message);
     });
 
+    http.set_early_check([this](std::string_view method, std::string_view path, std::chrono::steady_clock::time_point first_byte) {
+      return shed_early(method, path, first_byte);
+    });
     const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     http.get("/v2/health/live", [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
     http.get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {

@@ -76,8 +76,6 @@ namespace {
 
 thread_local const RequestStream* tls_stream = nullptr;
 
-constexpr std::size_t kReadChunk = 16U << 10U;
-
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 1'000'000));
@@ -120,22 +118,40 @@ RequestStream::RequestStream(int fd, std::string buffered, const HttpLimits& lim
       byte_limit_(limits.max_header_bytes + limits.max_body_bytes + limits.max_body_bytes / 4 + 4096) {}
 
 void RequestStream::start_request(Clock::time_point first_byte) {
+  first_byte_ = first_byte;
   deadline_ = first_byte + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_timeout_s));
   received_ = 0;
   failure_ = StreamFailure::none;
 }
 
-std::string_view RequestStream::unread() const { return std::string_view(buffer_).substr(offset_); }
+std::string_view RequestStream::unread() const {
+  if (offset_ < buffer_.size()) return std::string_view(buffer_).substr(offset_);
+  return {chunk_.get() + chunk_offset_, chunk_size_ - chunk_offset_};
+}
 
 std::string RequestStream::take_unread() {
-  auto rest = buffer_.substr(offset_);
+  std::string rest(unread());
   buffer_.clear();
   offset_ = 0;
+  chunk_offset_ = chunk_size_ = 0;
   return rest;
 }
 
+std::size_t RequestStream::take_buffered(char* ptr, std::size_t size) {
+  if (offset_ < buffer_.size()) {
+    const auto n = std::min(size, buffer_.size() - offset_);
+    std::memcpy(ptr, buffer_.data() + offset_, n);
+    offset_ += n;
+    return n;
+  }
+  const auto n = std::min(size, chunk_size_ - chunk_offset_);
+  if (n > 0) std::memcpy(ptr, chunk_.get() + chunk_offset_, n);
+  chunk_offset_ += n;
+  return n;
+}
+
 bool RequestStream::is_readable() const {
-  if (offset_ < buffer_.size()) return true;
+  if (offset_ < buffer_.size() || chunk_offset_ < chunk_size_) return true;
   pollfd p{fd_, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
 }
@@ -164,39 +180,35 @@ bool RequestStream::wait_readable() {
 }
 
 ssize_t RequestStream::read(char* ptr, size_t size) {
-  if (offset_ < buffer_.size()) {
-    const auto n = std::min(size, buffer_.size() - offset_);
-    std::memcpy(ptr, buffer_.data() + offset_, n);
-    offset_ += n;
-    return static_cast<ssize_t>(n);
-  }
+  if (const auto n = take_buffered(ptr, size); n > 0) return static_cast<ssize_t>(n);
   if (failure_ != StreamFailure::none) return -1;
   if (received_ >= byte_limit_) {
     failure_ = StreamFailure::too_large;
     return -1;
   }
-  if (!wait_readable()) return -1;
-  const auto allowed = byte_limit_ - received_;
-  // cpp-httplib reads the headers a byte at a time: small reads are served from a buffer.
-  const bool buffered = size < kReadChunk;
-  buffer_.resize(kReadChunk);
-  offset_ = 0;
-  char* into = buffered ? buffer_.data() : ptr;
-  const auto want = std::min(buffered ? kReadChunk : size, allowed);
-  const auto n = ::recv(fd_, into, want, MSG_DONTWAIT);
-  if (n <= 0) {
-    buffer_.clear();
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return read(ptr, size);
+  if (Clock::now() >= deadline_) {  // a client that keeps sending, but too slowly for the deadline
+    failure_ = StreamFailure::timed_out;
+    return -1;
+  }
+  if (!chunk_) chunk_ = std::make_unique_for_overwrite<char[]>(kChunkBytes);
+  const auto want = std::min(kChunkBytes, byte_limit_ - received_);
+  while (true) {
+    // What has come is taken at once; the deadline is waited on only when nothing has.
+    const auto n = ::recv(fd_, chunk_.get(), want, MSG_DONTWAIT);
+    if (n > 0) {
+      received_ += static_cast<std::size_t>(n);
+      chunk_offset_ = 0;
+      chunk_size_ = static_cast<std::size_t>(n);
+      return static_cast<ssize_t>(take_buffered(ptr, size));
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_readable()) return -1;
+      continue;
+    }
     failure_ = StreamFailure::peer_closed;
     return -1;
   }
-  received_ += static_cast<std::size_t>(n);
-  if (!buffered) {
-    buffer_.clear();
-    return n;
-  }
-  buffer_.resize(static_cast<std::size_t>(n));
-  return read(ptr, size);
 }
 
 ssize_t RequestStream::write(const char* ptr, size_t size) {

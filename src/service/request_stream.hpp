@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "gpucap/service/guarded_server.hpp"
@@ -23,6 +24,7 @@ class RequestStream final : public httplib::Stream {
 
   // A new request starts (at `first_byte`): its deadline and byte count start from here.
   void start_request(Clock::time_point first_byte);
+  [[nodiscard]] Clock::time_point first_byte() const { return first_byte_; }
   [[nodiscard]] StreamFailure failure() const { return failure_; }
   // Bytes received but not read by the parser (the start of a pipelined request).
   [[nodiscard]] std::string_view unread() const;
@@ -40,10 +42,20 @@ class RequestStream final : public httplib::Stream {
 
  private:
   [[nodiscard]] bool wait_readable();
+  // Serves a read from what is buffered: first the bytes the waiting thread collected, then the
+  // last chunk read from the socket. 0 when nothing is buffered.
+  std::size_t take_buffered(char* ptr, std::size_t size);
   int fd_;
   const HttpLimits& limits_;
-  std::string buffer_;
+  std::string buffer_;  // what the waiting thread collected
   std::size_t offset_ = 0;
+  // The socket is read in chunks this large (cpp-httplib asks for 4 KiB at a time, and for the
+  // headers a byte at a time): a 600-kB image is a few reads, not a hundred and fifty.
+  static constexpr std::size_t kChunkBytes = std::size_t{256} << 10U;
+  std::unique_ptr<char[]> chunk_;  // allocated on the first read from the socket
+  std::size_t chunk_offset_ = 0;
+  std::size_t chunk_size_ = 0;
+  Clock::time_point first_byte_;
   Clock::time_point deadline_;
   std::size_t received_ = 0;  // bytes of this request taken from the socket
   std::size_t byte_limit_;

@@ -9,9 +9,11 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -25,6 +27,7 @@
 #include "cli/metrics_scrape.hpp"
 #include "support/child_process.hpp"
 #include "support/cli_runner.hpp"
+#include "support/free_port.hpp"
 #include "support/paths.hpp"
 
 namespace gpucap {
@@ -69,6 +72,8 @@ class Server {
   int metrics_port_ = 0;
   int admin_port_ = 0;
 };
+
+using test::connect_to;
 
 std::string json_request(int batch, int width = 16) {
   nlohmann::json data = nlohmann::json::array();
@@ -164,12 +169,8 @@ TEST(ServeCli, BadInputGetsTheProtocolsErrorAndOthersAreStillAnswered) {
   EXPECT_EQ(c.Get("/v2/nothing")->status, 404);
   // A client that says its body is longer than it is waits for its deadline without a thread,
   // while the others are answered.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
   const std::string lying = "POST /v2/models/noop/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"inputs\":";
   ASSERT_EQ(::send(fd, lying.data(), lying.size(), 0), static_cast<ssize_t>(lying.size()));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(status(json_request(1)), 200);
@@ -240,12 +241,47 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
 // Retry-After, the rest is answered within the SLO.
 TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
   // NASNet-A Large on the P40 under 90 W serves about 30 images/s: 150/s is five times that.
-  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "2000"});
+  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "2000", "--metrics",
+                 "127.0.0.1:0"});
   ASSERT_TRUE(server.started());
-  const auto r = test::gpucap({"load", "--url", "http://127.0.0.1:" + std::to_string(server.port()), "--model",
-                               "nasnet_a_large", "--rate", "150", "--duration", "4", "--binary", "--slo-ms", "2000",
-                               "--connections", "256", "--json"});
+  auto load = std::async(std::launch::async, [&server] {
+    return test::gpucap({"load", "--url", "http://127.0.0.1:" + std::to_string(server.port()), "--model",
+                         "nasnet_a_large", "--rate", "150", "--duration", "4", "--binary", "--slo-ms", "2000",
+                         "--connections", "256", "--json"});
+  });
+  // While it is shedding, a request is refused as soon as its headers are in: the 429 comes
+  // before one byte of its 1.3-MB image is sent. About one probe in five finds a token and is
+  // let through to wait for its body (then it is closed unanswered and tried again).
+  int refused_before_the_body = 0;
+  while (refused_before_the_body == 0 && load.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+    const int fd = connect_to(server.port());
+    ASSERT_GE(fd, 0);
+    const std::string head =
+        "POST /v2/models/nasnet_a_large/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+        "Inference-Header-Content-Length: 120\r\nContent-Length: 1314932\r\n\r\n";
+    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, 300) > 0) {
+      std::array<char, 4096> answer{};
+      const auto n = ::recv(fd, answer.data(), answer.size(), 0);
+      const std::string text(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+      if (text.starts_with("HTTP/1.1 429")) {
+        ++refused_before_the_body;
+        EXPECT_NE(text.find("Retry-After: "), std::string::npos) << text;
+        EXPECT_NE(text.find("shedding load"), std::string::npos) << text;
+      }
+    }
+    ::close(fd);
+  }
+  const auto r = load.get();
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(refused_before_the_body, 1);
+  // Every 429 is in the server's duration histogram, outcome "shed".
+  const auto text = server.metrics().Get("/metrics")->body;
+  const auto shed = test::series_value(text, "gpucap_serve_requests_shed_total");
+  ASSERT_TRUE(shed.has_value()) << text;
+  EXPECT_GT(*shed, 200.0);
+  EXPECT_EQ(test::series_value(text, "gpucap_serve_request_duration_seconds_count", R"(outcome="shed")"), shed);
   const auto report = nlohmann::json::parse(r.out);
   EXPECT_GT(report["rejected_429"].get<double>(), 200.0) << r.out;
   EXPECT_GT(report["answered"].get<double>(), 60.0) << r.out;

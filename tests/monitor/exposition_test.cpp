@@ -55,6 +55,47 @@ TEST(Exposition, RefusesBadNamesUndeclaredFamiliesAndTypeChanges) {
   EXPECT_THROW(registry.set("ok", {{"a:b", "x"}}, 1.0), Error);
 }
 
+TEST(Exposition, AHistogramHasCumulativeBucketsASumAndACountPerSeries) {
+  MetricsRegistry registry;
+  registry.declare_histogram("d_seconds", "Durations.", {0.125, 0.5});
+  const Labels shed = {{"outcome", "shed"}};
+  for (const double v : {0.0625, 0.125, 0.25, 2.0}) registry.observe("d_seconds", shed, v);
+  registry.observe("d_seconds", {{"outcome", "success"}}, 0.375);
+  // A value on a bound is in that bound's bucket (le: less than or equal).
+  EXPECT_EQ(registry.render(),
+            "# HELP d_seconds Durations.\n# TYPE d_seconds histogram\n"
+            "d_seconds_bucket{outcome=\"shed\",le=\"0.125\"} 2\n"
+            "d_seconds_bucket{outcome=\"shed\",le=\"0.5\"} 3\n"
+            "d_seconds_bucket{outcome=\"shed\",le=\"+Inf\"} 4\n"
+            "d_seconds_sum{outcome=\"shed\"} 2.4375\n"
+            "d_seconds_count{outcome=\"shed\"} 4\n"
+            "d_seconds_bucket{outcome=\"success\",le=\"0.125\"} 0\n"
+            "d_seconds_bucket{outcome=\"success\",le=\"0.5\"} 1\n"
+            "d_seconds_bucket{outcome=\"success\",le=\"+Inf\"} 1\n"
+            "d_seconds_sum{outcome=\"success\"} 0.375\n"
+            "d_seconds_count{outcome=\"success\"} 1\n");
+  const auto buckets = registry.buckets("d_seconds", shed);
+  ASSERT_EQ(buckets.size(), 3U);
+  EXPECT_EQ(buckets[1], std::make_pair(0.5, std::uint64_t{3}));
+  EXPECT_TRUE(std::isinf(buckets[2].first));
+  EXPECT_TRUE(registry.buckets("d_seconds", {{"outcome", "failed"}}).empty());
+}
+
+TEST(Exposition, RefusesHistogramsWithBadBoundsAndMixedUse) {
+  MetricsRegistry registry;
+  EXPECT_THROW(registry.declare_histogram("h", "", {}), Error);
+  EXPECT_THROW(registry.declare_histogram("h", "", {0.5, 0.1}), Error);
+  EXPECT_THROW(registry.declare_histogram("h", "", {0.1, 0.1}), Error);
+  EXPECT_THROW(registry.declare_histogram("h", "", {0.1, std::numeric_limits<double>::infinity()}), Error);
+  EXPECT_THROW(registry.declare("h", MetricType::histogram, ""), Error);
+  registry.declare_histogram("h", "", {1.0});
+  registry.declare("g", MetricType::gauge, "");
+  EXPECT_THROW(registry.set("h", {}, 1.0), Error);
+  EXPECT_THROW(registry.add("h", {}, 1.0), Error);
+  EXPECT_THROW(registry.observe("g", {}, 1.0), Error);
+  EXPECT_THROW(registry.declare("h", MetricType::gauge, ""), Error);
+}
+
 TEST(WorkMetrics, AWindowSetsTheGaugesAndCountsTheCounters) {
   MetricsRegistry registry;
   const Labels labels = {{"algorithm", "batchdvfs"}, {"model", "resnet50"}, {"simulated", "true"}};

@@ -106,6 +106,36 @@ TEST(ServingCore, ShedsByRateAndByQueueBound) {
   EXPECT_EQ(bounded.admit(request(10, 0.0, 65), 0.0).result, AdmissionResult::too_large);
 }
 
+// Before a request's body is read, a server asks whether it is shed whatever its size: only when
+// the admit rate has no token or the queue is over its bound even for one item; then it counts
+// as an arrival shed. Otherwise nothing is counted or taken, and admit() decides.
+TEST(ServingCore, ShedsOnArrivalOnlyWhatAnySizeWouldBeShed) {
+  ServingCore core(config(64), stats(0.1), knobs(8, 0.0, 100.0));  // 5 tokens, then one per 10 ms
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(core.shed_on_arrival(0.0).has_value());
+  EXPECT_EQ(core.totals().arrivals, 0U);
+  for (std::uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(core.admit(request(i, 0.0), 0.0).accepted());
+  const auto shed = core.shed_on_arrival(0.0);
+  ASSERT_TRUE(shed.has_value());
+  EXPECT_EQ(shed->result, AdmissionResult::shed);
+  EXPECT_NEAR(shed->retry_after_s, 0.01, 1e-9);
+  EXPECT_NE(shed->message.find("100 requests/s admitted"), std::string::npos) << shed->message;
+  EXPECT_EQ(core.totals().arrivals, 6U);
+  EXPECT_EQ(core.totals().shed, 1U);
+  // 10 ms later a token is back: not shed on arrival, and admit() takes it.
+  EXPECT_FALSE(core.shed_on_arrival(0.010).has_value());
+  EXPECT_TRUE(core.admit(request(6, 0.010), 0.010).accepted());
+  EXPECT_EQ(core.totals().arrivals, 7U);
+  // The queue's bound: 10 items queued; one more item of any request is over it.
+  ServingCore bounded(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 10.0));
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(bounded.admit(request(i, 0.0, 2), 0.0).accepted());
+  EXPECT_FALSE(bounded.shed_on_arrival(0.0).has_value());  // 8 queued: a 1-item request fits
+  ASSERT_TRUE(bounded.admit(request(4, 0.0, 2), 0.0).accepted());
+  const auto full = bounded.shed_on_arrival(0.0);
+  ASSERT_TRUE(full.has_value());
+  EXPECT_NE(full->message.find("its queue holds"), std::string::npos) << full->message;
+  EXPECT_DOUBLE_EQ(full->retry_after_s, 0.1);  // the SLO: the queue drains within it
+}
+
 TEST(ServingCore, AFailedBatchFailsItsRequestsAndTimeoutsAreAnswered) {
   auto c = config(8);
   c.default_queue_policy.default_timeout_s = 0.05;

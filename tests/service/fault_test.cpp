@@ -16,6 +16,7 @@
 
 #include "service/harness.hpp"
 #include "service/private_postgres.hpp"
+#include "support/free_port.hpp"
 
 namespace gpucap::test {
 namespace {
@@ -156,18 +157,7 @@ TEST(DatabaseFaults, ThePostgresServerIsUnreachableForTenSeconds) {
   ledger.check(*service::open_store(db), false);
 }
 
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using test::connect_to;
 
 TEST(ClientFaults, AByteASecondBodyAndAThousandIdleConnectionsDelayNobody) {
   const auto db = private_postgres().new_database();

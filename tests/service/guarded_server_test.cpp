@@ -13,8 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,7 +34,9 @@ void json_error(httplib::Response& response, int status, const std::string& mess
 // A GuardedServer with GET /hello and POST /echo (answers the body's size), on a free port.
 class TestServer {
  public:
-  explicit TestServer(HttpLimits limits) : http_(with_name(std::move(limits)), json_error, "not found: try /hello") {
+  explicit TestServer(HttpLimits limits, GuardedServer::EarlyCheck early = {})
+      : http_(with_name(std::move(limits)), json_error, "not found: try /hello") {
+    if (early) http_.set_early_check(std::move(early));
     http_.get("/hello", [](const httplib::Request&, httplib::Response& response) { response.set_content("hi", "text/plain"); });
     http_.post("/echo", [](const httplib::Request& request, httplib::Response& response) {
       response.set_content(std::to_string(request.body.size()), "text/plain");
@@ -103,6 +107,38 @@ class Socket {
   int fd_;
   bool connected_ = false;
 };
+
+// `count` answers (their headers and the bodies their Content-Length announces), or those that
+// came within `wait`; a read may hold the end of one answer and the next.
+std::vector<std::string> receive_answers(const Socket& client, std::size_t count, std::chrono::milliseconds wait) {
+  std::vector<std::string> answers;
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (answers.size() < count) {
+    const auto end = got.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      const auto at = got.find("Content-Length: ");
+      const auto length = at == std::string::npos || at > end ? 0 : std::stoul(got.substr(at + 16));
+      if (got.size() >= end + 4 + length) {
+        answers.push_back(got.substr(0, end + 4 + length));
+        got.erase(0, end + 4 + length);
+        continue;
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left <= 0ms) break;
+    const auto more = client.receive(left, 1);
+    if (more.empty()) break;
+    got += more;
+  }
+  if (!got.empty()) answers.push_back(got);  // an answer cut short, for the failure's message
+  return answers;
+}
+
+std::string receive_answer(const Socket& client, std::chrono::milliseconds wait) {
+  const auto answers = receive_answers(client, 1, wait);
+  return answers.empty() ? std::string() : answers.front();
+}
 
 int status_of(std::string_view response) {
   if (!response.starts_with("HTTP/1.1 ") || response.size() < 12) return 0;
@@ -365,6 +401,92 @@ TEST(GuardedServer, ConnectionsOverTheLimitAre503) {
   for (int i = 0; i < 100 && server.http().open_connections() > 0; ++i) std::this_thread::sleep_for(10ms);
   httplib::Client client("127.0.0.1", server.port());
   EXPECT_EQ(client.Get("/hello")->status, 200);
+}
+
+}  // namespace
+}  // namespace gpucap::service
+
+namespace gpucap::service {
+namespace {
+
+// Refuses POST /busy with 429 and a Retry-After as soon as its headers are in; counts the asks.
+struct BusyCheck {
+  std::shared_ptr<std::atomic<int>> asked = std::make_shared<std::atomic<int>>(0);
+  GuardedServer::EarlyCheck check() const {
+    return [asked = asked](std::string_view method, std::string_view path, std::chrono::steady_clock::time_point) {
+      ++*asked;
+      std::optional<GuardedServer::EarlyAnswer> answer;
+      if (method == "POST" && path == "/busy") answer = GuardedServer::EarlyAnswer{429, "busy", {{"Retry-After", "2"}}};
+      return answer;
+    };
+  }
+};
+
+// The answer comes before the body is sent; the body is then read and dropped, and the same
+// connection serves the next request (its length was announced).
+TEST(GuardedServer, AnEarlyAnswerComesBeforeTheBodyAndTheConnectionGoesOn) {
+  BusyCheck busy;
+  TestServer server(small_limits(), busy.check());
+  Socket client(server.port());
+  ASSERT_TRUE(client.send("POST /busy?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n"));
+  const auto answer = receive_answer(client, 3s);
+  EXPECT_EQ(status_of(answer), 429) << answer;
+  EXPECT_NE(answer.find("Retry-After: 2\r\n"), std::string::npos) << answer;
+  EXPECT_NE(answer.find(R"({"error": "busy"})"), std::string::npos) << answer;
+  EXPECT_EQ(answer.find("Connection: close"), std::string::npos) << answer;
+  ASSERT_TRUE(client.send(std::string(300000, 'x') + get_hello()));
+  const auto next = receive_answer(client, 3s);
+  EXPECT_EQ(status_of(next), 200) << next;
+  EXPECT_TRUE(next.ends_with("\r\n\r\nhi")) << next;
+  // A request the check lets through is answered by its handler, body and all.
+  ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"));
+  const auto echo = receive_answer(client, 3s);
+  EXPECT_TRUE(echo.ends_with("\r\n\r\n5")) << echo;
+  EXPECT_EQ(busy.asked->load(), 3);
+}
+
+// A body and the next request in the same packet: the body is dropped, the next is answered.
+TEST(GuardedServer, AnEarlyAnsweredBodyThatCameWithTheNextRequestIsDroppedExactly) {
+  BusyCheck busy;
+  TestServer server(small_limits(), busy.check());
+  Socket client(server.port());
+  ASSERT_TRUE(client.send("POST /busy HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\nGET /no" + get_hello()));
+  const auto answers = receive_answers(client, 2, 3s);
+  ASSERT_EQ(answers.size(), 2U);
+  EXPECT_EQ(status_of(answers[0]), 429) << answers[0];
+  EXPECT_EQ(status_of(answers[1]), 200) << answers[1];
+  EXPECT_TRUE(answers[1].ends_with("hi")) << answers[1];
+}
+
+// When the body's end cannot be known (chunked) or the client may never send it (it waits for
+// 100 Continue), the answer says Connection: close and the connection is closed after it.
+TEST(GuardedServer, AnEarlyAnswerClosesTheConnectionWhenTheBodysEndIsNotKnown) {
+  BusyCheck busy;
+  TestServer server(small_limits(), busy.check());
+  for (const std::string framing : {"Transfer-Encoding: chunked", "Content-Length: 10\r\nExpect: 100-continue"}) {
+    Socket client(server.port());
+    ASSERT_TRUE(client.send("POST /busy HTTP/1.1\r\nHost: x\r\n" + framing + "\r\n\r\n"));
+    const auto answer = receive_answer(client, 3s);
+    EXPECT_EQ(status_of(answer), 429) << framing << ": " << answer;
+    EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
+    EXPECT_EQ(client.receive(3s), "") << framing;  // closed (after a linger), nothing more
+  }
+}
+
+// A client that was answered early and then sends not all of its body is cut at the request's
+// deadline, without a second answer; the server goes on serving others.
+TEST(GuardedServer, AnEarlyAnsweredBodyThatNeverComesIsCutAtTheDeadline) {
+  BusyCheck busy;
+  TestServer server(small_limits(), busy.check());  // the request's deadline: 1.5 s
+  Socket client(server.port());
+  ASSERT_TRUE(client.send("POST /busy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc"));
+  EXPECT_EQ(status_of(receive_answer(client, 3s)), 429);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(client.receive(5s), "");  // closed without another word
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+  Socket other(server.port());
+  ASSERT_TRUE(other.send(get_hello()));
+  EXPECT_EQ(status_of(receive_answer(other, 3s)), 200);
 }
 
 }  // namespace

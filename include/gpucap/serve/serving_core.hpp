@@ -88,6 +88,12 @@ class ServingCore {
 
   // A request arriving at now_s (its arrival_s). Not accepted: nothing of it is kept.
   Admission admit(const PendingRequest& request, double now_s);
+  // Whether a request that arrives at now_s is shed whatever its size: the admit rate has no
+  // token for it, or the queue is over its bound even for one item. A server asks this once a
+  // request's headers are in, before it reads the body (a 429 need not wait for megabytes of
+  // images). Shed: it is counted as an arrival and shed, as admit() counts it. Not shed: nothing
+  // is counted and no token is taken; admit() follows with the parsed request.
+  std::optional<Admission> shed_on_arrival(double now_s);
   // Applies expired queue timeouts, then the batcher's decision at now_s.
   CoreStep step(double now_s);
   // A launched batch ran from start_s to end_s; ok = false: it failed (an engine error), and its
@@ -108,6 +114,9 @@ class ServingCore {
 
  private:
   void count(std::uint64_t WindowCounts::*field, std::uint64_t n = 1);
+  [[nodiscard]] bool queue_over_bound(int items) const;
+  // Counts a shed arrival and says why (the queue's bound, or the admit rate).
+  Admission shed(bool queue_full, double now_s);
 
   BatcherConfig config_;
   RequestQueue queue_;

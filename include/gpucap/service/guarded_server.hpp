@@ -77,6 +77,26 @@ class GuardedServer : public httplib::Server {
   GuardedServer(const GuardedServer&) = delete;
   GuardedServer& operator=(const GuardedServer&) = delete;
 
+  // An answer given as soon as a request's headers are in, before its body is read.
+  struct EarlyAnswer {
+    int status = 0;
+    std::string message;       // written in the server's error format
+    httplib::Headers headers;  // e.g. Retry-After
+  };
+  // Asked on the waiting thread once a request's headers have arrived, with its method, its path
+  // (without the query) and when its first byte came; it must not block. An answer is sent at
+  // once, and the body the client still sends is read and dropped: the connection stays open
+  // when the body's length is announced (HTTP/1.1 lets a server answer before the body is in),
+  // and is closed after the answer when it is chunked or the client waits for 100 Continue.
+  // Requests that arrive pipelined behind another are not asked (their handler answers them).
+  using EarlyCheck = std::function<std::optional<EarlyAnswer>(std::string_view method, std::string_view path,
+                                                              std::chrono::steady_clock::time_point first_byte)>;
+  // Before listen().
+  void set_early_check(EarlyCheck check) { early_check_ = std::move(check); }
+  // When the request the calling handler answers arrived: its first byte at the server; nullopt
+  // outside a handler of a GuardedServer.
+  [[nodiscard]] static std::optional<std::chrono::steady_clock::time_point> request_arrival();
+
   // Routes: the same as httplib's Get/Post/..., and known to the 405 answer.
   GuardedServer& get(const std::string& pattern, Handler handler);
   GuardedServer& post(const std::string& pattern, Handler handler);
@@ -111,6 +131,7 @@ class GuardedServer : public httplib::Server {
 
   HttpLimits limits_;
   ErrorWriter write_error_;
+  EarlyCheck early_check_;
   std::string not_found_;
   std::vector<std::pair<std::string, std::regex>> routes_;  // method, path
   // Made by the listening thread when listen() starts; read by open_connections() and the

@@ -10,7 +10,10 @@
 //     nv_inference_compute_infer_duration_us (cumulative microseconds, as Triton's counters);
 //   - what only gpucap knows: SLO attainment and p99 over the SLO window against the SLO, goodput,
 //     the arrival rate, requests shed, the batcher's knobs and the admit rate, where the cap comes
-//     from (gpucap_power_cap_source{source} = 1), and the cap file's health.
+//     from (gpucap_power_cap_source{source} = 1), and the cap file's health;
+//   - gpucap_serve_request_duration_seconds, a histogram of the server's own time per request
+//     from its first byte to its answer, by outcome (Triton's counters hold sums only, so no
+//     percentile of them can be read; this one gives the p99 of a 429 or of a binary request).
 // Counters are set from the request threads; the window's gauges from the GPU thread.
 
 #include <cstdint>
@@ -26,10 +29,14 @@ class ServeMetrics {
  public:
   ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s);
 
-  // One request answered (or refused): its Triton outcome and, for a success, its times.
-  void request(const serve::Answer& answer, std::int64_t items, double total_s);
+  static constexpr const char* kRequestDuration = "gpucap_serve_request_duration_seconds";
+
+  // One request answered (or refused): its Triton outcome and, for a success, its times
+  // (total_s: from its parsed arrival, as Triton's duration counter; since_arrival_s: from its
+  // first byte at the server, for the duration histogram).
+  void request(const serve::Answer& answer, std::int64_t items, double total_s, double since_arrival_s);
   // A request the server refused before it reached the queue (a bad body, an unknown input).
-  void bad_request();
+  void bad_request(double since_arrival_s);
   void batch(int items);
   void pending(std::size_t requests);
   // The window's figures (on the GPU thread).
