@@ -69,7 +69,11 @@ for upper, count in buckets:
         break
     lower, below = upper, count
 within = next(count for upper, count in buckets if abs(upper - bound) < 1e-12) / total
-print(f"p99 {p99 * 1e3:.2f} ms, {100 * within:.1f} % within {bound * 1e3:g} ms ({int(total)} requests)")
+line = f"p99 {p99 * 1e3:.2f} ms, {100 * within:.1f} % within {bound * 1e3:g} ms ({int(total)} requests)"
+if outcome == "success":  # Triton's counters: from the body's arrival (parse, queue, batch, answer)
+    value = lambda name: float(re.search(name + r'\{[^}]*\} (\S+)', text).group(1))
+    line += f"; mean from the body's arrival {value('nv_inference_request_duration_us') / value('nv_inference_request_success'):.0f} us"
+print(line)
 PY
 }
 

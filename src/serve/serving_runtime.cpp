@@ -88,8 +88,10 @@ std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int prio
 }
 
 std::optional<Answer> ServingRuntime::shed_on_arrival() {
-  const std::lock_guard lock(mutex_);
-  if (draining_ || stopped_) return std::nullopt;  // submit() answers `stopping`
+  // Asked on a server's waiting thread, which must not wait: while the GPU thread holds the core
+  // (a decision, a window), submit() decides instead.
+  const std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || draining_ || stopped_) return std::nullopt;  // submit() answers `stopping`
   const auto admission = core_->shed_on_arrival(now_s());
   if (!admission) return std::nullopt;
   return refusal_of(*admission);

@@ -77,7 +77,8 @@ class ServingRuntime {
   // the request lives). The future is ready when it was refused (at once) or answered.
   [[nodiscard]] std::future<Answer> submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s);
   // A request that has arrived now, before its body is read: its 429 answer when the core sheds
-  // it whatever its size (ServingCore::shed_on_arrival), else nullopt and submit() follows.
+  // it whatever its size (ServingCore::shed_on_arrival), else nullopt and submit() follows. It
+  // never waits: while the GPU thread holds the core, nullopt.
   [[nodiscard]] std::optional<Answer> shed_on_arrival();
   // Seconds since serving started (the clock arrivals and the cap use).
   [[nodiscard]] double now_s() const;
