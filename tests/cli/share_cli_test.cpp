@@ -193,7 +193,8 @@ TEST(ShareCli, TheSwitchflowMatricesWriteAReportAndAPlot) {
   test::TempDir dir;
   const auto r = gpucap({"bench", "--matrix", "switchflow-table1", "--out", dir.path()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("16 of 16 within tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("**Independent checks: 8 of 8 within tolerance.**"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("included: 16 of 16 within tolerance"), std::string::npos) << r.out;
   EXPECT_NE(read_text_file(dir.file("report.md")).find("| T1 | vgg16 | transfer ms"), std::string::npos);
   EXPECT_NE(read_text_file(dir.file("paper_vs_twin.svg")).find("<svg"), std::string::npos);
   expect_error({"bench", "--matrix", "switchflow-table1", "--algorithms", "capfit"}, 2, "does not apply");

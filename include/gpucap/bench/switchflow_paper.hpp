@@ -27,8 +27,10 @@ struct PaperRow {
   std::optional<double> paper;   // nullopt: the paper shows out-of-memory
   std::optional<double> twin;    // nullopt: the twin ran out of memory
   double tolerance = 0.0;        // the bound on |twin − paper| / paper
-  // How the twin relates to this number: "" a check (no parameter was set from it), "set" (it
-  // sets a parameter of its own), "fit" (one of the numbers a shared parameter was fitted to).
+  // How the twin relates to this number: "" an independent check (no parameter was set from it
+  // and it does not follow from those that were), "set" (it sets a parameter of its own), "fit"
+  // (one of the numbers a shared parameter was fitted to), "derived" (it follows from set or
+  // fitted numbers by the twin's construction).
   std::string role;
 
   [[nodiscard]] bool within() const;  // both OOM, or both numbers and within the tolerance
