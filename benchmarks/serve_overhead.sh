@@ -7,7 +7,8 @@
 #   2. what a 1x3x224x224 FP32 input through Triton's binary extension adds to a request's p99:
 #      the no-op model with that input shape against the 16-float JSON request, both at 100/s,
 #      end to end (gpucap load) and in the server (its gpucap_serve_request_duration_seconds
-#      histogram: from a request's first byte to its answer);
+#      histogram: from a request's first byte to its answer; gpucap_serve_request_processing_seconds:
+#      from the end of its body, the server's own work);
 #   3. how fast shed requests get their 429: the twin of a P40 serving NASNet-A Large under 90 W
 #      (about 30 images/s) offered 150 requests/s, end to end and in the server.
 # Percentiles from the server's histogram are read as Prometheus's histogram_quantile does (linear
@@ -51,15 +52,16 @@ stop
 echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $duration\` |"
 echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $duration\` |"
 
-# server_time OUTCOME BOUND_S: from the server's duration histogram, "p99 P ms, S % within BOUND ms"
-# (P as histogram_quantile(0.99) computes it; S exact, BOUND being one of the histogram's bounds).
+# server_time OUTCOME BOUND_S [FAMILY]: from one of the server's histograms (default: duration, from
+# the first byte), "p99 P ms, S % within BOUND ms" (P as histogram_quantile(0.99) computes it; S
+# exact, BOUND being one of the histogram's bounds).
 server_time() {
-  python3 - "http://127.0.0.1:$metrics_port/metrics" "$1" "$2" <<'PY'
+  python3 - "http://127.0.0.1:$metrics_port/metrics" "$1" "$2" "${3:-duration}" <<'PY'
 import re, sys, urllib.request
-url, outcome, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
+url, outcome, bound, family = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 text = urllib.request.urlopen(url).read().decode()
 buckets = []
-for m in re.finditer(r'gpucap_serve_request_duration_seconds_bucket\{[^}]*outcome="%s",le="([^"]+)"\} (\S+)' % outcome, text):
+for m in re.finditer(r'gpucap_serve_request_%s_seconds_bucket\{[^}]*outcome="%s",le="([^"]+)"\} (\S+)' % (family, outcome), text):
     buckets.append((float(m.group(1)), float(m.group(2))))
 total = buckets[-1][1]
 rank, lower, below = 0.99 * total, 0.0, 0.0
@@ -70,7 +72,7 @@ for upper, count in buckets:
     lower, below = upper, count
 within = next(count for upper, count in buckets if abs(upper - bound) < 1e-12) / total
 line = f"p99 {p99 * 1e3:.2f} ms, {100 * within:.1f} % within {bound * 1e3:g} ms ({int(total)} requests)"
-if outcome == "success":  # Triton's counters: from the body's arrival (parse, queue, batch, answer)
+if outcome == "success" and family == "duration":  # Triton's counters: from the body's end
     value = lambda name: float(re.search(name + r'\{[^}]*\} (\S+)', text).group(1))
     line += f"; mean from the body's arrival {value('nv_inference_request_duration_us') / value('nv_inference_request_success'):.0f} us"
 print(line)
@@ -81,17 +83,21 @@ metrics_port=$(free_port)
 serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static --metrics "127.0.0.1:$metrics_port"
 "$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --json >"$scratch/json16.json"
 json16_server=$(server_time success 0.001)
+json16_processing=$(server_time success 0.001 processing)
 stop
 serve --model noop --noop-shape 3,224,224 --power-cap 250 --max-batch-size 64 --algorithm static \
   --metrics "127.0.0.1:$metrics_port"
 "$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --binary --json >"$scratch/image.json"
 image_server=$(server_time success 0.001)
+image_processing=$(server_time success 0.001 processing)
 stop
 json16=$(field "$scratch/json16.json" "d['latency_ms']['p99']")
 image=$(field "$scratch/image.json" "d['latency_ms']['p99']")
 echo "| p99 at 100/s, end to end: 16-float JSON / 1x3x224x224 FP32 binary | $(printf '%.2f' "$json16") / $(printf '%.2f' "$image") ms: the image adds $(python3 -c "print(f'{$image - $json16:.2f}')") ms | \`gpucap load --rate 100\`, \`--binary\` (noop, \`--noop-shape 3,224,224\`) |"
 echo "| in the server (first byte to answer), 16-float JSON | $json16_server | gpucap_serve_request_duration_seconds{outcome=\"success\"} |"
 echo "| in the server (first byte to answer), 1x3x224x224 FP32 binary | $image_server | the same |"
+echo "| the server's own work (end of the body to answer), 16-float JSON | $json16_processing | gpucap_serve_request_processing_seconds{outcome=\"success\"} |"
+echo "| the server's own work (end of the body to answer), 1x3x224x224 FP32 binary | $image_processing | the same |"
 
 serve --gpu p40 --model nasnet_a_large --power-cap 90 --slo-ms 2000 --metrics "127.0.0.1:$metrics_port"
 "$gpucap" load --url "$url" --model nasnet_a_large --rate 150 --duration "$duration" --binary --slo-ms 2000 \

@@ -95,6 +95,7 @@ struct InferenceServer::Impl {
     if (method != "POST" || runtime == nullptr || !is_infer_path(path)) return std::nullopt;
     const auto answer = runtime->shed_on_arrival();
     if (!answer) return std::nullopt;
+    // Decided as its headers came in: no processing time of its own.
     if (metrics != nullptr) metrics->request(*answer, 0, 0.0, seconds_since(first_byte));
     return GuardedServer::EarlyAnswer{429, answer->message, {{"Retry-After", retry_after(*answer)}}};
   }
@@ -132,7 +133,7 @@ struct InferenceServer::Impl {
       parsed = kserve::parse_infer_request(request.body, header_length, backend.metadata());
     } catch (const kserve::ProtocolError& e) {
       send_error(response, e.http_status(), e.what());
-      if (metrics != nullptr) metrics->bad_request(seconds_since(arrived));
+      if (metrics != nullptr) metrics->bad_request(seconds_since(arrived), seconds_since(started));
       return;
     }
     const auto batch = parsed.batch_size;

@@ -85,6 +85,11 @@ ServeMetrics::ServeMetrics(monitor::MetricsRegistry& registry, std::string model
       "The server's time per inference request, from its first byte to its answer, by outcome (success, shed: 429 "
       "at admission, refused, timed_out, failed, stopping, bad_request).",
       std::vector<double>(kDurationBoundsS.begin(), kDurationBoundsS.end()));
+  registry_.declare_histogram(
+      kRequestProcessing,
+      "The server's own work per inference request, from the end of its body (its headers, for a 429 sent before the "
+      "body) to its answer: parse, queue, batch, answer, by outcome; the time the body takes to arrive is left out.",
+      std::vector<double>(kDurationBoundsS.begin(), kDurationBoundsS.end()));
   // Counters start at 0, so a rate over the first scrapes has its origin.
   for (const char* counter : {"nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count",
                               "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
@@ -103,7 +108,9 @@ monitor::Labels ServeMetrics::with(const char* name, const std::string& value) c
 }
 
 void ServeMetrics::request(const serve::Answer& answer, std::int64_t items, double total_s, double since_arrival_s) {
-  registry_.observe(kRequestDuration, with("outcome", outcome_of(answer.kind)), since_arrival_s);
+  const auto outcome = with("outcome", outcome_of(answer.kind));
+  registry_.observe(kRequestDuration, outcome, since_arrival_s);
+  registry_.observe(kRequestProcessing, outcome, total_s);
   switch (answer.kind) {
     case serve::AnswerKind::ok:
       registry_.add("nv_inference_request_success", labels_, 1.0);
@@ -127,8 +134,10 @@ void ServeMetrics::request(const serve::Answer& answer, std::int64_t items, doub
   }
 }
 
-void ServeMetrics::bad_request(double since_arrival_s) {
-  registry_.observe(kRequestDuration, with("outcome", "bad_request"), since_arrival_s);
+void ServeMetrics::bad_request(double since_arrival_s, double processing_s) {
+  const auto outcome = with("outcome", "bad_request");
+  registry_.observe(kRequestDuration, outcome, since_arrival_s);
+  registry_.observe(kRequestProcessing, outcome, processing_s);
   registry_.add("nv_inference_request_failure", with("reason", "OTHER"), 1.0);
 }
 

@@ -13,7 +13,9 @@
 //     from (gpucap_power_cap_source{source} = 1), and the cap file's health;
 //   - gpucap_serve_request_duration_seconds, a histogram of the server's own time per request
 //     from its first byte to its answer, by outcome (Triton's counters hold sums only, so no
-//     percentile of them can be read; this one gives the p99 of a 429 or of a binary request).
+//     percentile of them can be read; this one gives the p99 of a 429 or of a binary request),
+//     and gpucap_serve_request_processing_seconds, from the end of its body: the server's own
+//     work without the time the body takes to arrive.
 // Counters are set from the request threads; the window's gauges from the GPU thread.
 
 #include <cstdint>
@@ -30,13 +32,14 @@ class ServeMetrics {
   ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s);
 
   static constexpr const char* kRequestDuration = "gpucap_serve_request_duration_seconds";
+  static constexpr const char* kRequestProcessing = "gpucap_serve_request_processing_seconds";
 
-  // One request answered (or refused): its Triton outcome and, for a success, its times
-  // (total_s: from its parsed arrival, as Triton's duration counter; since_arrival_s: from its
-  // first byte at the server, for the duration histogram).
+  // One request answered (or refused): its Triton outcome and its times (total_s: from the end of
+  // its body, as Triton's duration counter, and the processing histogram; since_arrival_s: from
+  // its first byte at the server, for the duration histogram).
   void request(const serve::Answer& answer, std::int64_t items, double total_s, double since_arrival_s);
   // A request the server refused before it reached the queue (a bad body, an unknown input).
-  void bad_request(double since_arrival_s);
+  void bad_request(double since_arrival_s, double processing_s);
   void batch(int items);
   void pending(std::size_t requests);
   // The window's figures (on the GPU thread).
