@@ -313,10 +313,10 @@ class GuardedServer::Connections {
 
   // Answers a request whose headers are in (EarlyCheck) and drops its body as it comes; the
   // connection then waits for its next request, or lingers and closes when the body's end cannot
-  // be known or the client may not send it (it waits for 100 Continue).
+  // be known, the client may not send it (it waits for 100 Continue) or the client closes.
   bool answer_early(int fd, Waiting& waiting, const RequestScan& scan, const EarlyAnswer& early) {
     const bool keep_alive = scan.content_length && !scan.chunked && !scan.expect_continue && !scan.malformed_length &&
-                            waiting.served + 1 < limits_.keep_alive_requests && !stopping_;
+                            !scan.client_closes && waiting.served + 1 < limits_.keep_alive_requests && !stopping_;
     if (!keep_alive) return refuse_waiting(fd, waiting, early.status, early.message, early.headers);
     write_error(fd, early.status, early.message, early.headers, false);
     const auto end = waiting.header_bytes + *scan.content_length;

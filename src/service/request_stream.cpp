@@ -40,6 +40,8 @@ RequestScan scan_request(std::string_view bytes) {
   scan.header_bytes = end + 4;
   auto lines = bytes.substr(0, end);
   const auto request_line_end = lines.find("\r\n");  // the headers follow the request line
+  const bool http10 = lines.substr(0, request_line_end).ends_with(" HTTP/1.0");
+  bool keep_alive = false;
   lines = request_line_end == std::string_view::npos ? std::string_view() : lines.substr(request_line_end + 2);
   while (!lines.empty()) {
     const auto line_end = lines.find("\r\n");
@@ -57,8 +59,12 @@ RequestScan scan_request(std::string_view bytes) {
       scan.chunked = scan.chunked || iequals(value, "chunked");
     } else if (iequals(name, "Expect")) {
       scan.expect_continue = scan.expect_continue || iequals(value, "100-continue");
+    } else if (iequals(name, "Connection")) {
+      scan.client_closes = scan.client_closes || iequals(value, "close");
+      keep_alive = keep_alive || iequals(value, "keep-alive");
     }
   }
+  if (http10 && !keep_alive) scan.client_closes = true;
   if (scan.malformed_length) scan.content_length.reset();
   return scan;
 }

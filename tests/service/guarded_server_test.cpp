@@ -171,6 +171,11 @@ TEST(ScanRequest, FindsTheHeadersEndAndTheBodyFraming) {
   EXPECT_TRUE(scan_request("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n").malformed_length);
   EXPECT_TRUE(scan_request("POST / HTTP/1.1\r\nContent-Length: 5x\r\n\r\n").malformed_length);
   EXPECT_FALSE(scan_request("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").malformed_length);
+  // Whether the client closes the connection after the answer.
+  EXPECT_FALSE(scan_request("GET / HTTP/1.1\r\nHost: x\r\n\r\n").client_closes);
+  EXPECT_TRUE(scan_request("GET / HTTP/1.1\r\nconnection: Close\r\n\r\n").client_closes);
+  EXPECT_TRUE(scan_request("GET / HTTP/1.0\r\nHost: x\r\n\r\n").client_closes);
+  EXPECT_FALSE(scan_request("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").client_closes);
 }
 
 TEST(ScanRequest, ARequestHasArrivedWithItsSmallBodyOrWhenAWorkerMustReadTheBody) {
@@ -458,12 +463,14 @@ TEST(GuardedServer, AnEarlyAnsweredBodyThatCameWithTheNextRequestIsDroppedExactl
   EXPECT_TRUE(answers[1].ends_with("hi")) << answers[1];
 }
 
-// When the body's end cannot be known (chunked) or the client may never send it (it waits for
-// 100 Continue), the answer says Connection: close and the connection is closed after it.
+// When the body's end cannot be known (chunked), the client may never send it (it waits for
+// 100 Continue) or says it closes, the answer says Connection: close and the connection is closed
+// after it.
 TEST(GuardedServer, AnEarlyAnswerClosesTheConnectionWhenTheBodysEndIsNotKnown) {
   BusyCheck busy;
   TestServer server(small_limits(), busy.check());
-  for (const std::string framing : {"Transfer-Encoding: chunked", "Content-Length: 10\r\nExpect: 100-continue"}) {
+  for (const std::string framing : {"Transfer-Encoding: chunked", "Content-Length: 10\r\nExpect: 100-continue",
+                                     "Content-Length: 10\r\nConnection: close"}) {
     Socket client(server.port());
     ASSERT_TRUE(client.send("POST /busy HTTP/1.1\r\nHost: x\r\n" + framing + "\r\n\r\n"));
     const auto answer = receive_answer(client, 3s);

@@ -59,6 +59,7 @@ struct RequestScan {
   bool chunked = false;
   bool expect_continue = false;
   bool malformed_length = false;  // a Content-Length that is not a number, or two that differ
+  bool client_closes = false;     // Connection: close, or HTTP/1.0 without Connection: keep-alive
 };
 [[nodiscard]] RequestScan scan_request(std::string_view bytes);
 
