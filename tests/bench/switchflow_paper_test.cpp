@@ -72,24 +72,32 @@ TEST(SwitchflowPaper, EveryNumberIsMarkedByWhatItDidToTheTwin) {
     }
   }
   EXPECT_EQ(solo_resnet50_v100, 2);
-  const auto fig6 = report(SwitchflowExperiment::fig6);
   int checks = 0;
   int checks_within = 0;
-  for (std::size_t i = 0; i < fig6.rows.size(); ++i) {
-    const auto& row = fig6.rows[i];
-    if (row.quantity == "TF / SwitchFlow") {
-      // Derived when both its bars set or fitted a parameter (the TF bars are all fitted).
-      EXPECT_EQ(row.role, fig6.rows[i - 1].role.empty() ? "" : "derived") << row.panel << " " << row.case_name;
-    }
+  for (const auto& row : fig7.rows) {
     if (row.role.empty()) {
       ++checks;
       checks_within += row.within() ? 1 : 0;
     }
   }
   EXPECT_GT(checks, 0);
-  EXPECT_NE(to_markdown(fig6).find(fmt::format("**Independent checks: {} of {} within tolerance.**", checks_within, checks)),
+  EXPECT_NE(to_markdown(fig7).find(fmt::format("**Independent checks: {} of {} within tolerance.**", checks_within, checks)),
             std::string::npos)
-      << to_markdown(fig6);
+      << to_markdown(fig7);
+  // Fig. 6's panels (a), (b), (d): the TF bars are fitted; the SwitchFlow bars set the BS-1 times
+  // (6(b), 6(a)'s ResNet50), are fitted (6(d)) or return the time 6(b) set (6(a)'s others: the
+  // inference runs alone); the ratios follow from those. None is an independent check.
+  const auto fig6 = report(SwitchflowExperiment::fig6);
+  for (const auto& row : fig6.rows) {
+    if (row.quantity == "TF / SwitchFlow") {
+      EXPECT_EQ(row.role, "derived") << row.panel << " " << row.case_name;
+    }
+    if (row.quantity == "SwitchFlow p95 ms" && row.panel == "6a" && row.case_name.starts_with("vgg16")) {
+      EXPECT_EQ(row.role, "derived");
+    }
+    EXPECT_FALSE(row.role.empty()) << row.panel << " " << row.case_name << " " << row.quantity;
+  }
+  EXPECT_NE(to_markdown(fig6).find("**No independent check"), std::string::npos);
 }
 
 TEST(SwitchflowPaper, Fig10ReportsBothDefinitionsOfImprovement) {
