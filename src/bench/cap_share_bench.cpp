@@ -19,12 +19,10 @@ constexpr double kSloShare = 0.99;
 constexpr const char* kForeground = "fg=infer:keras_resnet50:batch=1:priority=high:rate=50:requests=3000:slo_ms=20:start=1";
 constexpr const char* kBackground = "bg=train:keras_vgg16:batch=32:until=fg";
 constexpr const char* kCap = "0:160,30:130";
-constexpr double kCapStepS = 30.0;           // kCap's step, known in advance to the two-phase oracle
-constexpr double kFirstCapW = 160.0;
-constexpr double kSecondCapW = 130.0;
 constexpr std::array<int, 4> kBatches = {32, 16, 8, 4};
 constexpr std::size_t kTwoPhaseCandidates = 4;  // per segment: the best settings under its cap alone
-// A segment alone is run for its length: the inference's requests of 29 s at 50/s (it starts at 1 s).
+// A segment alone is run for its length: the inference's requests of kCap's first 30 s at 50/s
+// (it starts at 1 s).
 constexpr int kSegmentRequests = 1450;
 
 // One clock and background batch, with gpucap's bounded launch window and resume (without them
@@ -44,15 +42,17 @@ struct StaticSetting {
   }
 };
 
-// The two-phase oracle's knobs: one setting until the cap steps, another after it.
+// The two-phase oracle's knobs: one setting until the cap steps at `step_s`, another after it.
 class TwoPhaseKnobs final : public sched::ShareController {
  public:
-  TwoPhaseKnobs(sched::ShareKnobs first, sched::ShareKnobs second) : first_(std::move(first)), second_(std::move(second)) {}
+  TwoPhaseKnobs(double step_s, sched::ShareKnobs first, sched::ShareKnobs second)
+      : step_s_(step_s), first_(std::move(first)), second_(std::move(second)) {}
   sched::ShareKnobs decide(const sched::ShareObservation& observation) override {
-    return observation.now_s < kCapStepS ? first_ : second_;
+    return observation.now_s < step_s_ ? first_ : second_;
   }
 
  private:
+  double step_s_;
   sched::ShareKnobs first_;
   sched::ShareKnobs second_;
 };
@@ -145,24 +145,28 @@ CapShareReport run_cap_share_experiment(const sim::ShareTwin& twin) {
     });
     return rows;
   };
-  const auto stepping = run_grid(CapSchedule::parse(kCap), std::nullopt);
+  const auto cap = CapSchedule::parse(kCap);  // two segments: the oracle's phases
+  const auto& first_segment = cap.steps().at(0);
+  const auto& second_segment = cap.steps().at(1);
+  report.cap_step_s = second_segment.time_s;
+  const auto stepping = run_grid(cap, std::nullopt);
   if (const auto best = best_meeting(stepping, 1)) {
     report.rows.push_back(stepping[best->front()]);
     report.capshare_vs_best_static = report.rows[3].background_items_s / report.rows.back().background_items_s;
   }
-  const auto first = best_meeting(run_grid(CapSchedule::constant(kFirstCapW), kSegmentRequests), kTwoPhaseCandidates);
-  const auto second = best_meeting(run_grid(CapSchedule::constant(kSecondCapW), kSegmentRequests), kTwoPhaseCandidates);
+  const auto first = best_meeting(run_grid(CapSchedule::constant(first_segment.cap_w), kSegmentRequests), kTwoPhaseCandidates);
+  const auto second = best_meeting(run_grid(CapSchedule::constant(second_segment.cap_w), kSegmentRequests), kTwoPhaseCandidates);
   if (first && second) {
     std::optional<CapShareRow> oracle;
     for (const auto a : *first) {
       for (const auto b : *second) {
         auto s = base_scenario(twin);
         s.resume_preempted = true;
-        TwoPhaseKnobs knobs(grid[a].knobs(), grid[b].knobs());
+        TwoPhaseKnobs knobs(second_segment.time_s, grid[a].knobs(), grid[b].knobs());
         s.controller = &knobs;
         ++report.two_phase_configurations;
         auto row = measure("two-phase oracle",
-                           fmt::format("{} until {:g} s, then {}; window {}, resumed", grid[a].describe(), kCapStepS,
+                           fmt::format("{} until {:g} s, then {}; window {}, resumed", grid[a].describe(), second_segment.time_s,
                                        grid[b].describe(), sched::kCapShareBackgroundWindow),
                            s, sched::simulate_share(s, twin));
         if (row.meets && (!oracle || row.background_items_s > oracle->background_items_s)) oracle = row;
@@ -185,7 +189,7 @@ std::string to_markdown(const CapShareReport& report) {
       "background batch 32, 16, 8, 4). Two-phase oracle: one setting until the cap steps at {:g} s and another after it, "
       "known in advance; the best of {} pairs of the {} settings best under each segment's cap alone, run for a segment's "
       "length (a search, so a lower bound of the best pair).\n\n",
-      report.scenario, report.static_configurations, kCapStepS, report.two_phase_configurations, kTwoPhaseCandidates);
+      report.scenario, report.static_configurations, report.cap_step_s, report.two_phase_configurations, kTwoPhaseCandidates);
   md += "| run | configuration | SLO met | fg p99 ms | bg img/s | windows over cap (outside steps) | meets |\n|---|---|---|---|---|---|---|\n";
   for (const auto& r : report.rows) {
     md += fmt::format("| {} | {} | {:.2f} % | {:.1f} | {:.1f} | {} of {} ({}) | {} |\n", r.name, r.configuration, 100.0 * r.slo_attainment,

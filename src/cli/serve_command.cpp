@@ -52,8 +52,8 @@ namespace {
 // A request of images is megabytes: the buffers its body, tensors and batch take are freed when it
 // is answered. glibc would give that memory back to the kernel each time (a large block is mapped
 // and unmapped; a worker's heap is trimmed), and the next request would fault it in again, a page
-// at a time. Keeping it cut the handler's mean time for a 600-kB image from about 660 to 220 us
-// (docs/benchmarks.md, "gpucap serve's own overhead").
+// at a time. Keeping it cut the mean time from a 600-kB image's body to its answer from about 660
+// to 210-270 us (docs/benchmarks.md, "gpucap serve's own overhead").
 void keep_request_memory() {
   constexpr int kKeepBytes = 256 << 20;
   mallopt(M_MMAP_THRESHOLD, 64 << 20);

@@ -25,6 +25,9 @@ constexpr double kKeepAliveIdleS = 5.0;
 constexpr const char* kNotFound =
     "Not Found: the routes are /v2, /v2/health/{live,ready} and /v2/models/{model}[/versions/{v}][/ready|/config|/infer]";
 
+// The routes of one model: its name, and a version (optional).
+constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+
 const std::vector<std::string> kExtensions = {"binary_tensor_data", "schedule_policy", "model_configuration"};
 
 void send_error(httplib::Response& response, int status, std::string_view message) {
@@ -69,6 +72,12 @@ struct InferenceServer::Impl {
           send_error(response, status, message);
         }, kNotFound) {}
 
+  // Whether `version` (empty: any) is one of the served model's.
+  [[nodiscard]] bool serves_version(const std::string& version) const {
+    const auto& versions = backend.metadata().versions;
+    return version.empty() || std::find(versions.begin(), versions.end(), version) != versions.end();
+  }
+
   // Whether the path's model (and version) is the one served; else a 404 is sent.
   bool known_model(const httplib::Request& request, httplib::Response& response) const {
     const auto& model = backend.metadata();
@@ -79,7 +88,7 @@ struct InferenceServer::Impl {
                                             model.name));
       return false;
     }
-    if (!version.empty() && std::find(model.versions.begin(), model.versions.end(), version) == model.versions.end()) {
+    if (!serves_version(version)) {
       send_error(response, 404, fmt::format("Request for unknown model: '{}' version {} is not found", name, version));
       return false;
     }
@@ -100,15 +109,13 @@ struct InferenceServer::Impl {
     return GuardedServer::EarlyAnswer{429, answer->message, {{"Retry-After", retry_after(*answer)}}};
   }
 
-  // POST /v2/models/{the served model}[/versions/{one of its versions}]/infer, as the route's
-  // pattern reads it (no other request is shed before its handler).
+  // POST /v2/models/{the served model}[/versions/{one of its versions}]/infer, read with the
+  // route's own pattern (no other request is shed before its handler).
   [[nodiscard]] bool is_infer_path(std::string_view path) const {
-    static const std::regex infer_path(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)");
+    static const std::regex infer_path(std::string(kModelPath) + "/infer");
     std::match_results<std::string_view::const_iterator> match;
     if (!std::regex_match(path.begin(), path.end(), match, infer_path)) return false;
-    const auto& model = backend.metadata();
-    return match[1].str() == model.name &&
-           (!match[2].matched || std::find(model.versions.begin(), model.versions.end(), match[2].str()) != model.versions.end());
+    return match[1].str() == backend.metadata().name && serves_version(match[2].str());
   }
 
   static std::string retry_after(const serve::Answer& answer) {
@@ -190,7 +197,7 @@ struct InferenceServer::Impl {
     http.set_early_check([this](std::string_view method, std::string_view path, std::chrono::steady_clock::time_point first_byte) {
       return shed_early(method, path, first_byte);
     });
-    const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+    const std::string model_path = kModelPath;
     http.get("/v2/health/live", [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
     http.get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {
       response.status = runtime != nullptr && !runtime->draining() ? 200 : 503;

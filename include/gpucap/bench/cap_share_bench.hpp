@@ -30,6 +30,7 @@ struct CapShareReport {
   // threads, switchflow, switchflow --resume, capshare, then the best static setting and the
   // two-phase oracle when one meets both the SLO and the cap
   std::vector<CapShareRow> rows;
+  double cap_step_s = 0.0;         // when the cap steps (the two-phase oracle's switch)
   int static_configurations = 0;   // how many the search tried
   int two_phase_configurations = 0;
   double capshare_vs_best_static = 0.0;  // background throughput, 0 without a best static setting
