@@ -81,7 +81,9 @@ void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
 }
 
 bool ServingCore::queue_over_bound(int items) const {
-  return static_cast<double>(queue_.total_items() + items) > knobs_.max_queued_items && !queue_.empty();
+  // Nothing queued or held: one request is let in whatever the bound (a bound below its size).
+  const bool empty = queue_.empty() && held_places_ == 0;
+  return static_cast<double>(queue_.total_items() + held_places_ + items) > knobs_.max_queued_items && !empty;
 }
 
 Admission ServingCore::shed(bool queue_full, double now_s) {
@@ -104,7 +106,18 @@ std::optional<Admission> ServingCore::shed_on_arrival(double now_s) {
   return shed(queue_full, now_s);
 }
 
-Admission ServingCore::admit(const PendingRequest& request, double now_s) {
+std::optional<Admission> ServingCore::shed_or_hold(double now_s) {
+  if (auto shed = shed_on_arrival(now_s)) return shed;
+  (void)admit_.take(now_s);  // there is a token: shed_on_arrival found one
+  ++held_places_;
+  return std::nullopt;
+}
+
+void ServingCore::give_back_place() { held_places_ = std::max(0, held_places_ - 1); }
+
+Admission ServingCore::admit(const PendingRequest& request, double now_s, bool held) {
+  // Its place is its own again: the queue's room it held, the token it took.
+  if (held) give_back_place();
   count(&WindowCounts::arrivals);
   stats_.record_arrival(now_s);
   if (request.items > config_.max_batch_size) {
@@ -114,8 +127,10 @@ Admission ServingCore::admit(const PendingRequest& request, double now_s) {
             fmt::format("the request's batch of {} is above the model's max_batch_size {}", request.items,
                         config_.max_batch_size)};
   }
-  const bool queue_full = queue_over_bound(request.items);
-  if (queue_full || !admit_.take(now_s)) return shed(queue_full, now_s);
+  // A held place was counted against the bound when the others were let in: a request of one item
+  // is in (even if the bound was lowered since); a larger one is checked as any other.
+  const bool queue_full = (!held || request.items > 1) && queue_over_bound(request.items);
+  if (queue_full || (!held && !admit_.take(now_s))) return shed(queue_full, now_s);
   const auto outcome = queue_.enqueue(request, now_s);
   if (outcome == EnqueueOutcome::accepted) {
     count(&WindowCounts::admitted);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "gpucap/core/error.hpp"
 
@@ -14,6 +15,8 @@ namespace {
 // With nothing due, the GPU thread still looks every this often (a window of a batch-counted
 // period, a cap set by a source that did not wake it).
 constexpr double kLongestSleepS = 0.5;
+// How long the waiting thread tries a busy core before it leaves a request to submit().
+constexpr auto kEarlyCheckPatience = std::chrono::microseconds(200);
 
 std::future<Answer> ready(Answer answer) {
   std::promise<Answer> promise;
@@ -68,16 +71,20 @@ std::chrono::steady_clock::time_point ServingRuntime::wall_at(double t_s) const 
   return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wall_s));
 }
 
-std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s) {
+std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s,
+                                           const std::shared_ptr<HeldPlace>& place) {
   std::unique_lock lock(mutex_);
+  const bool held = place != nullptr && &place->runtime_ == this && !place->used_;
+  if (held) place->used_ = true;  // admit() gives its room back, whatever it decides
   if (draining_ || stopped_) {
+    if (held) core_->give_back_place();
     Answer a;
     a.kind = AnswerKind::stopping;
     a.message = "the server is shutting down";
     return ready(std::move(a));
   }
   const double now = now_s();
-  const auto admission = core_->admit(PendingRequest{id, items, now, priority, timeout_s}, now);
+  const auto admission = core_->admit(PendingRequest{id, items, now, priority, timeout_s}, now, held);
   if (!admission.accepted()) return ready(refusal_of(admission));
   auto [it, inserted] = waiting_.try_emplace(id);
   if (!inserted) throw Error(ErrorCode::internal, "a request id was submitted twice");
@@ -87,14 +94,28 @@ std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int prio
   return future;
 }
 
-std::optional<Answer> ServingRuntime::shed_on_arrival() {
-  // Asked on a server's waiting thread, which must not wait: while the GPU thread holds the core
-  // (a decision, a window), submit() decides instead.
-  const std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || draining_ || stopped_) return std::nullopt;  // submit() answers `stopping`
-  const auto admission = core_->shed_on_arrival(now_s());
-  if (!admission) return std::nullopt;
-  return refusal_of(*admission);
+ServingRuntime::EarlyArrival ServingRuntime::arrive_early() {
+  // Asked on a server's waiting thread, which must not wait long. The core is held for a few
+  // microseconds at a time (a worker's submit, a decision, a scrape), so a busy lock is tried again
+  // for a little while; if it stays busy (its holder descheduled), submit() decides.
+  std::unique_lock lock(mutex_, std::defer_lock);
+  const auto give_up = std::chrono::steady_clock::now() + kEarlyCheckPatience;
+  while (!lock.try_lock()) {
+    if (std::chrono::steady_clock::now() >= give_up) return {};
+    std::this_thread::yield();
+  }
+  if (draining_ || stopped_) return {};  // submit() answers `stopping`
+  if (const auto admission = core_->shed_or_hold(now_s())) return {refusal_of(*admission), nullptr};
+  return {std::nullopt, std::make_shared<HeldPlace>(*this)};
+}
+
+ServingRuntime::HeldPlace::~HeldPlace() {
+  if (!used_) runtime_.give_back_place();
+}
+
+void ServingRuntime::give_back_place() {
+  const std::lock_guard lock(mutex_);
+  core_->give_back_place();
 }
 
 std::size_t ServingRuntime::pending() const {

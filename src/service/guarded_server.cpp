@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "gpucap/core/error.hpp"
 #include "http_common.hpp"
@@ -26,6 +27,9 @@ namespace gpucap::service {
 using detail::Clock;
 
 namespace {
+
+// The early check's ticket of the request the calling worker's handler answers (take_early_ticket).
+thread_local GuardedServer::EarlyTicket t_early_ticket;
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
 
@@ -156,6 +160,7 @@ class GuardedServer::Connections {
     // until `discard_until`; then the connection waits for its next request.
     std::size_t discard = 0;
     Clock::time_point discard_until;
+    EarlyTicket ticket;  // what the early check kept for the request that is arriving
   };
   static constexpr auto kLinger = std::chrono::seconds(2);
   static constexpr std::size_t kLingerBytes = std::size_t{64} << 20U;
@@ -164,6 +169,7 @@ class GuardedServer::Connections {
     std::string buffer;
     std::size_t served;
     Clock::time_point first_byte;
+    EarlyTicket ticket;
   };
 
   void wake() const {
@@ -300,12 +306,13 @@ class GuardedServer::Connections {
     if (headers_just_in && server_.early_check_) {
       auto [method, path] = request_line(waiting.buffer);
       path = path.substr(0, path.find('?'));
-      if (auto early = server_.early_check_(method, path, waiting.first_byte.value_or(Clock::now()))) {
-        return answer_early(fd, waiting, scan, *early);
-      }
+      auto decision = server_.early_check_(method, path, waiting.first_byte.value_or(Clock::now()));
+      if (decision.answer) return answer_early(fd, waiting, scan, *decision.answer);
+      waiting.ticket = std::move(decision.ticket);
     }
     if (!request_arrived(scan, waiting.buffer.size(), limits_.collect_body_bytes)) return false;
-    Work work{fd, std::move(waiting.buffer), waiting.served, waiting.first_byte.value_or(Clock::now())};
+    Work work{fd, std::move(waiting.buffer), waiting.served, waiting.first_byte.value_or(Clock::now()),
+              std::move(waiting.ticket)};
     forget(fd);
     dispatch(std::move(work));
     return true;
@@ -418,7 +425,7 @@ class GuardedServer::Connections {
       work_.pop_front();
       --idle_workers_;
       lock.unlock();
-      server_.answer(work.fd, std::move(work.buffer), work.served, work.first_byte);
+      server_.answer(work.fd, std::move(work.buffer), work.served, work.first_byte, std::move(work.ticket));
       lock.lock();
       ++idle_workers_;
     }
@@ -498,6 +505,8 @@ int GuardedServer::bind_listener(const std::string& host, int port) {
   return bound;
 }
 
+GuardedServer::EarlyTicket GuardedServer::take_early_ticket() { return std::exchange(t_early_ticket, nullptr); }
+
 std::optional<Clock::time_point> GuardedServer::request_arrival() {
   const auto* stream = detail::current_stream();
   if (stream == nullptr) return std::nullopt;
@@ -514,14 +523,17 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   return true;
 }
 
-void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clock::time_point first_byte) {
+void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clock::time_point first_byte,
+                           EarlyTicket ticket) {
   detail::RequestStream stream(fd, std::move(buffered), limits_);
   while (true) {
     stream.start_request(first_byte);
     detail::set_current_stream(&stream);
+    t_early_ticket = std::move(ticket);  // the first request's; a pipelined one has none
     const bool last = connections_->stopping() || served + 1 >= limits_.keep_alive_requests;
     bool client_closes = false;
     const bool answered = process_request(stream, last, client_closes, nullptr);
+    t_early_ticket.reset();  // one its handler left is dropped here
     detail::set_current_stream(nullptr);
     ++served;
     if (!answered || client_closes || last || stream.failure() != detail::StreamFailure::none) break;

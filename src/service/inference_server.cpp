@@ -99,14 +99,21 @@ struct InferenceServer::Impl {
   // the queue is over its bound) is answered 429 as soon as its headers are in, on the server's
   // waiting thread: megabytes of images need not be read and parsed to be refused, and a worker
   // is not taken from the requests that are served.
-  std::optional<GuardedServer::EarlyAnswer> shed_early(std::string_view method, std::string_view path,
-                                                       std::chrono::steady_clock::time_point first_byte) {
+  // One it lets through gets a place held in the queue while its body comes (the ticket its
+  // handler takes), so that its fate is decided once, as its headers came in.
+  GuardedServer::EarlyDecision shed_early(std::string_view method, std::string_view path,
+                                          std::chrono::steady_clock::time_point first_byte) {
     if (method != "POST" || runtime == nullptr || !is_infer_path(path)) return std::nullopt;
-    const auto answer = runtime->shed_on_arrival();
-    if (!answer) return std::nullopt;
+    auto arrival = runtime->arrive_early();
+    if (!arrival.refusal) {
+      GuardedServer::EarlyDecision through;
+      through.ticket = std::move(arrival.place);
+      return through;
+    }
+    const auto& answer = *arrival.refusal;
     // Decided as its headers came in: no processing time of its own.
-    if (metrics != nullptr) metrics->request(*answer, 0, 0.0, seconds_since(first_byte));
-    return GuardedServer::EarlyAnswer{429, answer->message, {{"Retry-After", retry_after(*answer)}}};
+    if (metrics != nullptr) metrics->request(answer, 0, 0.0, seconds_since(first_byte));
+    return GuardedServer::EarlyAnswer{429, answer.message, {{"Retry-After", retry_after(answer)}}};
   }
 
   // POST /v2/models/{the served model}[/versions/{one of its versions}]/infer, read with the
@@ -129,6 +136,8 @@ struct InferenceServer::Impl {
   void infer(const httplib::Request& request, httplib::Response& response) {
     const auto started = std::chrono::steady_clock::now();
     const auto arrived = GuardedServer::request_arrival().value_or(started);
+    // The place held for it as its headers came in, if any; left unused, it is given back.
+    const auto place = std::static_pointer_cast<serve::ServingRuntime::HeldPlace>(GuardedServer::take_early_ticket());
     if (!known_model(request, response)) return;
     kserve::InferRequest parsed;
     try {
@@ -148,7 +157,7 @@ struct InferenceServer::Impl {
     const auto timeout_s =
         parsed.timeout_us ? std::optional<double>(static_cast<double>(*parsed.timeout_us) / 1e6) : std::nullopt;
     const auto id = table.add(std::move(parsed));
-    auto answered = runtime->submit(id, static_cast<int>(batch), priority, timeout_s);
+    auto answered = runtime->submit(id, static_cast<int>(batch), priority, timeout_s, place);
     if (metrics != nullptr) metrics->pending(runtime->pending());
     // The runtime answers every request it admitted (a queue timeout bounds the wait).
     const auto answer = answered.get();

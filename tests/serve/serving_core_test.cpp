@@ -136,6 +136,41 @@ TEST(ServingCore, ShedsOnArrivalOnlyWhatAnySizeWouldBeShed) {
   EXPECT_DOUBLE_EQ(full->retry_after_s, 0.1);  // the SLO: the queue drains within it
 }
 
+// A request let through as its headers came in holds its place (a token, one item of the queue's
+// room) while its body arrives: others arriving meanwhile cannot take it, and its admission on the
+// place does not decide again. A place given back is room again.
+TEST(ServingCore, APlaceHeldAtTheHeadersIsKeptForItsRequest) {
+  ServingCore core(config(64), stats(0.1), knobs(8, 0.0, 100.0, 4.0));  // 5 tokens; 4 items queued at most
+  for (std::uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(core.admit(request(i, 0.0), 0.0).accepted());
+  EXPECT_FALSE(core.shed_or_hold(0.0).has_value());  // held: 2 queued + 1 held
+  EXPECT_EQ(core.held_places(), 1);
+  EXPECT_EQ(core.totals().arrivals, 2U);  // counted when it is admitted
+  ASSERT_TRUE(core.admit(request(2, 0.0), 0.0).accepted());  // 3 queued + 1 held: the bound
+  EXPECT_EQ(core.admit(request(3, 0.0), 0.0).result, AdmissionResult::shed);
+  ASSERT_TRUE(core.shed_on_arrival(0.0).has_value());
+  // Its body is in: admitted on its place, though the queue is at its bound.
+  ASSERT_TRUE(core.admit(request(4, 0.0), 0.0, /*held=*/true).accepted());
+  EXPECT_EQ(core.held_places(), 0);
+  EXPECT_EQ(core.queued_items(), 4);
+  // A place whose body never came is given back: the room is free again.
+  ServingCore bounded(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 2.0));
+  ASSERT_TRUE(bounded.admit(request(0, 0.0), 0.0).accepted());
+  EXPECT_FALSE(bounded.shed_or_hold(0.0).has_value());
+  EXPECT_EQ(bounded.admit(request(1, 0.0), 0.0).result, AdmissionResult::shed);
+  bounded.give_back_place();
+  EXPECT_TRUE(bounded.admit(request(2, 0.0), 0.0).accepted());
+  EXPECT_TRUE(bounded.shed_or_hold(0.0).has_value());  // 2 queued: full, nothing held
+  EXPECT_EQ(bounded.held_places(), 0);
+  // On a held place, a request of more than one item is checked as any other.
+  ServingCore three(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 3.0));
+  EXPECT_FALSE(three.shed_or_hold(0.0).has_value());
+  EXPECT_FALSE(three.shed_or_hold(0.0).has_value());
+  ASSERT_TRUE(three.admit(request(0, 0.0), 0.0).accepted());  // 1 queued + 2 held
+  EXPECT_EQ(three.admit(request(1, 0.0, 3), 0.0, true).result, AdmissionResult::shed);  // 1 + 1 + 3 > 3
+  ASSERT_TRUE(three.admit(request(2, 0.0, 2), 0.0, true).accepted());                   // 1 + 0 + 2
+  EXPECT_EQ(three.held_places(), 0);
+}
+
 TEST(ServingCore, AFailedBatchFailsItsRequestsAndTimeoutsAreAnswered) {
   auto c = config(8);
   c.default_queue_policy.default_timeout_s = 0.05;

@@ -41,6 +41,12 @@ class TestServer {
     http_.post("/echo", [](const httplib::Request& request, httplib::Response& response) {
       response.set_content(std::to_string(request.body.size()), "text/plain");
     });
+    // Says whether the early check kept a ticket for this request; a second take has nothing.
+    http_.post("/ticket", [](const httplib::Request&, httplib::Response& response) {
+      const auto ticket = GuardedServer::take_early_ticket();
+      const bool once = GuardedServer::take_early_ticket() == nullptr;
+      response.set_content(ticket && once ? "taken" : ticket ? "twice" : "none", "text/plain");
+    });
     port_ = http_.bind_listener("127.0.0.1", 0);
     thread_ = std::thread([this] { http_.listen_after_bind(); });
     while (!http_.is_running()) std::this_thread::sleep_for(1ms);
@@ -368,6 +374,8 @@ TEST(GuardedServer, EveryRefusalLeavesOneLogLineAndAFloodIsRateLimited) {
   EXPECT_GE(flooded, 40U);
   std::this_thread::sleep_for(200ms);
   client.Get("/nothing");
+  // The line is written after the answer is sent: it may come a little after the client has it.
+  for (int i = 0; i < 200 && !has_line(log.lines(), "more refusals were not logged"); ++i) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(has_line(log.lines(), "more refusals were not logged"));
 }
 
@@ -478,6 +486,50 @@ TEST(GuardedServer, AnEarlyAnswerClosesTheConnectionWhenTheBodysEndIsNotKnown) {
     EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
     EXPECT_EQ(client.receive(3s), "") << framing;  // closed (after a linger), nothing more
   }
+}
+
+// What the check keeps for a request it lets through goes with the request to its handler, once,
+// and is dropped after it; a request whose body never comes drops it without a handler. A request
+// pipelined behind another is not asked, so it has none.
+TEST(GuardedServer, ATicketTheCheckKeepsGoesToTheHandlerOrIsDroppedWithTheRequest) {
+  auto issued = std::make_shared<std::atomic<int>>(0);
+  auto dropped = std::make_shared<std::atomic<int>>(0);
+  TestServer server(small_limits(), [issued, dropped](std::string_view, std::string_view path, auto) {
+    GuardedServer::EarlyDecision decision;
+    if (path == "/ticket") {
+      ++*issued;
+      decision.ticket = std::shared_ptr<int>(new int(0), [dropped](const int* held) {
+        delete held;
+        ++*dropped;
+      });
+    }
+    return decision;
+  });
+  const auto wait_for_dropped = [&dropped](int n) {
+    for (int i = 0; i < 300 && dropped->load() < n; ++i) std::this_thread::sleep_for(10ms);
+    return dropped->load();
+  };
+  {
+    Socket client(server.port());
+    const std::string ticket = "POST /ticket HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok";
+    ASSERT_TRUE(client.send(ticket));
+    const auto answer = receive_answer(client, 3s);
+    EXPECT_TRUE(answer.ends_with("\r\n\r\ntaken")) << answer;
+    EXPECT_EQ(wait_for_dropped(1), 1);
+    ASSERT_TRUE(client.send(ticket + ticket));  // the second arrives behind the first
+    const auto answers = receive_answers(client, 2, 3s);
+    ASSERT_EQ(answers.size(), 2U);
+    EXPECT_TRUE(answers[0].ends_with("taken")) << answers[0];
+    EXPECT_TRUE(answers[1].ends_with("none")) << answers[1];
+    EXPECT_EQ(issued->load(), 2);
+  }
+  {
+    Socket client(server.port());
+    ASSERT_TRUE(client.send("POST /ticket HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc"));
+    for (int i = 0; i < 300 && issued->load() < 3; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(issued->load(), 3);
+  }  // the client goes away before its body is in
+  EXPECT_EQ(wait_for_dropped(3), 3);
 }
 
 // A client that was answered early and then sends not all of its body is cut at the request's

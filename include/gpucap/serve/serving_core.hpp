@@ -86,14 +86,23 @@ class ServingCore {
   // half the SLO's worth of requests at the admit rate: a burst the queue serves within the SLO.
   ServingCore(BatcherConfig config, LatencyStatsConfig stats, const control::ServingKnobs& knobs, double start_s = 0.0);
 
-  // A request arriving at now_s (its arrival_s). Not accepted: nothing of it is kept.
-  Admission admit(const PendingRequest& request, double now_s);
+  // A request arriving at now_s (its arrival_s). Not accepted: nothing of it is kept. held: a
+  // place was held for it (shed_or_hold): it is admitted on that place, its token already taken.
+  Admission admit(const PendingRequest& request, double now_s, bool held = false);
   // Whether a request that arrives at now_s is shed whatever its size: the admit rate has no
   // token for it, or the queue is over its bound even for one item. A server asks this once a
   // request's headers are in, before it reads the body (a 429 need not wait for megabytes of
   // images). Shed: it is counted as an arrival and shed, as admit() counts it. Not shed: nothing
   // is counted and no token is taken; admit() follows with the parsed request.
   std::optional<Admission> shed_on_arrival(double now_s);
+  // shed_on_arrival, deciding for good: not shed, the request is let through now. Its token is
+  // taken and one item of the queue's room is held for it while its body arrives, so that others
+  // arriving meanwhile cannot take it: admit(..., held = true) then admits it on that place, or
+  // give_back_place() returns the room if its body never comes.
+  std::optional<Admission> shed_or_hold(double now_s);
+  void give_back_place();
+  // Places held and not yet admitted or given back.
+  [[nodiscard]] int held_places() const { return held_places_; }
   // Applies expired queue timeouts, then the batcher's decision at now_s.
   CoreStep step(double now_s);
   // A launched batch ran from start_s to end_s; ok = false: it failed (an engine error), and its
@@ -126,6 +135,7 @@ class ServingCore {
   TokenBucket admit_;
   WindowCounts window_;
   WindowCounts totals_;
+  int held_places_ = 0;  // one item each, counted against the queue's bound
 };
 
 }  // namespace gpucap::serve

@@ -73,13 +73,34 @@ class ServingRuntime {
   ServingRuntime(const ServingRuntime&) = delete;
   ServingRuntime& operator=(const ServingRuntime&) = delete;
 
+  // A place held in the queue for a request whose body is still coming (arrive_early). submit()
+  // with it admits the request on it; dropped unused, the place is given back.
+  class HeldPlace {
+   public:
+    explicit HeldPlace(ServingRuntime& runtime) : runtime_(runtime) {}
+    ~HeldPlace();
+    HeldPlace(const HeldPlace&) = delete;
+    HeldPlace& operator=(const HeldPlace&) = delete;
+
+   private:
+    friend class ServingRuntime;
+    ServingRuntime& runtime_;
+    bool used_ = false;
+  };
+  // A request that has arrived now, before its body is read, decided for good: shed (its 429:
+  // refusal), let through on a place held for it (place: give it to submit()), or, when the
+  // core is busy for longer than the waiting thread may wait (200 us), neither: submit() decides.
+  struct EarlyArrival {
+    std::optional<Answer> refusal;
+    std::shared_ptr<HeldPlace> place;
+  };
+  [[nodiscard]] EarlyArrival arrive_early();
+
   // A request of `items` items arrives now. `id` is the caller's key for its payload (unique while
-  // the request lives). The future is ready when it was refused (at once) or answered.
-  [[nodiscard]] std::future<Answer> submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s);
-  // A request that has arrived now, before its body is read: its 429 answer when the core sheds
-  // it whatever its size (ServingCore::shed_on_arrival), else nullopt and submit() follows. It
-  // never waits: while the GPU thread holds the core, nullopt.
-  [[nodiscard]] std::optional<Answer> shed_on_arrival();
+  // the request lives). The future is ready when it was refused (at once) or answered. `place`:
+  // the one arrive_early() held for it, if any.
+  [[nodiscard]] std::future<Answer> submit(std::uint64_t id, int items, int priority, std::optional<double> timeout_s,
+                                           const std::shared_ptr<HeldPlace>& place = nullptr);
   // Seconds since serving started (the clock arrivals and the cap use).
   [[nodiscard]] double now_s() const;
   // Requests admitted and not yet answered (Triton's pending request count).
@@ -98,6 +119,7 @@ class ServingRuntime {
 
  private:
   void gpu_thread();
+  void give_back_place();
   void answer(std::uint64_t id, Answer answer);
   void run_one(const Launch& launch, std::unique_lock<std::mutex>& lock);
   [[nodiscard]] std::chrono::steady_clock::time_point wall_at(double t_s) const;

@@ -84,19 +84,34 @@ class GuardedServer : public httplib::Server {
     std::string message;       // written in the server's error format
     httplib::Headers headers;  // e.g. Retry-After
   };
+  // What an early check may keep for a request it lets through (a place held in a queue): it
+  // stays with the request, and the request's handler may take it (take_early_ticket()). It is
+  // dropped, which is how its holder learns to give the place back, when the handler leaves it or
+  // the request never reaches a handler (its body does not come, the client goes away).
+  using EarlyTicket = std::shared_ptr<void>;
+  struct EarlyDecision {
+    EarlyDecision() = default;
+    EarlyDecision(std::nullopt_t /*no answer*/) {}                        // NOLINT(google-explicit-constructor)
+    EarlyDecision(EarlyAnswer early) : answer(std::move(early)) {}        // NOLINT(google-explicit-constructor)
+    EarlyDecision(std::optional<EarlyAnswer> early) : answer(std::move(early)) {}  // NOLINT(google-explicit-constructor)
+    std::optional<EarlyAnswer> answer;  // sent at once
+    EarlyTicket ticket;                 // else, kept with the request for its handler
+  };
   // Asked on the waiting thread once a request's headers have arrived, with its method, its path
   // (without the query) and when its first byte came; it must not block. An answer is sent at
   // once, and the body the client still sends is read and dropped: the connection stays open
   // when the body's length is announced (HTTP/1.1 lets a server answer before the body is in),
   // and is closed after the answer when it is chunked or the client waits for 100 Continue.
   // Requests that arrive pipelined behind another are not asked (their handler answers them).
-  using EarlyCheck = std::function<std::optional<EarlyAnswer>(std::string_view method, std::string_view path,
-                                                              std::chrono::steady_clock::time_point first_byte)>;
+  using EarlyCheck = std::function<EarlyDecision(std::string_view method, std::string_view path,
+                                                 std::chrono::steady_clock::time_point first_byte)>;
   // Before listen().
   void set_early_check(EarlyCheck check) { early_check_ = std::move(check); }
   // When the request the calling handler answers arrived: its first byte at the server; nullopt
   // outside a handler of a GuardedServer.
   [[nodiscard]] static std::optional<std::chrono::steady_clock::time_point> request_arrival();
+  // In a handler: the ticket the early check kept for its request (null if none), handed over once.
+  [[nodiscard]] static EarlyTicket take_early_ticket();
 
   // Routes: the same as httplib's Get/Post/..., and known to the 405 answer.
   GuardedServer& get(const std::string& pattern, Handler handler);
@@ -125,7 +140,8 @@ class GuardedServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   GuardedServer& route(const char* method, const std::string& pattern, Handler handler);
   // A worker answers the requests of one connection that have arrived.
-  void answer(int fd, std::string buffered, std::size_t served, std::chrono::steady_clock::time_point first_byte);
+  void answer(int fd, std::string buffered, std::size_t served, std::chrono::steady_clock::time_point first_byte,
+              EarlyTicket ticket);
   [[nodiscard]] std::string allowed_methods(const std::string& path) const;
   HandlerResponse on_error(const httplib::Request& request, httplib::Response& response) const;
   void on_answer(const httplib::Request& request, const httplib::Response& response) const;
