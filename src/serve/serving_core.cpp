@@ -116,7 +116,8 @@ std::optional<Admission> ServingCore::shed_or_hold(double now_s) {
 void ServingCore::give_back_place() { held_places_ = std::max(0, held_places_ - 1); }
 
 Admission ServingCore::admit(const PendingRequest& request, double now_s, bool held) {
-  // Its place is its own again: the queue's room it held, the token it took.
+  // The room held apart for it goes back to the count it is checked against below; the token it
+  // took stays spent.
   if (held) give_back_place();
   count(&WindowCounts::arrivals);
   stats_.record_arrival(now_s);
