@@ -30,6 +30,13 @@ asan_left_out=(
   "ClusterEtcd[.]"
   # The compiler's own checks of the include graph: nothing of gpucap runs.
   "layering_"
+  # The full-grid search of the best static setting and the two-phase oracle (50 s in the Release
+  # build) did not end in 1,114 s at -O0 under ASan. Capshare itself runs under ASan in
+  # CapShare.* (sched_tests) and ShareCli.CapshareKeepsTheSloUnderTheCapAndSaysSo.
+  "CapShareBench[.]"
+  # Its check needs a load that outruns the admit rate; the instrumented `gpucap load` sent too
+  # little (148 shed, not > 200). serve's shedding runs under ASan in serve_tests (ServingCore.*).
+  "ServeCli[.]DemandBeyondTheCapIsShedWith429"
 )
 
 # The executables (ctest labels) run under TSan: every one whose code starts threads.
@@ -71,6 +78,7 @@ run_stage() {
   if [ "$stage" = asan ]; then
     cmake --build "$build" -j"$jobs"
     ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1" \
+    LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1" \
       ctest --test-dir "$build" --output-on-failure -j"$jobs" -E "^($(IFS='|'; echo "${asan_left_out[*]}"))" || status=$?
   else

@@ -144,8 +144,12 @@ TEST_F(FakeNvmlMonitor, IntegratesPowerOnAGpuWithoutACounter) {
 // A SIGINT sent to gpucap alone is passed to the command; gpucap still prints what it measured
 // and exits as the command did (130: killed by SIGINT).
 TEST_F(FakeNvmlMonitor, SigintReachesTheCommandAndTheMeasurementIsStillPrinted) {
-  test::ChildProcess child({GPUCAP_CLI_PATH, "monitor", "--json", "--", "sleep", "30"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The command says when it runs: gpucap's handlers are in place before it starts the command,
+  // and a fixed wait is not enough where gpucap starts slowly (an ASan build: 1-3 s).
+  test::ChildProcess child({GPUCAP_CLI_PATH, "monitor", "--json", "--", "sh", "-c", "echo started; exec sleep 30"});
+  const auto started = child.read_line(30.0);
+  ASSERT_TRUE(started.has_value()) << "the command never started";
+  ASSERT_EQ(*started, "started");
   child.signal(SIGINT);
   const auto status = child.wait(10.0);
   ASSERT_TRUE(status.has_value()) << "gpucap monitor did not end after SIGINT";
