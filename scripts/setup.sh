@@ -26,6 +26,9 @@ packages=(
   # The fuzz targets (tests/fuzz, `cmake --preset fuzz`): clang and its libFuzzer (Debian 12's
   # clang is 14)
   clang libfuzzer-14-dev
+  # The sanitizer builds link with lld (cmake/sanitizers.cmake): 4x faster than GNU ld on their
+  # debug info
+  lld
 )
 
 missing=()
