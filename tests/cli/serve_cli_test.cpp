@@ -56,6 +56,12 @@ class Server {
   [[nodiscard]] bool started() const { return port_ > 0; }
   [[nodiscard]] httplib::Client client() const { return client_for(port_); }
   [[nodiscard]] httplib::Client metrics() const { return client_for(metrics_port_); }
+  // The metrics page; a failure (and "") when the server does not answer.
+  [[nodiscard]] std::string scrape() const {
+    const auto got = metrics().Get("/metrics");
+    if (!got) ADD_FAILURE() << "the metrics endpoint did not answer";
+    return got ? got->body : std::string();
+  }
   [[nodiscard]] httplib::Client admin() const { return client_for(admin_port_); }
   [[nodiscard]] int port() const { return port_; }
   test::ChildProcess& process() { return *child_; }
@@ -202,7 +208,7 @@ TEST(ServeCli, TheAdminApiSetsTheCapBehindItsToken) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::string text;
   while (std::chrono::steady_clock::now() < deadline) {
-    text = server.metrics().Get("/metrics")->body;
+    text = server.scrape();
     cap = test::series_value(text, "gpucap_power_cap_watts");
     if (cap == 180.0 && text.find(R"(gpucap_power_cap_source{source="admin"} 1)") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -220,7 +226,7 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
     std::string text;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
-      text = server.metrics().Get("/metrics")->body;
+      text = server.scrape();
       if (text.find(fragment) != std::string::npos) return text;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -234,7 +240,7 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
   const auto text = wait_for("gpucap_cap_file_valid 0");
   EXPECT_EQ(test::series_value(text, "gpucap_cap_file_errors_total"), 1.0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_EQ(test::series_value(server.metrics().Get("/metrics")->body, "gpucap_power_cap_watts"), 190.0);
+  EXPECT_EQ(test::series_value(server.scrape(), "gpucap_power_cap_watts"), 190.0);
 }
 
 // Far more demand than the GPU can serve under the cap: the excess is shed at once with 429 and a
@@ -278,7 +284,7 @@ TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(refused_before_the_body, 1);
   // Every 429 is in the server's duration histogram, outcome "shed".
-  const auto text = server.metrics().Get("/metrics")->body;
+  const auto text = server.scrape();
   const auto shed = test::series_value(text, "gpucap_serve_requests_shed_total");
   ASSERT_TRUE(shed.has_value()) << text;
   EXPECT_GT(*shed, 200.0);
@@ -319,7 +325,9 @@ TEST(ServeCli, SigtermAnswersEverythingInFlightThenExitsZero) {
   // Every request admitted (pending) or answered before the signal.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
-    const auto text = server.metrics().Get("/metrics")->body;
+    const auto scraped = server.metrics().Get("/metrics");
+    ASSERT_TRUE(scraped) << "the metrics endpoint stopped answering";
+    const auto& text = scraped->body;
     const auto labels = R"({model="nasnet_a_large",version="1"})";
     if (test::series_value(text, "nv_inference_pending_request_count", labels).value_or(0.0) +
             test::series_value(text, "nv_inference_request_success", labels).value_or(0.0) >=
@@ -347,10 +355,10 @@ TEST(ServeCli, TritonsRequestMetricsArePromtoolClean) {
   for (int i = 0; i < 5; ++i) ASSERT_EQ(infer(c, "noop", json_request(2))->status, 200);
   ASSERT_EQ(infer(c, "noop", "{")->status, 400);
   // The power and cap gauges come with the GPU thread's first window.
-  std::string text = server.metrics().Get("/metrics")->body;
+  std::string text = server.scrape();
   for (int i = 0; i < 100 && !test::series_value(text, "DCGM_FI_DEV_POWER_USAGE"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    text = server.metrics().Get("/metrics")->body;
+    text = server.scrape();
   }
   const std::string labels = R"({model="noop",version="1"})";
   EXPECT_EQ(test::series_value(text, "nv_inference_request_success", labels), 5.0);

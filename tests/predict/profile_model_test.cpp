@@ -1,13 +1,11 @@
 #include "gpucap/predict/profile_model.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include "gpucap/core/error.hpp"
+#include "support/paths.hpp"
 
 namespace gpucap::predict {
 namespace {
@@ -38,15 +36,12 @@ TEST(ProfileModel, RejectsBadProfiles) {
 
 class ProfileFile : public ::testing::Test {
  protected:
-  std::string write(const std::string& text) {
-    // One file per test and process: ctest -j runs this fixture's tests at the same time.
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    const auto path = (std::filesystem::temp_directory_path() /
-                       ("gpucap-profile-test-" + std::string(test->name()) + "-" + std::to_string(::getpid()) + ".json"))
-                          .string();
-    std::ofstream(path) << text;
-    return path;
-  }
+  // A new file in the test's own directory (removed with it) for each text.
+  std::string write(const std::string& text) { return dir_.write("profile-" + std::to_string(++written_) + ".json", text); }
+
+ private:
+  gpucap::test::TempDir dir_;
+  int written_ = 0;
 };
 
 TEST_F(ProfileFile, ReadsTheTrialsOfTuneJson) {
