@@ -474,33 +474,6 @@ class InlineQueue final : public httplib::TaskQueue {
   GuardedServer::Connections& connections_;
 };
 
-// One request line held in memory, for GuardedServer's constructor to parse; what is written back
-// is dropped.
-class RequestLineStream final : public httplib::Stream {
- public:
-  explicit RequestLineStream(std::string_view line) : line_(line) {}
-  bool is_readable() const override { return true; }
-  bool is_writable() const override { return true; }
-  ssize_t read(char* ptr, size_t size) override {
-    const auto n = line_.copy(ptr, size);
-    line_.remove_prefix(n);
-    return static_cast<ssize_t>(n);
-  }
-  ssize_t write(const char*, size_t size) override { return static_cast<ssize_t>(size); }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    ip.clear();
-    port = 0;
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    ip.clear();
-    port = 0;
-  }
-  socket_t socket() const override { return INVALID_SOCKET; }
-
- private:
-  std::string_view line_;
-};
-
 }  // namespace
 
 void InlineQueue::shutdown() { connections_.stop(); }
@@ -521,7 +494,7 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
   // worker read it without an order between them: cpp-httplib is not instrumented, and the
   // guard's fast path is a plain load inside it.
   {
-    RequestLineStream line("WARM-UP / HTTP/1.1\r\n\r\n");
+    detail::RequestLineStream line("WARM-UP / HTTP/1.1\r\n\r\n");
     bool closed = false;
     (void)process_request(line, true, closed, nullptr);
   }

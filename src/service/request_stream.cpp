@@ -123,6 +123,19 @@ RequestStream::RequestStream(int fd, std::string buffered, const HttpLimits& lim
       // a handler refuses a body over the limit exactly, this only bounds what is read.
       byte_limit_(limits.max_header_bytes + limits.max_body_bytes + limits.max_body_bytes / 4 + 4096) {}
 
+ssize_t RequestLineStream::read(char* ptr, size_t size) {
+  const auto n = text_.copy(ptr, size);
+  text_.remove_prefix(n);
+  return static_cast<ssize_t>(n);
+}
+
+void RequestLineStream::get_remote_ip_and_port(std::string& ip, int& port) const {
+  ip.clear();
+  port = 0;
+}
+
+void RequestLineStream::get_local_ip_and_port(std::string& ip, int& port) const { get_remote_ip_and_port(ip, port); }
+
 void RequestStream::start_request(Clock::time_point first_byte) {
   first_byte_ = first_byte;
   deadline_ = first_byte + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_timeout_s));

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "gpucap/service/guarded_server.hpp"
 
@@ -60,6 +61,23 @@ class RequestStream final : public httplib::Stream {
   std::size_t received_ = 0;  // bytes of this request taken from the socket
   std::size_t byte_limit_;
   StreamFailure failure_ = StreamFailure::none;
+};
+
+// One request held in memory, for GuardedServer's constructor to parse before any worker does
+// (guarded_server.cpp says why); what is written back is dropped.
+class RequestLineStream final : public httplib::Stream {
+ public:
+  explicit RequestLineStream(std::string_view text) : text_(text) {}
+  bool is_readable() const override { return true; }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override;
+  ssize_t write(const char*, size_t size) override { return static_cast<ssize_t>(size); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override;
+  void get_local_ip_and_port(std::string& ip, int& port) const override;
+  socket_t socket() const override { return INVALID_SOCKET; }
+
+ private:
+  std::string_view text_;
 };
 
 // The stream the calling thread is answering a request from (for the error handler), or null.
