@@ -16,6 +16,7 @@ std::vector<Command> cluster_subcommands(CLI::App& cluster, const GlobalOptions&
       add_cluster_coordinate_command(cluster, global),
       add_cluster_budget_command(cluster, global),
       add_cluster_status_command(cluster, global),
+      add_cluster_forget_command(cluster, global),
       add_cluster_simulate_command(cluster, global),
   };
 }

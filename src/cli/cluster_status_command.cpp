@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <future>
@@ -161,6 +162,11 @@ void print_table(const nlohmann::json& status) {
                node["slo_attainment"].is_number() ? fmt::format("{:.1f}", 100.0 * node["slo_attainment"].get<double>()) : "-",
                cell(node["age_s"], "{:.1f}"), node["simulated"].get<bool>() ? "  (simulated)" : "");
     if (node.contains("problem")) fmt::print("  {}: {}\n", node["id"].get<std::string>(), node["problem"].get<std::string>());
+  }
+  const auto& nodes = status["nodes"];
+  if (std::any_of(nodes.begin(), nodes.end(), [](const nlohmann::json& node) { return !node["alive"].get<bool>(); })) {
+    fmt::print("a gone node stays counted (at most at its safe cap) until it comes back; one that is off for good: "
+               "gpucap cluster forget --node ID\n");
   }
 }
 

@@ -38,6 +38,10 @@ Coordinator::Coordinator(Store& store, CoordinatorOptions options)
 
 void Coordinator::log(const std::string& message) {
   ++stats_.ignored;
+  note(message);
+}
+
+void Coordinator::note(const std::string& message) {
   if (options_.log) {
     options_.log(message);
   } else {
@@ -121,10 +125,10 @@ void Coordinator::watch_leader(double now_s) {
 }
 
 void Coordinator::cancel_watches() {
-  for (const auto id : {nodes_watch_, acks_watch_, budget_watch_}) {
+  for (const auto id : {nodes_watch_, acks_watch_, budget_watch_, forgets_watch_}) {
     if (id != 0) store_.cancel(id);
   }
-  nodes_watch_ = acks_watch_ = budget_watch_ = 0;
+  nodes_watch_ = acks_watch_ = budget_watch_ = forgets_watch_ = 0;
 }
 
 void Coordinator::resign() {
@@ -140,7 +144,9 @@ void Coordinator::load_state(double now_s) {
   const auto allocs = store_.get_prefix(keys_.alloc_prefix());
   const auto acks = store_.get_prefix(keys_.ack_prefix());
   const auto budget = store_.get(keys_.budget());
-  const Revision from = std::min({nodes.revision, allocs.revision, acks.revision, budget.revision}) + 1;
+  const auto forgets = store_.get_prefix(keys_.forget_prefix());
+  const Revision from =
+      std::min({nodes.revision, allocs.revision, acks.revision, budget.revision, forgets.revision}) + 1;
   Ledger fresh(options_.timing);
   ledger_ = std::move(fresh);
   entries_.clear();
@@ -180,21 +186,27 @@ void Coordinator::load_state(double now_s) {
     const auto it = present.find(node.id);
     if (it == present.end() || it->second != node.incarnation) ledger_.lease_expired(node.id, now_s);
   }
+  // Requests to forget that came while no coordinator led (or before the last leader applied them).
+  for (const auto& kv : forgets.kvs) {
+    if (const auto id = Keys::id_under(kv.key, keys_.forget_prefix())) on_forget(*id, kv);
+  }
   if (!budget.kvs.empty()) on_budget(budget.kvs.front());
   nodes_watch_ = store_.watch(keys_.nodes_prefix(), from, true);
   acks_watch_ = store_.watch(keys_.ack_prefix(), from, true);
   budget_watch_ = store_.watch(keys_.budget(), from, false);
+  forgets_watch_ = store_.watch(keys_.forget_prefix(), from, true);
   dirty_ = true;
 }
 
 void Coordinator::poll_events(double now_s) {
   // The three watches' events in one revision order: a node that leaves acknowledges 0 W and then
   // revokes its lease, and the acknowledgement must be seen before the erase it explains.
-  enum class Source { nodes, acks, budget };
+  enum class Source { nodes, acks, budget, forgets };
   std::vector<std::pair<Source, WatchEvent>> events;
   for (auto& e : store_.poll(nodes_watch_)) events.emplace_back(Source::nodes, std::move(e));
   for (auto& e : store_.poll(acks_watch_)) events.emplace_back(Source::acks, std::move(e));
   for (auto& e : store_.poll(budget_watch_)) events.emplace_back(Source::budget, std::move(e));
+  for (auto& e : store_.poll(forgets_watch_)) events.emplace_back(Source::forgets, std::move(e));
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.second.kv.mod_revision < b.second.kv.mod_revision; });
   for (const auto& [source, event] : events) {
@@ -220,6 +232,10 @@ void Coordinator::poll_events(double now_s) {
         } else if (budget_w_) {
           log(fmt::format("the budget key was deleted; keeping {:g} W", *budget_w_));
         }
+        break;
+      case Source::forgets:
+        if (event.type != EventType::put) break;  // its own erasure, once applied
+        if (const auto id = Keys::id_under(event.kv.key, keys_.forget_prefix())) on_forget(*id, event.kv);
         break;
     }
   }
@@ -311,6 +327,37 @@ void Coordinator::on_budget(const KeyValue& kv) {
   budget_w_ = std::get<double>(parsed);
   dirty_ = true;
   plan_due_ = true;
+}
+
+void Coordinator::on_forget(const std::string& id, const KeyValue& kv) {
+  const auto parsed = parse_forget_record(kv.value);
+  const auto* node = ledger_.find(id);
+  std::string refused;
+  if (const auto* problem = std::get_if<std::string>(&parsed)) {
+    refused = fmt::format("its record cannot be read: {}", *problem);
+  } else if (node == nullptr) {
+    refused = "the cluster counts no such node";
+  } else if (node->incarnation != std::get<ForgetRecord>(parsed).incarnation) {
+    refused = fmt::format("it names incarnation {}, the node's is {} (it registered again)",
+                          std::get<ForgetRecord>(parsed).incarnation, node->incarnation);
+  } else if (node->state != NodeState::lost) {
+    refused = "the node is live (its lease is held)";
+  }
+  if (!refused.empty()) {
+    log(fmt::format("ignoring the request to forget node {}: {}", id, refused));
+    const std::vector<Compare> unchanged{Compare::modified_at(kv.key, kv.mod_revision)};
+    const std::vector<Op> erase{EraseOp{kv.key}};
+    (void)store_.txn(unchanged, erase);
+    return;
+  }
+  ledger_.forget(id);
+  entries_.erase(id);
+  pending_since_.erase(id);
+  const std::vector<Op> erase{EraseOp{keys_.alloc(id)}, EraseOp{keys_.ack(id)}, EraseOp{kv.key}};
+  (void)store_.txn({}, erase);
+  ++stats_.forgotten;
+  note(fmt::format("node {} forgotten at an operator's request: the power it was counted for goes to the others", id));
+  dirty_ = true;
 }
 
 void Coordinator::reallocate(double now_s) {

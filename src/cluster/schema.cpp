@@ -145,6 +145,8 @@ std::string to_json(const AckRecord& record) {
   return out;
 }
 
+std::string to_json(const ForgetRecord& record) { return fmt::format("{{\"incarnation\":{}}}", record.incarnation); }
+
 std::string budget_json(double budget_w) { return json{{"budget_w", budget_w}}.dump(); }
 
 namespace {
@@ -359,6 +361,11 @@ Parsed<AckRecord> parse_ack_record(std::string_view text) {
     }
     return std::nullopt;
   });
+}
+
+Parsed<ForgetRecord> parse_forget_record(std::string_view text) {
+  return parse_object<ForgetRecord>(
+      text, [](const json& j, ForgetRecord& r) { return read_integer(j, "incarnation", r.incarnation); });
 }
 
 Parsed<double> parse_budget(std::string_view text) {

@@ -395,5 +395,64 @@ TEST_F(ClusterEtcd, ARunIsANodeWhoseAllocationIsItsCap) {
   }
 }
 
+// `gpucap cluster forget`: a SIGKILLed node's safe cap stays counted (it might only be cut off) until
+// an operator says it is gone; then its power goes to the node left. Refused, before anything is
+// written, for a live node, a node the cluster does not count and a bad name.
+TEST_F(ClusterEtcd, AForgottenDeadNodesPowerGoesToTheOthers) {
+  auto c1 = start_coordinator("c1");
+  auto n0 = start_node(0);  // A100s: 100-400 W, each its own safe cap at 100 W
+  auto n2 = start_node(2);
+  ASSERT_TRUE(wait_for([&] { return status()["nodes"].size() == 2; }, 60.0)) << status().dump(1);
+  set_budget(400.0);
+  ASSERT_TRUE(wait_for([&] { return settled(status(), 2, 400.0); }, 10.0)) << status().dump(1);
+
+  expect_error(with({"cluster", "forget", "--node", "n0"}, etcd_flags()), 2, "node n0 is live");
+  expect_error(with({"cluster", "forget", "--node", "n7"}, etcd_flags()), 2, "the cluster counts no node n7");
+  expect_error(with({"cluster", "forget", "--node", "a/b"}, etcd_flags()), 2, "--node");
+  expect_error(with({"cluster", "forget", "--node", "n0", "--wait", "-1"}, etcd_flags()), 2, "--wait");
+
+  n2->signal(SIGKILL);
+  const auto allocation_of_n0 = [&] {
+    const auto now = status();
+    for (const auto& node : now["nodes"]) {
+      if (node["id"] == "n0" && node["allocation_w"].is_number()) return node["allocation_w"].get<double>();
+    }
+    return 0.0;
+  };
+  // After its lease and the safe-cap timeout: n0 gets all but n2's safe cap.
+  ASSERT_TRUE(wait_for([&] { return allocation_of_n0() > 250.0; }, kLeaseTtlS + kSafeCapTimeoutS + 5.0)) << status().dump(1);
+  const double before_w = allocation_of_n0();
+  EXPECT_LE(before_w, 400.0 - 100.0 + 1e-6) << "n2's safe cap is still counted";
+  const auto table = gpucap(with({"cluster", "status"}, etcd_flags()));
+  EXPECT_NE(table.out.find("n2 (gone)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("gpucap cluster forget --node ID"), std::string::npos) << table.out;
+
+  const auto forgotten = gpucap(with({"cluster", "forget", "--node", "n2", "--json"}, etcd_flags()));
+  ASSERT_EQ(forgotten.exit_code, 0) << forgotten.err;
+  const auto out = nlohmann::json::parse(forgotten.out);
+  EXPECT_EQ(out["outcome"], "applied");
+  EXPECT_EQ(out["counted_w"], 100.0);
+  ASSERT_TRUE(wait_for([&] { return allocation_of_n0() > before_w + 50.0; }, 5.0)) << status().dump(1);
+  EXPECT_DOUBLE_EQ(allocation_of_n0(), 400.0);
+  const auto s = status();
+  EXPECT_EQ(s["nodes"].size(), 1U) << s.dump(1);
+  EXPECT_NE(read_file_text(dir_.file("c1.log")).find("node n2 forgotten at an operator's request"), std::string::npos);
+  expect_error(with({"cluster", "forget", "--node", "n2"}, etcd_flags()), 2, "the cluster counts no node n2");
+
+  // An allocation no coordinator wrote (the coordinator does not count the node): the request is
+  // refused by the coordinator (exit 3). With no coordinator, a request waits: exit 4 once --wait
+  // has passed, 0 at once with --wait 0.
+  cluster::EtcdStore store(cluster::parse_etcd_endpoints(etcd_->endpoints()));
+  (void)store.put(cluster::PutOp{cluster::Keys("row1").alloc("ghost"), cluster::to_json(cluster::AllocRecord{50.0, 5, 50.0, 50.0}), 0});
+  expect_error(with({"cluster", "forget", "--node", "ghost"}, etcd_flags()), 3, "the coordinator did not forget node ghost");
+  EXPECT_NE(read_file_text(dir_.file("c1.log")).find("ignoring the request to forget node ghost"), std::string::npos);
+  c1->signal(SIGTERM);
+  ASSERT_TRUE(c1->wait(10.0).has_value());
+  expect_error(with({"cluster", "forget", "--node", "ghost", "--wait", "0.5"}, etcd_flags()), 4, "no coordinator applied");
+  const auto asked = gpucap(with({"cluster", "forget", "--node", "ghost", "--wait", "0"}, etcd_flags()));
+  EXPECT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_NE(asked.out.find("asked to forget node ghost"), std::string::npos) << asked.out;
+}
+
 }  // namespace
 }  // namespace gpucap::test

@@ -10,7 +10,9 @@
 #include <algorithm>
 
 #include "cluster/cluster_harness.hpp"
+#include "gpucap/cluster/forget.hpp"
 #include "gpucap/cluster/schema.hpp"
+#include "support/expect_error.hpp"
 
 namespace gpucap::cluster {
 namespace {
@@ -280,6 +282,70 @@ TEST(ClusterProtocol, AGracefulLeaveHandsItsPowerOnAtOnce) {
   EXPECT_GT(c.h.sum_caps_except_w(leaving), others_before + 50.0);
   EXPECT_LE(c.h.sum_caps_w(), 800.0);
   EXPECT_EQ(c.leader->coordinator->ledger().find("n2"), nullptr);
+  EXPECT_LE(c.h.worst_excess_w(), 0.0);
+}
+
+// An operator forgets a dead node: what it was still counted for (its safe cap: it might only have
+// been cut off) goes to the others; a request for a live or unknown node is refused before it is
+// written, and one naming another incarnation is erased by the coordinator without effect.
+TEST(ClusterProtocol, AForgottenDeadNodesSafeCapGoesToTheOthers) {
+  FourNodes c;
+  c.h.run_until(5.0);
+  auto& dead = c.node(3);
+  c.h.kill(dead);
+  const auto t = fast_timing();
+  c.h.run_until(c.h.now() + t.lease_ttl_s + t.safe_cap_timeout_s + 2.0);
+  const double before_w = c.h.sum_caps_except_w(dead);
+  EXPECT_NEAR(before_w, 800.0 - 100.0, 4.0) << "its safe cap stays counted";
+  const Keys keys("test");
+
+  gpucap::test::expect_error_from([&] { (void)request_forget(c.h.facility(), keys, "n2"); }, ErrorCode::usage, "is live");
+  gpucap::test::expect_error_from([&] { (void)request_forget(c.h.facility(), keys, "n9"); }, ErrorCode::usage, "counts no node n9");
+  gpucap::test::expect_error_from([&] { (void)request_forget(c.h.facility(), keys, "bad name!"); }, ErrorCode::usage, "node");
+  // A request naming an incarnation the node never had: erased, and the node stays counted.
+  const auto* lost = c.leader->coordinator->ledger().find("n3");
+  ASSERT_NE(lost, nullptr);
+  ASSERT_EQ(lost->state, NodeState::lost);
+  (void)c.h.facility().put(PutOp{keys.forget("n3"), to_json(ForgetRecord{lost->incarnation + 1}), 0});
+  c.h.run_until(c.h.now() + 1.0);
+  EXPECT_TRUE(c.h.logged("ignoring the request to forget node n3: it names incarnation"));
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3"), ForgetOutcome::refused);
+  EXPECT_NEAR(c.h.sum_caps_except_w(dead), before_w, 1e-6);
+
+  const auto request = request_forget(c.h.facility(), keys, "n3");
+  EXPECT_EQ(request.incarnation, lost->incarnation);
+  EXPECT_DOUBLE_EQ(request.counted_w, 100.0);
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3"), ForgetOutcome::pending);
+  c.h.run_until(c.h.now() + 3.0);
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3"), ForgetOutcome::applied);
+  EXPECT_EQ(c.leader->coordinator->ledger().find("n3"), nullptr);
+  EXPECT_EQ(c.leader->coordinator->stats().forgotten, 1U);
+  EXPECT_TRUE(c.h.logged("node n3 forgotten at an operator's request"));
+  EXPECT_TRUE(c.h.facility().get(keys.ack("n3")).kvs.empty());
+  EXPECT_GT(c.h.sum_caps_except_w(dead), before_w + 50.0);
+  EXPECT_NEAR(c.h.sum_caps_except_w(dead), 800.0, 4.0);
+  EXPECT_LE(c.h.worst_excess_w(), 0.0);
+  gpucap::test::expect_error_from([&] { (void)request_forget(c.h.facility(), keys, "n3"); }, ErrorCode::usage, "counts no node n3");
+}
+
+// A request made while no coordinator leads waits in the store; the next leader applies it when it
+// reads the cluster.
+TEST(ClusterProtocol, AForgetRequestedWithoutALeaderIsAppliedByTheNextOne) {
+  FourNodes c;
+  auto& standby = c.h.add_coordinator("coord-b");
+  c.h.run_until(5.0);
+  auto& dead = c.node(3);
+  c.h.kill(dead);
+  const auto t = fast_timing();
+  c.h.run_until(c.h.now() + t.lease_ttl_s + 1.0);  // the leader saw the lease expire
+  c.h.kill(*c.leader);
+  const auto request = request_forget(c.h.facility(), Keys("test"), "n3");
+  EXPECT_GT(request.revision, 0);
+  c.h.run_until(c.h.now() + 3.0 * t.lease_ttl_s);
+  ASSERT_TRUE(standby.coordinator->leader());
+  EXPECT_EQ(forget_outcome(c.h.facility(), Keys("test"), "n3"), ForgetOutcome::applied);
+  EXPECT_EQ(standby.coordinator->ledger().find("n3"), nullptr);
+  EXPECT_NEAR(c.h.sum_caps_except_w(dead), 800.0, 4.0);
   EXPECT_LE(c.h.worst_excess_w(), 0.0);
 }
 

@@ -143,6 +143,10 @@ TEST(Schema, AllocationAndAcknowledgementRecordsReadBack) {
   const auto k = std::get<AckRecord>(parse_ack_record(to_json(ack)));
   EXPECT_EQ(k.revision, 901);
   EXPECT_TRUE(k.leaving);
+  EXPECT_EQ(nlohmann::json::parse(to_json(ForgetRecord{17})), (nlohmann::json{{"incarnation", 17}}));
+  EXPECT_EQ(std::get<ForgetRecord>(parse_forget_record(to_json(ForgetRecord{17}))).incarnation, 17);
+  EXPECT_EQ(std::get<std::string>(parse_forget_record(R"({"incarnation": "17"})")), "'incarnation' must be an integer");
+  EXPECT_EQ(std::get<std::string>(parse_forget_record("17")), "not a JSON object");
 }
 
 TEST(Schema, NamesAreCheckedAndKeysLiveUnderTheCluster) {
@@ -153,6 +157,7 @@ TEST(Schema, NamesAreCheckedAndKeysLiveUnderTheCluster) {
   test::expect_error_from([] { (void)Keys("row 1"); }, ErrorCode::usage, "cluster name 'row 1' must be 1-128 characters");
   const Keys keys("row1");
   EXPECT_EQ(keys.alloc("n1"), "/gpucap/row1/alloc/n1");
+  EXPECT_EQ(keys.forget("n1"), "/gpucap/row1/forget/n1");
   EXPECT_EQ(Keys::id_under("/gpucap/row1/nodes/n7", keys.nodes_prefix()), "n7");
   EXPECT_EQ(Keys::id_under("/gpucap/row1/nodes/bad name", keys.nodes_prefix()), std::nullopt);
   EXPECT_EQ(Keys::id_under("/gpucap/row2/nodes/n7", keys.nodes_prefix()), std::nullopt);

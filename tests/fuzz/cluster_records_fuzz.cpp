@@ -1,8 +1,9 @@
 // What the cluster's processes read from etcd, written by other nodes (cluster/schema,
 // cluster/realtime): node records with their power curves (parse_node_record, a hand-written SAX
-// reader), allocations, acknowledgements, the budget and the nodes' status reports. A record that
-// parses is written back (to_json) and must read back the same. The node records whose curves
-// validate are then allocated the budget as the coordinator does, by every policy.
+// reader), allocations, acknowledgements (and, from the same text, an operator's forget request),
+// the budget and the nodes' status reports. A record that parses is written back (to_json) and must
+// read back the same. The node records whose curves validate are then allocated the budget as the
+// coordinator does, by every policy.
 // Input: records separated by "\n", each a byte (the kind: node, alloc, ack, budget, report)
 // and the value's text.
 
@@ -69,6 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (const auto* ack = round_trip<cluster::AckRecord>(text, cluster::parse_ack_record, "acknowledgement")) {
           check(ack->cap_w >= 0.0, "an acknowledgement with a negative cap parsed");
         }
+        (void)round_trip<cluster::ForgetRecord>(text, cluster::parse_forget_record, "forget request");
         break;
       case 3: {
         const auto parsed = cluster::parse_budget(text);

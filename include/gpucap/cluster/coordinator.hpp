@@ -13,7 +13,15 @@
 //    held at min(what it was told, its safe cap) until it publishes a valid curve;
 //  - a node record that cannot be read at all, a key with a bad node name: ignored;
 //  - an acknowledgement of another incarnation or an older allocation (a restarted node, a
-//    duplicate ID): ignored.
+//    duplicate ID): ignored;
+//  - a request to forget a node that is not lost under the incarnation it names (it is live, has
+//    registered again, or was never counted): erased, and the node's power stays counted.
+//
+// Forgetting (forget/<node>, written by `gpucap cluster forget`): an operator's word that a lost
+// node is gone for good. The leader stops counting it (Ledger::forget) and erases its allocation,
+// acknowledgement and the request in one transaction; its power goes to the others in the next
+// round. If the node was only cut off after all, it comes back at most at its safe cap, above what
+// the coordinator counts until the next plan lowers others: the operator's word is the guarantee.
 //
 // Re-allocation: at most once per period_s, when something changed (a curve, a node, the budget,
 // a lost node's timeout). The budget handed to the allocator is the budget less what lost nodes
@@ -47,7 +55,7 @@ struct CoordinatorOptions {
   double plan_interval_s = 0.02;   // the least time between two plans (acks that arrive together share one)
   double cap_quantum_w = 1.0;      // targets are rounded down to this (0: not rounded)
   double deadband_w = 2.0;         // a smaller change of a node's cap is not written (see above)
-  LogFn log;                       // default: spdlog::warn
+  LogFn log;                       // default: spdlog::warn (what was ignored, an operator's request applied)
 };
 
 struct CoordinatorStats {
@@ -55,6 +63,7 @@ struct CoordinatorStats {
   std::size_t plans = 0;            // transactions written
   std::size_t writes = 0;           // allocation keys written
   std::size_t ignored = 0;          // bad records, stale acknowledgements (each logged)
+  std::size_t forgotten = 0;        // lost nodes forgotten at an operator's request
   double last_round_value = 0.0;    // the allocator's value of the last round
   double last_round_cpu_s = 0.0;    // CPU time of the last round (allocate + targets)
   double max_round_cpu_s = 0.0;
@@ -87,7 +96,8 @@ class Coordinator {
     bool leaving = false;
   };
 
-  void log(const std::string& message);
+  void log(const std::string& message);   // what was ignored, and why (counted in stats().ignored)
+  void note(const std::string& message);  // what an operator should see
   void campaign(double now_s);
   void watch_leader(double now_s);
   void resign();
@@ -98,6 +108,7 @@ class Coordinator {
   void on_node_erase(const std::string& id, double now_s);
   void on_ack(const std::string& id, const KeyValue& kv, double now_s);
   void on_budget(const KeyValue& kv);
+  void on_forget(const std::string& id, const KeyValue& kv);
   void reallocate(double now_s);
   void plan(double now_s);
   void note_settled(const std::string& id, double now_s);
@@ -116,6 +127,7 @@ class Coordinator {
   WatchId nodes_watch_ = 0;
   WatchId acks_watch_ = 0;
   WatchId budget_watch_ = 0;
+  WatchId forgets_watch_ = 0;
   std::optional<double> budget_w_;
   std::unordered_map<std::string, Entry> entries_;
   std::unordered_map<std::string, double> pending_since_;

@@ -10,6 +10,9 @@
 //                                                             in flight: what a new leader counts after failover
 //   ack/<node>        {"incarnation": 17, "revision": 901,     written by the node once the cap is applied
 //                      "cap_w": 245.5, "leaving": false}
+//   forget/<node>     {"incarnation": 17}                      an operator's word that a lost node is gone for
+//                                                             good (gpucap cluster forget); the leader erases it
+//                                                             with the node's alloc/ and ack/ keys once applied
 //
 // A node's incarnation is the id of the lease it registered with: an allocation or acknowledgement
 // of another incarnation is stale (a node that restarted, or a duplicate ID) and is ignored. Records
@@ -38,9 +41,11 @@ struct Keys {
   [[nodiscard]] std::string nodes_prefix() const { return root_ + "nodes/"; }
   [[nodiscard]] std::string alloc_prefix() const { return root_ + "alloc/"; }
   [[nodiscard]] std::string ack_prefix() const { return root_ + "ack/"; }
+  [[nodiscard]] std::string forget_prefix() const { return root_ + "forget/"; }
   [[nodiscard]] std::string node(std::string_view id) const { return nodes_prefix() + std::string(id); }
   [[nodiscard]] std::string alloc(std::string_view id) const { return alloc_prefix() + std::string(id); }
   [[nodiscard]] std::string ack(std::string_view id) const { return ack_prefix() + std::string(id); }
+  [[nodiscard]] std::string forget(std::string_view id) const { return forget_prefix() + std::string(id); }
   // The node id of a key under `prefix`, if it is one and a valid name.
   [[nodiscard]] static std::optional<std::string> id_under(std::string_view key, std::string_view prefix);
 
@@ -71,17 +76,25 @@ struct AckRecord {
   bool leaving = false;   // the node stopped serving and is about to revoke its lease
 };
 
+// An operator's request to stop counting a lost node (its lease expired): the incarnation it was
+// lost with, so that a node that has registered again since is not forgotten by mistake.
+struct ForgetRecord {
+  std::int64_t incarnation = 0;
+};
+
 template <typename T>
 using Parsed = std::variant<T, std::string>;  // the record, or what is wrong with it
 
 [[nodiscard]] std::string to_json(const NodeRecord& record);
 [[nodiscard]] std::string to_json(const AllocRecord& record);
 [[nodiscard]] std::string to_json(const AckRecord& record);
+[[nodiscard]] std::string to_json(const ForgetRecord& record);
 [[nodiscard]] std::string budget_json(double budget_w);
 
 [[nodiscard]] Parsed<NodeRecord> parse_node_record(std::string_view text);
 [[nodiscard]] Parsed<AllocRecord> parse_alloc_record(std::string_view text);
 [[nodiscard]] Parsed<AckRecord> parse_ack_record(std::string_view text);
+[[nodiscard]] Parsed<ForgetRecord> parse_forget_record(std::string_view text);
 // A budget: finite, >= 0 and at most kMaxBudgetW.
 [[nodiscard]] Parsed<double> parse_budget(std::string_view text);
 
