@@ -21,8 +21,9 @@ packages=(
   # page in headless Chromium through Selenium
   libjs-chart.js chromium chromium-driver python3-selenium
   # The cluster's power budget: etcd's client over its JSON gateway (base64 from OpenSSL's
-  # libcrypto), and the etcd server that the tests start themselves (three members on loopback)
-  libssl-dev etcd-server etcd-client
+  # libcrypto; TLS to https:// members), and the etcd server that the tests start themselves
+  # (three members on loopback; one over TLS, with a CA the test makes with the openssl command)
+  libssl-dev etcd-server etcd-client openssl
   # The fuzz targets (tests/fuzz, `cmake --preset fuzz`): clang and its libFuzzer (Debian 12's
   # clang is 14)
   clang libfuzzer-14-dev

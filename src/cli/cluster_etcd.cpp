@@ -18,6 +18,15 @@ void add_etcd_flags(CLI::App& cmd, EtcdFlags& flags) {
   cmd.add_option("--cluster", flags.cluster, "The cluster's name (its keys live under /gpucap/NAME/ in etcd)")->required();
   cmd.add_option("--etcd-timeout", flags.request_timeout_s, "Seconds each etcd call may take per member")
       ->default_str("2");
+  add_etcd_tls_flags(cmd, flags.tls, "--etcd");
+}
+
+void add_etcd_tls_flags(CLI::App& cmd, EtcdTlsFlags& flags, const std::string& prefix) {
+  cmd.add_option(prefix + "-ca", flags.ca_file,
+                 "For https:// members: the PEM file of the CA that signed their certificates (default: the system's)");
+  cmd.add_option(prefix + "-cert", flags.cert_file,
+                 "For https:// members that ask for one (--client-cert-auth): this client's PEM certificate");
+  cmd.add_option(prefix + "-key", flags.key_file, "The PEM key of " + prefix + "-cert");
 }
 
 std::unique_ptr<cluster::EtcdStore> connect_etcd(const EtcdFlags& flags) {
@@ -27,6 +36,9 @@ std::unique_ptr<cluster::EtcdStore> connect_etcd(const EtcdFlags& flags) {
   }
   cluster::EtcdOptions options;
   options.request_timeout_s = flags.request_timeout_s;
+  options.ca_file = flags.tls.ca_file;
+  options.cert_file = flags.tls.cert_file;
+  options.key_file = flags.tls.key_file;
   return std::make_unique<cluster::EtcdStore>(cluster::parse_etcd_endpoints(flags.etcd), options);
 }
 

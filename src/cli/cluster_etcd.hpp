@@ -14,14 +14,26 @@
 
 namespace gpucap::cli {
 
+// TLS to etcd's https:// members: the CA that signed their certificates, this client's certificate
+// and key (cluster::EtcdOptions).
+struct EtcdTlsFlags {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct EtcdFlags {
   std::string etcd = "http://127.0.0.1:2379";
   std::string cluster;
   double request_timeout_s = 2.0;
+  EtcdTlsFlags tls;
 };
 
-// --etcd URL[,URL...] (default http://127.0.0.1:2379), --cluster NAME (required).
+// --etcd URL[,URL...] (default http://127.0.0.1:2379), --cluster NAME (required), --etcd-timeout,
+// and the TLS files: --etcd-ca, --etcd-cert, --etcd-key.
 void add_etcd_flags(CLI::App& cmd, EtcdFlags& flags);
+// The TLS files' flags, named PREFIX-ca, PREFIX-cert, PREFIX-key ("--etcd", or a node's "--cluster-etcd").
+void add_etcd_tls_flags(CLI::App& cmd, EtcdTlsFlags& flags, const std::string& prefix);
 // Checks the flags (Error(usage) naming a bad one) and opens the store (no call is made yet).
 [[nodiscard]] std::unique_ptr<cluster::EtcdStore> connect_etcd(const EtcdFlags& flags);
 

@@ -42,12 +42,15 @@ void add_cluster_node_flags(CLI::App& cmd, ClusterNodeFlags& flags) {
       ->default_str("5");
   cmd.add_option("--cluster-safe-cap", flags.safe_cap_w,
                  "With --cluster-etcd: the cap in watts the node falls to without etcd (default: its lowest cap)");
+  add_etcd_tls_flags(cmd, flags.tls, "--cluster-etcd");
 }
 
 void check_cluster_node_flags(const ClusterNodeFlags& f) {
   if (!f.enabled()) {
-    if (!f.cluster.empty() || !f.node.empty() || f.priority != 1.0 || f.safe_cap_w) {
-      throw usage_error("--cluster, --node, --priority and --cluster-safe-cap go with --cluster-etcd URL");
+    if (!f.cluster.empty() || !f.node.empty() || f.priority != 1.0 || f.safe_cap_w || !f.tls.ca_file.empty() ||
+        !f.tls.cert_file.empty() || !f.tls.key_file.empty()) {
+      throw usage_error(
+          "--cluster, --node, --priority, --cluster-safe-cap and --cluster-etcd-ca/-cert/-key go with --cluster-etcd URL");
     }
     return;
   }
@@ -72,6 +75,7 @@ ClusterNode::ClusterNode(const ClusterNodeFlags& flags, ClusterNodeSetup setup)
   EtcdFlags etcd;
   etcd.etcd = *flags_.etcd;
   etcd.cluster = flags_.cluster;
+  etcd.tls = flags_.tls;
   store_ = connect_etcd(etcd);
   apply(setup_.capacity.min_cap_w, "start");
 

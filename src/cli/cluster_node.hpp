@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "cluster_etcd.hpp"
 #include "gpucap/cluster/agent.hpp"
 #include "gpucap/cluster/curve.hpp"
 #include "gpucap/cluster/etcd_store.hpp"
@@ -35,12 +36,13 @@ struct ClusterNodeFlags {
   double lease_ttl_s = 5.0;
   double safe_cap_timeout_s = 5.0;
   std::optional<double> safe_cap_w;
+  EtcdTlsFlags tls;  // --cluster-etcd-ca, --cluster-etcd-cert, --cluster-etcd-key
 
   [[nodiscard]] bool enabled() const { return etcd.has_value(); }
 };
 
 // --cluster-etcd, --cluster, --node, --priority, --cluster-lease-ttl, --cluster-safe-cap-timeout,
-// --cluster-safe-cap.
+// --cluster-safe-cap, and --cluster-etcd-ca, --cluster-etcd-cert, --cluster-etcd-key.
 void add_cluster_node_flags(CLI::App& cmd, ClusterNodeFlags& flags);
 // Error(usage) for a cluster flag without --cluster-etcd, or --cluster-etcd without --cluster and
 // --node, or a bad value.

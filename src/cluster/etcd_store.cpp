@@ -10,10 +10,15 @@
 #include <optional>
 #include <thread>
 
+#include "etcd_tls.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap::cluster {
 namespace {
+
+using detail::check_tls;
+using detail::member_client;
+using detail::NoSigpipe;
 
 // gRPC status codes the gateway puts in an error answer's "code".
 constexpr int kGrpcInvalidArgument = 3;
@@ -319,9 +324,9 @@ WatchLine watch_line(std::string_view line) {
 class EtcdStore::WatchStream {
  public:
   WatchStream(const ServerUrl& endpoint, nlohmann::json create_request, const EtcdOptions& options)
-      : client_(endpoint.scheme_host_port), max_line_bytes_(options.max_watch_line_bytes) {
+      : client_(member_client(endpoint, options)), max_line_bytes_(options.max_watch_line_bytes) {
     // No read timeout: a watch is silent while nothing changes. A dead member closes the stream.
-    set_timeouts(client_, options.request_timeout_s, 365.0 * 24 * 3600);
+    set_timeouts(*client_, options.request_timeout_s, 365.0 * 24 * 3600);
     thread_ = std::thread([this, path = endpoint.path_prefix + "/v3/watch",
                            body = nlohmann::json{{"create_request", std::move(create_request)}}.dump()] {
       run(path, body);
@@ -329,14 +334,16 @@ class EtcdStore::WatchStream {
   }
 
   ~WatchStream() {
+    const NoSigpipe no_sigpipe;  // stop() may write a TLS close_notify to a member that has gone
     stopping_ = true;
     // stop() shuts the socket a blocked read waits on; a stream still connecting has no socket to
     // shut yet, so it is stopped again until the thread says it has ended.
     while (!finished_) {
-      client_.stop();
+      client_->stop();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (thread_.joinable()) thread_.join();
+    client_.reset();  // while SIGPIPE is held: a TLS client's end writes close_notify
   }
   WatchStream(const WatchStream&) = delete;
   WatchStream& operator=(const WatchStream&) = delete;
@@ -350,6 +357,7 @@ class EtcdStore::WatchStream {
 
  private:
   void run(const std::string& path, const std::string& body) {
+    const NoSigpipe no_sigpipe;
     httplib::Request request;
     request.method = "POST";
     request.path = path;
@@ -359,7 +367,7 @@ class EtcdStore::WatchStream {
       return !stopping_ && on_bytes(std::string_view(data, size));
     };
     if (!stopping_) {
-      const auto result = client_.send(request);
+      const auto result = client_->send(request);
       std::lock_guard lock(mutex_);
       if (!ended_) {
         ended_ = true;
@@ -399,7 +407,7 @@ class EtcdStore::WatchStream {
     return false;
   }
 
-  httplib::Client client_;
+  std::unique_ptr<httplib::Client> client_;
   std::size_t max_line_bytes_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> finished_{false};  // run() has returned
@@ -418,6 +426,7 @@ EtcdStore::EtcdStore(std::vector<ServerUrl> endpoints, EtcdOptions options)
     : endpoints_(std::move(endpoints)), options_(options) {
   if (endpoints_.empty()) throw usage_error("etcd: no endpoint given");
   if (!(options_.request_timeout_s > 0.0)) throw usage_error("etcd: the request timeout must be positive");
+  check_tls(endpoints_, options_);
 }
 
 EtcdStore::~EtcdStore() = default;
@@ -438,11 +447,14 @@ nlohmann::json EtcdStore::call(const std::string& path, const nlohmann::json& bo
   for (std::size_t tried = 0; tried < endpoints_.size(); ++tried) {
     const std::size_t index = (first + tried) % endpoints_.size();
     const ServerUrl& endpoint = endpoints_[index];
-    httplib::Client client(endpoint.scheme_host_port);
-    set_timeouts(client, options_.request_timeout_s, options_.request_timeout_s);
-    const Answer result = post(client, endpoint.path_prefix + path, text);
+    const NoSigpipe no_sigpipe;  // for the client's whole life: TLS writes close_notify when it goes
+    const auto client = member_client(endpoint, options_);
+    set_timeouts(*client, options_.request_timeout_s, options_.request_timeout_s);
+    const Answer result = post(*client, endpoint.path_prefix + path, text);
     if (!result.status) {
-      failures.push_back(fmt::format("{}: {}", endpoint.text, result.transport_error));
+      const bool tls = endpoint.scheme_host_port.starts_with("https://");
+      failures.push_back(fmt::format("{}: {}{}", endpoint.text, result.transport_error,
+                                     tls ? detail::tls_hint(result.transport_error, options_) : ""));
       continue;
     }
     if (*result.status >= 200 && *result.status < 300) {

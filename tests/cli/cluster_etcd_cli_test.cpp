@@ -31,6 +31,7 @@
 #include "support/cli_runner.hpp"
 #include "support/paths.hpp"
 #include "support/private_etcd.hpp"
+#include "support/test_pki.hpp"
 
 namespace gpucap::test {
 namespace {
@@ -63,6 +64,14 @@ std::vector<CapEvent> read_cap_events(const std::string& path) {
   return events;
 }
 
+// `gpucap ARGS` in the background, stdout and stderr to the file `log`.
+std::unique_ptr<ChildProcess> start_gpucap(const std::vector<std::string>& args, const std::string& log) {
+  std::string command = "exec " + quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data_dir());
+  for (const auto& arg : args) command += " " + quote(arg);
+  command += " > " + quote(log) + " 2>&1";
+  return std::make_unique<ChildProcess>(std::vector<std::string>{"/bin/sh", "-c", command});
+}
+
 class ClusterEtcd : public ::testing::Test {
  protected:
   void SetUp() override { etcd_ = std::make_unique<PrivateEtcd>(3); }
@@ -71,10 +80,7 @@ class ClusterEtcd : public ::testing::Test {
 
   // `gpucap ARGS` in the background, stdout and stderr to DIR/log.
   std::unique_ptr<ChildProcess> start(const std::vector<std::string>& args, const std::string& log) {
-    std::string command = "exec " + quote(GPUCAP_CLI_PATH) + " --data-dir " + quote(data_dir());
-    for (const auto& arg : args) command += " " + quote(arg);
-    command += " > " + quote(dir_.file(log)) + " 2>&1";
-    return std::make_unique<ChildProcess>(std::vector<std::string>{"/bin/sh", "-c", command});
+    return start_gpucap(args, dir_.file(log));
   }
 
   std::unique_ptr<ChildProcess> start_coordinator(const std::string& id) {
@@ -452,6 +458,43 @@ TEST_F(ClusterEtcd, AForgottenDeadNodesPowerGoesToTheOthers) {
   const auto asked = gpucap(with({"cluster", "forget", "--node", "ghost", "--wait", "0"}, etcd_flags()));
   EXPECT_EQ(asked.exit_code, 0) << asked.err;
   EXPECT_NE(asked.out.find("asked to forget node ghost"), std::string::npos) << asked.out;
+}
+
+// A cluster over TLS: etcd serves https only and asks every client for a certificate its CA signed.
+// The tools, a coordinator and a serve node all reach it with the CA and a client certificate; a
+// tool without the certificate gets etcd unreachable (exit 4); flags that cannot work are refused.
+TEST(ClusterEtcdTls, ACoordinatorAndANodeShareABudgetOverTls) {
+  TempDir dir;
+  const auto pki = make_test_pki(dir);
+  PrivateEtcd etcd(1, &pki);
+  const std::vector<std::string> cluster{"--etcd", etcd.endpoints(), "--cluster", "row1"};
+  const std::vector<std::string> tls{"--etcd-ca", pki.ca_cert, "--etcd-cert", pki.client_cert, "--etcd-key", pki.client_key};
+  expect_error(with(with({"cluster", "budget", "--set", "300"}, cluster), {"--etcd-ca", pki.ca_cert}), 4, "etcd unreachable");
+  expect_error(with(with({"cluster", "budget"}, cluster), {"--etcd-cert", pki.client_cert}), 2, "go together");
+  expect_error({"serve", "--gpu", "a100", "--model", "resnet50", "--cluster-etcd-ca", pki.ca_cert}, 2, "--cluster-etcd URL");
+  const auto set = gpucap(with(with({"cluster", "budget", "--set", "300"}, cluster), tls));
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+
+  auto coordinator =
+      start_gpucap(with(with({"cluster", "coordinate", "--id", "c1", "--policy", "equal"}, cluster), tls), dir.file("c1.log"));
+  auto node = start_gpucap({"serve", "--gpu", "a100", "--model", "resnet50", "--algorithm", "static", "--listen", "127.0.0.1:0",
+                   "--cluster-etcd", etcd.endpoints(), "--cluster", "row1", "--node", "n0", "--cluster-etcd-ca",
+                   pki.ca_cert, "--cluster-etcd-cert", pki.client_cert, "--cluster-etcd-key", pki.client_key},
+                  dir.file("n0.log"));
+  nlohmann::json status;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    const auto read = gpucap(with(with({"cluster", "status", "--json"}, cluster), tls));
+    status = nlohmann::json::parse(read.out, nullptr, false);
+    if (read.exit_code == 0 && status.is_object() && status["nodes"].size() == 1 && status["nodes"][0]["cap_w"] == 300.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(status.is_object()) << status;
+  EXPECT_EQ(status["leader"], "c1") << status.dump(1);
+  ASSERT_EQ(status["nodes"].size(), 1U) << status.dump(1);
+  EXPECT_EQ(status["nodes"][0]["cap_w"], 300.0) << status.dump(1);
+  const auto caps = read_cap_events(dir.file("n0.log"));
+  EXPECT_TRUE(std::any_of(caps.begin(), caps.end(), [](const CapEvent& e) { return e.cap_w == 300.0; }));
 }
 
 }  // namespace

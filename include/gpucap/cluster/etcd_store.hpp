@@ -37,6 +37,12 @@ namespace gpucap::cluster {
 struct EtcdOptions {
   double request_timeout_s = 2.0;  // connect + read, per member tried
   std::size_t max_watch_line_bytes = 16u << 20;
+  // TLS, for https:// members (etcd's --cert-file): the CA that signed their certificates (empty:
+  // the system's), and this client's certificate and key for a member that asks for one
+  // (--client-cert-auth). The members' names are checked against their certificates.
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
 };
 
 // "http://h1:2379,http://h2:2379": the member URLs, each checked (Error(usage) naming a bad one).
@@ -44,6 +50,9 @@ struct EtcdOptions {
 
 class EtcdStore final : public Store {
  public:
+  // Error(usage) for TLS options that cannot work: a file that cannot be read, or loaded as a PEM
+  // certificate or key; a certificate without its key or a key without its certificate; TLS files
+  // with no https:// member.
   EtcdStore(std::vector<ServerUrl> endpoints, EtcdOptions options = {});
   ~EtcdStore() override;
   EtcdStore(const EtcdStore&) = delete;

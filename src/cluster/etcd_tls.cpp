@@ -1,0 +1,91 @@
+#include "etcd_tls.hpp"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+
+namespace gpucap::cluster::detail {
+namespace {
+
+void check_readable(const std::string& path, const char* what) {
+  if (path.empty()) return;
+  std::ifstream file(path, std::ios::binary);
+  char byte = 0;
+  if (!file || !file.get(byte)) throw usage_error(fmt::format("{} '{}' cannot be read (or is empty)", what, path));
+}
+
+sigset_t sigpipe_only() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  return set;
+}
+
+bool sigpipe_pending() {
+  sigset_t pending;
+  sigemptyset(&pending);
+  return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+}  // namespace
+
+// A client for one member: plain HTTP, or TLS with the options' CA (the system's when none is
+// given) and this client's certificate, if any.
+std::unique_ptr<httplib::Client> member_client(const ServerUrl& endpoint, const EtcdOptions& options) {
+  auto client = std::make_unique<httplib::Client>(endpoint.scheme_host_port, options.cert_file, options.key_file);
+  if (!options.ca_file.empty()) client->set_ca_cert_path(options.ca_file);
+  return client;
+}
+
+void check_tls(const std::vector<ServerUrl>& endpoints, const EtcdOptions& options) {
+  check_readable(options.ca_file, "etcd's CA file");
+  check_readable(options.cert_file, "the etcd client certificate");
+  check_readable(options.key_file, "the etcd client key");
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    throw usage_error("an etcd client certificate and its key go together: give both or neither");
+  }
+  const bool tls_files = !options.ca_file.empty() || !options.cert_file.empty();
+  const auto https = std::find_if(endpoints.begin(), endpoints.end(),
+                                  [](const ServerUrl& e) { return e.scheme_host_port.starts_with("https://"); });
+  if (tls_files && https == endpoints.end()) {
+    throw usage_error("etcd's CA, client certificate and key are for https:// members; every member given is http://");
+  }
+  // OpenSSL loads the certificate, the key and whether they match when a TLS client is made.
+  if (https != endpoints.end() && !member_client(*https, options)->is_valid()) {
+    throw usage_error(fmt::format("the client certificate '{}' and key '{}' cannot be loaded as PEM, or do not match",
+                                  options.cert_file, options.key_file));
+  }
+}
+
+std::string tls_hint(std::string_view transport_error, const EtcdOptions& options) {
+  if (transport_error == "SSLServerVerification") {
+    return options.ca_file.empty() ? " (its certificate is not signed by a CA this system trusts: give etcd's CA)"
+                                   : " (its certificate is not signed by the CA given, or does not name this host)";
+  }
+  if (transport_error == "SSLConnection" || transport_error == "Write" || transport_error == "Read") {
+    return options.cert_file.empty() ? " (the TLS handshake failed: a member that asks for a client certificate needs "
+                                       "one, with its key)"
+                                     : " (the TLS handshake failed: is the client certificate signed by a CA etcd trusts?)";
+  }
+  return "";
+}
+
+NoSigpipe::NoSigpipe() {
+  pending_before_ = sigpipe_pending();
+  const auto set = sigpipe_only();
+  pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+}
+
+NoSigpipe::~NoSigpipe() {
+  if (!pending_before_ && sigpipe_pending()) {
+    const auto set = sigpipe_only();
+    const timespec now{};
+    (void)sigtimedwait(&set, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+}  // namespace gpucap::cluster::detail
