@@ -194,7 +194,9 @@ void Coordinator::load_state(double now_s) {
   nodes_watch_ = store_.watch(keys_.nodes_prefix(), from, true);
   acks_watch_ = store_.watch(keys_.ack_prefix(), from, true);
   budget_watch_ = store_.watch(keys_.budget(), from, false);
-  forgets_watch_ = store_.watch(keys_.forget_prefix(), from, true);
+  // From after its own list, not `from`: a request listed above is applied (and erased) already, and
+  // must not come again as an event and be refused as a node nobody counts.
+  forgets_watch_ = store_.watch(keys_.forget_prefix(), forgets.revision + 1, true);
   dirty_ = true;
 }
 

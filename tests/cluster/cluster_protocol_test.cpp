@@ -345,6 +345,8 @@ TEST(ClusterProtocol, AForgetRequestedWithoutALeaderIsAppliedByTheNextOne) {
   ASSERT_TRUE(standby.coordinator->leader());
   EXPECT_EQ(forget_outcome(c.h.facility(), Keys("test"), "n3"), ForgetOutcome::applied);
   EXPECT_EQ(standby.coordinator->ledger().find("n3"), nullptr);
+  EXPECT_TRUE(c.h.logged("coord-b: node n3 forgotten at an operator's request"));
+  EXPECT_FALSE(c.h.logged("ignoring the request to forget node n3")) << "the request read at the takeover came again";
   EXPECT_NEAR(c.h.sum_caps_except_w(dead), 800.0, 4.0);
   EXPECT_LE(c.h.worst_excess_w(), 0.0);
 }
