@@ -104,7 +104,7 @@ void set_timeouts(httplib::Client& client, double connect_s, double read_s) {
 struct Answer {
   std::optional<int> status;  // none: no answer
   std::string body;
-  std::string transport_error;
+  httplib::Error transport_error = httplib::Error::Success;  // why there was no answer
 };
 
 Answer post(httplib::Client& client, const std::string& path, const std::string& body) {
@@ -127,7 +127,7 @@ Answer post(httplib::Client& client, const std::string& path, const std::string&
   if (sent || error_answer_before_its_trailer) {
     answer.status = response.status;
   } else {
-    answer.transport_error = httplib::to_string(error);
+    answer.transport_error = error;
   }
   return answer;
 }
@@ -453,7 +453,7 @@ nlohmann::json EtcdStore::call(const std::string& path, const nlohmann::json& bo
     const Answer result = post(*client, endpoint.path_prefix + path, text);
     if (!result.status) {
       const bool tls = endpoint.scheme_host_port.starts_with("https://");
-      failures.push_back(fmt::format("{}: {}{}", endpoint.text, result.transport_error,
+      failures.push_back(fmt::format("{}: {}{}", endpoint.text, httplib::to_string(result.transport_error),
                                      tls ? detail::tls_hint(result.transport_error, options_) : ""));
       continue;
     }

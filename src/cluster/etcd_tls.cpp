@@ -5,16 +5,22 @@
 
 #include <algorithm>
 #include <ctime>
-#include <fstream>
+
+#include "gpucap/core/files.hpp"
 
 namespace gpucap::cluster::detail {
 namespace {
 
+// A TLS file must be there before anything is sent: a bad path is the user's to fix (usage).
 void check_readable(const std::string& path, const char* what) {
   if (path.empty()) return;
-  std::ifstream file(path, std::ios::binary);
-  char byte = 0;
-  if (!file || !file.get(byte)) throw usage_error(fmt::format("{} '{}' cannot be read (or is empty)", what, path));
+  std::string content;
+  try {
+    content = read_text_file(path);
+  } catch (const gpucap::Error& e) {
+    throw usage_error(fmt::format("{}: {}", what, e.what()));
+  }
+  if (content.empty()) throw usage_error(fmt::format("{}: {} is empty", what, path));
 }
 
 sigset_t sigpipe_only() {
@@ -60,12 +66,13 @@ void check_tls(const std::vector<ServerUrl>& endpoints, const EtcdOptions& optio
   }
 }
 
-std::string tls_hint(std::string_view transport_error, const EtcdOptions& options) {
-  if (transport_error == "SSLServerVerification") {
+std::string tls_hint(httplib::Error transport_error, const EtcdOptions& options) {
+  using httplib::Error;
+  if (transport_error == Error::SSLServerVerification) {
     return options.ca_file.empty() ? " (its certificate is not signed by a CA this system trusts: give etcd's CA)"
                                    : " (its certificate is not signed by the CA given, or does not name this host)";
   }
-  if (transport_error == "SSLConnection" || transport_error == "Write" || transport_error == "Read") {
+  if (transport_error == Error::SSLConnection || transport_error == Error::Write || transport_error == Error::Read) {
     return options.cert_file.empty() ? " (the TLS handshake failed: a member that asks for a client certificate needs "
                                        "one, with its key)"
                                      : " (the TLS handshake failed: is the client certificate signed by a CA etcd trusts?)";

@@ -8,7 +8,6 @@
 
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "gpucap/cluster/etcd_store.hpp"
@@ -22,10 +21,9 @@ namespace gpucap::cluster::detail {
 // Error(usage) for TLS options that cannot work (etcd_store.hpp, EtcdStore's constructor).
 void check_tls(const std::vector<ServerUrl>& endpoints, const EtcdOptions& options);
 
-// What a failed connection to an https:// member most likely means, from cpp-httplib's error name
-// ("SSLServerVerification", "Write", ...), for the message that names the member: "" when nothing
-// more can be said.
-[[nodiscard]] std::string tls_hint(std::string_view transport_error, const EtcdOptions& options);
+// What a failed connection to an https:// member most likely means, from cpp-httplib's error, for
+// the message that names the member: "" when nothing more can be said.
+[[nodiscard]] std::string tls_hint(httplib::Error transport_error, const EtcdOptions& options);
 
 // While it lives, a write to a connection the peer closed fails with EPIPE in this thread instead
 // of raising SIGPIPE, whose default ends the process. cpp-httplib sends with MSG_NOSIGNAL, but

@@ -97,7 +97,8 @@ TEST_F(EtcdTlsTest, TlsOptionsThatCannotWorkAreRefusedUpFront) {
   test::expect_error_from([&] { EtcdStore store(endpoints, cert_only); }, ErrorCode::usage, "go together");
   auto missing = trusted();
   missing.ca_file = dir_->file("nowhere.pem");
-  test::expect_error_from([&] { EtcdStore store(endpoints, missing); }, ErrorCode::usage, "nowhere.pem' cannot be read");
+  test::expect_error_from([&] { EtcdStore store(endpoints, missing); }, ErrorCode::usage,
+                          "etcd's CA file: " + missing.ca_file + ": cannot open for reading");
   auto garbage = trusted();
   garbage.cert_file = dir_->write("garbage.pem", "not a certificate\n");
   test::expect_error_from([&] { EtcdStore store(endpoints, garbage); }, ErrorCode::usage, "cannot be loaded as PEM");

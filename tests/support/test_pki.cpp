@@ -1,35 +1,40 @@
 #include "support/test_pki.hpp"
 
-#include <fmt/format.h>
-
-#include <cstdlib>
 #include <stdexcept>
+#include <sys/wait.h>
+#include <vector>
+
+#include "support/child_process.hpp"
 
 namespace gpucap::test {
 namespace {
 
-std::string quote(const std::string& path) { return "'" + path + "'"; }
-
-void openssl(const std::string& arguments) {
-  const auto command = "openssl " + arguments + " >/dev/null 2>&1";
-  if (std::system(command.c_str()) != 0) throw std::runtime_error("openssl failed: " + command);
+void openssl(std::vector<std::string> arguments) {
+  arguments.insert(arguments.begin(), "/usr/bin/openssl");
+  ChildProcess child(arguments, /*merge_stderr=*/true);
+  while (child.read_line(30.0)) {
+  }
+  const auto status = child.wait(30.0);
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    std::string command;
+    for (const auto& word : arguments) command += word + " ";
+    throw std::runtime_error("openssl failed: " + command);
+  }
 }
 
 // A self-signed CA named `name`: DIR/name.crt and DIR/name.key.
 void make_ca(const TempDir& dir, const std::string& name) {
-  openssl(fmt::format("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN={} "
-                      "-keyout {} -out {}",
-                      name, quote(dir.file(name + ".key")), quote(dir.file(name + ".crt"))));
+  openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+           "/CN=" + name, "-keyout", dir.file(name + ".key"), "-out", dir.file(name + ".crt")});
 }
 
 // DIR/name.crt and DIR/name.key, signed by the CA `ca`, with the extensions in `extensions`.
 void make_leaf(const TempDir& dir, const std::string& name, const std::string& ca, const std::string& extensions) {
   const auto ext = dir.write(name + ".ext", extensions + "\n");
-  openssl(fmt::format("req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN={} -keyout {} -out {}",
-                      name, quote(dir.file(name + ".key")), quote(dir.file(name + ".csr"))));
-  openssl(fmt::format("x509 -req -days 1 -in {} -CA {} -CAkey {} -CAcreateserial -extfile {} -out {}",
-                      quote(dir.file(name + ".csr")), quote(dir.file(ca + ".crt")), quote(dir.file(ca + ".key")),
-                      quote(ext), quote(dir.file(name + ".crt"))));
+  openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=" + name,
+           "-keyout", dir.file(name + ".key"), "-out", dir.file(name + ".csr")});
+  openssl({"x509", "-req", "-days", "1", "-in", dir.file(name + ".csr"), "-CA", dir.file(ca + ".crt"), "-CAkey",
+           dir.file(ca + ".key"), "-CAcreateserial", "-extfile", ext, "-out", dir.file(name + ".crt")});
 }
 
 }  // namespace
