@@ -253,12 +253,14 @@ TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
   ASSERT_TRUE(server.started());
   auto load = std::async(std::launch::async, [&server] {
     return test::gpucap({"load", "--url", "http://127.0.0.1:" + std::to_string(server.port()), "--model",
-                         "nasnet_a_large", "--rate", "150", "--duration", "4", "--binary", "--slo-ms", "2500",
+                         "nasnet_a_large", "--rate", "150", "--duration", "6", "--binary", "--slo-ms", "2500",
                          "--connections", "256", "--json"});
   });
   // While it is shedding, a request is refused as soon as its headers are in: the 429 comes
   // before one byte of its 1.3-MB image is sent. About one probe in five finds a token and is
-  // let through to wait for its body (then it is closed unanswered and tried again).
+  // let through to wait for its body (then it is closed unanswered and tried again). The overload
+  // lasts 6 s and a probe waits up to 3 s: on a 2-core machine busy with the load generator's 256
+  // connections a 429 has taken over 1.5 s, and 4 s of overload left room for too few probes.
   int refused_before_the_body = 0;
   while (refused_before_the_body == 0 && load.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
     const int fd = connect_to(server.port());
@@ -268,7 +270,7 @@ TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
         "Inference-Header-Content-Length: 120\r\nContent-Length: 1314932\r\n\r\n";
     ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
     pollfd ready{fd, POLLIN, 0};
-    if (::poll(&ready, 1, 1500) > 0) {  // a 429 may take a while on a loaded machine
+    if (::poll(&ready, 1, 3000) > 0) {  // a 429 may take a while on a loaded machine
       std::array<char, 4096> answer{};
       const auto n = ::recv(fd, answer.data(), answer.size(), 0);
       const std::string text(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
