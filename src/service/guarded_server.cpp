@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/text.hpp"
 #include "http_common.hpp"
 #include "log_limiter.hpp"
 #include "request_stream.hpp"
@@ -39,12 +40,16 @@ const char* reason_phrase(int status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 503: return "Service Unavailable";
     default: return "Error";
   }
 }
+
+constexpr const char* kEncodedBody =
+    "a body sent with a Content-Encoding (gzip, br, ...) is not accepted: send it as it is (identity)";
 
 // "METHOD /path" of a request's first line, for the log line of a request refused before parsing.
 std::pair<std::string, std::string> request_line(std::string_view bytes) {
@@ -313,6 +318,7 @@ class GuardedServer::Connections {
       return refuse_waiting(fd, waiting, 413,
                             fmt::format("the body is too large: the server's limit is {} bytes", limits_.max_body_bytes));
     }
+    if (scan.encoded) return refuse_waiting(fd, waiting, 415, kEncodedBody);
     if (headers_just_in && server_.early_check_) {
       auto [method, path] = request_line(waiting.buffer);
       path = path.substr(0, path.find('?'));
@@ -509,6 +515,16 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
   set_keep_alive_max_count(limits_.keep_alive_requests);
   set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, limits_.idle_timeout_s)));
   detail::refuse_shared_ports(*this);
+  // Before the body is read (a pipelined request's too): cpp-httplib would inflate a gzip or br
+  // body with no bound, so that a few hundred KB on the wire could become gigabytes in memory.
+  set_pre_routing_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
+    const auto encoding = request.get_header_value("Content-Encoding");
+    if (encoding.empty() || to_lower(encoding) == "identity") return HandlerResponse::Unhandled;
+    response.status = 415;
+    response.set_header("Connection", "close");
+    write_error_(response, 415, kEncodedBody);
+    return HandlerResponse::Handled;
+  }));
   set_error_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
     return on_error(request, response);
   }));

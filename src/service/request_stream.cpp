@@ -59,6 +59,8 @@ RequestScan scan_request(std::string_view bytes) {
       scan.chunked = scan.chunked || iequals(value, "chunked");
     } else if (iequals(name, "Expect")) {
       scan.expect_continue = scan.expect_continue || iequals(value, "100-continue");
+    } else if (iequals(name, "Content-Encoding")) {
+      scan.encoded = scan.encoded || !(value.empty() || iequals(value, "identity"));
     } else if (iequals(name, "Connection")) {
       scan.client_closes = scan.client_closes || iequals(value, "close");
       keep_alive = keep_alive || iequals(value, "keep-alive");

@@ -60,6 +60,7 @@ struct RequestScan {
   bool expect_continue = false;
   bool malformed_length = false;  // a Content-Length that is not a number, or two that differ
   bool client_closes = false;     // Connection: close, or HTTP/1.0 without Connection: keep-alive
+  bool encoded = false;           // a Content-Encoding other than identity (refused: 415)
 };
 [[nodiscard]] RequestScan scan_request(std::string_view bytes);
 
