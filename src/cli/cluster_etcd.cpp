@@ -34,12 +34,16 @@ std::unique_ptr<cluster::EtcdStore> connect_etcd(const EtcdFlags& flags) {
   if (!(flags.request_timeout_s > 0.0 && flags.request_timeout_s <= 60.0)) {
     throw usage_error(fmt::format("--etcd-timeout {:g} must be in (0, 60] seconds", flags.request_timeout_s));
   }
+  return std::make_unique<cluster::EtcdStore>(cluster::parse_etcd_endpoints(flags.etcd), etcd_options(flags));
+}
+
+cluster::EtcdOptions etcd_options(const EtcdFlags& flags) {
   cluster::EtcdOptions options;
   options.request_timeout_s = flags.request_timeout_s;
   options.ca_file = flags.tls.ca_file;
   options.cert_file = flags.tls.cert_file;
   options.key_file = flags.tls.key_file;
-  return std::make_unique<cluster::EtcdStore>(cluster::parse_etcd_endpoints(flags.etcd), options);
+  return options;
 }
 
 cluster::ProtocolTiming protocol_timing(double lease_ttl_s, double safe_cap_timeout_s) {

@@ -36,6 +36,8 @@ void add_etcd_flags(CLI::App& cmd, EtcdFlags& flags);
 void add_etcd_tls_flags(CLI::App& cmd, EtcdTlsFlags& flags, const std::string& prefix);
 // Checks the flags (Error(usage) naming a bad one) and opens the store (no call is made yet).
 [[nodiscard]] std::unique_ptr<cluster::EtcdStore> connect_etcd(const EtcdFlags& flags);
+// The store's options from the flags (not checked: EtcdStore and check_etcd_options do).
+[[nodiscard]] cluster::EtcdOptions etcd_options(const EtcdFlags& flags);
 
 // The timing every party of one cluster must share: the lease TTL, and the time a node holds its
 // cap without etcd before it falls to its safe cap. Keep-alives every TTL/3. Error(usage) when the

@@ -31,15 +31,16 @@ const char* outcome_name(cluster::ForgetOutcome outcome) {
     case cluster::ForgetOutcome::pending: return "pending";
     case cluster::ForgetOutcome::applied: return "applied";
     case cluster::ForgetOutcome::refused: return "refused";
+    case cluster::ForgetOutcome::returned: return "returned";
   }
   return "unknown";
 }
 
 cluster::ForgetOutcome wait_for_outcome(cluster::Store& store, const cluster::Keys& keys, const std::string& id,
-                                        double wait_s) {
+                                        const cluster::ForgetRequest& request, double wait_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   while (true) {
-    const auto outcome = cluster::forget_outcome(store, keys, id);
+    const auto outcome = cluster::forget_outcome(store, keys, id, request);
     if (outcome != cluster::ForgetOutcome::pending || std::chrono::steady_clock::now() >= deadline) return outcome;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -53,7 +54,7 @@ void run_forget(const ForgetFlags& f) {
   const cluster::Keys keys(f.etcd.cluster);
   auto store = connect_etcd(f.etcd);
   const auto request = cluster::request_forget(*store, keys, f.node);
-  const auto outcome = wait_for_outcome(*store, keys, f.node, f.wait_s);
+  const auto outcome = wait_for_outcome(*store, keys, f.node, request, f.wait_s);
   if (f.json) {
     std::cout << nlohmann::json{{"cluster", f.etcd.cluster},
                                 {"node", f.node},
@@ -76,13 +77,18 @@ void run_forget(const ForgetFlags& f) {
                   fmt::format("the coordinator did not forget node {} (it registered again, or the coordinator does "
                               "not count it: its log says which)",
                               f.node));
+    case cluster::ForgetOutcome::returned:
+      throw Error(ErrorCode::invalid_data,
+                  fmt::format("node {} registered again while the request was open: it is counted again", f.node));
     case cluster::ForgetOutcome::pending:
       if (f.wait_s == 0.0) {
         if (!f.json) fmt::print("cluster {}: asked to forget node {}; the leading coordinator applies it\n", f.etcd.cluster, f.node);
         return;
       }
-      throw Error(ErrorCode::io, fmt::format("no coordinator applied the request within {:g} s (does one lead? gpucap "
-                                             "cluster status says); it stays, and the next leader applies it",
+      throw Error(ErrorCode::io, fmt::format("the request was not applied within {:g} s: the leader applies it once "
+                                             "the node's safe-cap timeout has passed (a new leader counts it from its "
+                                             "takeover), and none may lead (gpucap cluster status says); it stays "
+                                             "until then",
                                              f.wait_s));
   }
 }
@@ -98,7 +104,7 @@ Command add_cluster_forget_command(CLI::App& cluster, const GlobalOptions& /*glo
   cmd->add_option("--node", flags->node, "The lost node's id")->required();
   cmd->add_option("--wait", flags->wait_s, "Seconds to wait for the leading coordinator to apply it (0: do not wait)")
       ->default_str("10");
-  cmd->add_flag("--json", flags->json, "Print JSON: node, incarnation, counted_w, outcome (applied, refused, pending)");
+  cmd->add_flag("--json", flags->json, "Print JSON: node, incarnation, counted_w, outcome (applied, refused, returned, pending)");
   return {cmd, [flags] { run_forget(*flags); }};
 }
 

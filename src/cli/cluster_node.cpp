@@ -57,7 +57,10 @@ void check_cluster_node_flags(const ClusterNodeFlags& f) {
   if (f.cluster.empty() || f.node.empty()) throw usage_error("--cluster-etcd needs --cluster NAME and --node ID");
   cluster::check_name(f.cluster, "--cluster");
   cluster::check_name(f.node, "--node");
-  (void)cluster::parse_etcd_endpoints(*f.etcd);
+  // The TLS files too, before the model is loaded and anything is served.
+  EtcdFlags etcd;
+  etcd.tls = f.tls;
+  cluster::check_etcd_options(cluster::parse_etcd_endpoints(*f.etcd), etcd_options(etcd));
   if (!(f.priority > 0.0 && f.priority <= 1e6)) throw usage_error(fmt::format("--priority {:g} must be in (0, 1e6]", f.priority));
   if (f.safe_cap_w && !(*f.safe_cap_w > 0.0 && std::isfinite(*f.safe_cap_w))) {
     throw usage_error(fmt::format("--cluster-safe-cap {:g} must be a positive number of watts", *f.safe_cap_w));

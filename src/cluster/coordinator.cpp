@@ -72,6 +72,8 @@ double Coordinator::step(double now_s) {
       reload_ = false;
     }
     poll_events(now_s);
+    if (leader_) retry_waiting_forgets(now_s);
+    if (!leader_) return now_s;
     if (const auto reclaim = ledger_.next_reclaim_s(last_round_s_); reclaim && *reclaim <= now_s) dirty_ = true;
     if (dirty_ && budget_w_ && now_s >= last_round_s_ + options_.period_s) reallocate(now_s);
     if (plan_due_ && budget_w_ && now_s >= last_plan_s_ + options_.plan_interval_s) plan(now_s);
@@ -135,6 +137,7 @@ void Coordinator::resign() {
   leader_ = false;
   reload_ = false;
   cancel_watches();
+  waiting_forgets_.clear();
   lease_ = 0;
 }
 
@@ -151,6 +154,7 @@ void Coordinator::load_state(double now_s) {
   ledger_ = std::move(fresh);
   entries_.clear();
   pending_since_.clear();
+  waiting_forgets_.clear();
   for (const auto& kv : nodes.kvs) {
     if (const auto id = Keys::id_under(kv.key, keys_.nodes_prefix())) on_node_put(*id, kv);
   }
@@ -188,7 +192,8 @@ void Coordinator::load_state(double now_s) {
   }
   // Requests to forget that came while no coordinator led (or before the last leader applied them).
   for (const auto& kv : forgets.kvs) {
-    if (const auto id = Keys::id_under(kv.key, keys_.forget_prefix())) on_forget(*id, kv);
+    if (const auto id = Keys::id_under(kv.key, keys_.forget_prefix())) on_forget(*id, kv, now_s);
+    if (!leader_) return;  // another leads: resigned
   }
   if (!budget.kvs.empty()) on_budget(budget.kvs.front());
   nodes_watch_ = store_.watch(keys_.nodes_prefix(), from, true);
@@ -237,9 +242,10 @@ void Coordinator::poll_events(double now_s) {
         break;
       case Source::forgets:
         if (event.type != EventType::put) break;  // its own erasure, once applied
-        if (const auto id = Keys::id_under(event.kv.key, keys_.forget_prefix())) on_forget(*id, event.kv);
+        if (const auto id = Keys::id_under(event.kv.key, keys_.forget_prefix())) on_forget(*id, event.kv, now_s);
         break;
     }
+    if (!leader_) return;  // resigned: another leads, and reads everything again
   }
 }
 
@@ -286,9 +292,14 @@ void Coordinator::on_node_erase(const std::string& id, double now_s) {
   if (entry != entries_.end()) entries_.erase(entry);
   pending_since_.erase(id);
   if (leaving) {
-    ledger_.left(id);
+    const std::vector<Compare> leading{Compare::created_at(keys_.leader(), leader_revision_)};
     const std::vector<Op> cleanup{EraseOp{keys_.alloc(id)}, EraseOp{keys_.ack(id)}};
-    (void)store_.txn({}, cleanup);
+    if (!store_.txn(leading, cleanup).succeeded) {
+      log(fmt::format("coordinator {} is no longer the leader; node {}'s records were left to the next", options_.id, id));
+      resign();
+      return;
+    }
+    ledger_.left(id);
   } else {
     ledger_.lease_expired(id, now_s);
   }
@@ -331,7 +342,7 @@ void Coordinator::on_budget(const KeyValue& kv) {
   plan_due_ = true;
 }
 
-void Coordinator::on_forget(const std::string& id, const KeyValue& kv) {
+void Coordinator::on_forget(const std::string& id, const KeyValue& kv, double now_s) {
   const auto parsed = parse_forget_record(kv.value);
   const auto* node = ledger_.find(id);
   std::string refused;
@@ -345,21 +356,55 @@ void Coordinator::on_forget(const std::string& id, const KeyValue& kv) {
   } else if (node->state != NodeState::lost) {
     refused = "the node is live (its lease is held)";
   }
+  const std::vector<Compare> leading{Compare::created_at(keys_.leader(), leader_revision_)};
   if (!refused.empty()) {
+    waiting_forgets_.erase(id);
     log(fmt::format("ignoring the request to forget node {}: {}", id, refused));
-    const std::vector<Compare> unchanged{Compare::modified_at(kv.key, kv.mod_revision)};
+    const std::vector<Compare> unchanged{leading.front(), Compare::modified_at(kv.key, kv.mod_revision)};
     const std::vector<Op> erase{EraseOp{kv.key}};
-    (void)store_.txn(unchanged, erase);
+    (void)store_.txn(unchanged, erase);  // failed: the request changed (its event comes) or another leads
+    return;
+  }
+  // A node that was only cut off holds up to its bound until the safe-cap timeout, then its safe
+  // cap: the request waits for that moment (the one at which the coordinator would count the node
+  // at its safe cap anyway), so that the operator's word risks no more than that safe cap.
+  const double reclaim_s = node->lost_at_s + options_.timing.safe_cap_timeout_s;
+  if (now_s < reclaim_s) {
+    if (waiting_forgets_.insert_or_assign(id, kv).second) {
+      note(fmt::format("node {} will be forgotten when its safe-cap timeout has passed, in {:.1f} s", id, reclaim_s - now_s));
+    }
+    return;
+  }
+  waiting_forgets_.erase(id);
+  const std::vector<Op> erase{EraseOp{keys_.alloc(id)}, EraseOp{keys_.ack(id)}, EraseOp{kv.key}};
+  if (!store_.txn(leading, erase).succeeded) {
+    log(fmt::format("coordinator {} is no longer the leader; node {} was not forgotten", options_.id, id));
+    resign();
     return;
   }
   ledger_.forget(id);
   entries_.erase(id);
   pending_since_.erase(id);
-  const std::vector<Op> erase{EraseOp{keys_.alloc(id)}, EraseOp{keys_.ack(id)}, EraseOp{kv.key}};
-  (void)store_.txn({}, erase);
   ++stats_.forgotten;
   note(fmt::format("node {} forgotten at an operator's request: the power it was counted for goes to the others", id));
   dirty_ = true;
+}
+
+// Requests that wait for their node's safe-cap timeout: applied once it has passed (or refused, if
+// the node came back meanwhile).
+void Coordinator::retry_waiting_forgets(double now_s) {
+  std::vector<std::pair<std::string, KeyValue>> due;
+  for (const auto& [id, kv] : waiting_forgets_) {
+    const auto* node = ledger_.find(id);
+    if (node == nullptr || node->state != NodeState::lost ||
+        now_s >= node->lost_at_s + options_.timing.safe_cap_timeout_s) {
+      due.emplace_back(id, kv);
+    }
+  }
+  for (const auto& [id, kv] : due) {
+    if (!leader_) return;
+    on_forget(id, kv, now_s);
+  }
 }
 
 void Coordinator::reallocate(double now_s) {

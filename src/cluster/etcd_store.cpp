@@ -422,11 +422,15 @@ class EtcdStore::WatchStream {
 
 // ---- The store --------------------------------------------------------------------------------
 
+void check_etcd_options(const std::vector<ServerUrl>& endpoints, const EtcdOptions& options) {
+  if (endpoints.empty()) throw usage_error("etcd: no endpoint given");
+  if (!(options.request_timeout_s > 0.0)) throw usage_error("etcd: the request timeout must be positive");
+  check_tls(endpoints, options);
+}
+
 EtcdStore::EtcdStore(std::vector<ServerUrl> endpoints, EtcdOptions options)
     : endpoints_(std::move(endpoints)), options_(options) {
-  if (endpoints_.empty()) throw usage_error("etcd: no endpoint given");
-  if (!(options_.request_timeout_s > 0.0)) throw usage_error("etcd: the request timeout must be positive");
-  check_tls(endpoints_, options_);
+  check_etcd_options(endpoints_, options_);
 }
 
 EtcdStore::~EtcdStore() = default;

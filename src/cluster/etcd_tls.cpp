@@ -1,6 +1,10 @@
 #include "etcd_tls.hpp"
 
 #include <fmt/format.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -12,8 +16,8 @@ namespace gpucap::cluster::detail {
 namespace {
 
 // A TLS file must be there before anything is sent: a bad path is the user's to fix (usage).
-void check_readable(const std::string& path, const char* what) {
-  if (path.empty()) return;
+std::string read_tls_file(const std::string& path, const char* what) {
+  if (path.empty()) return {};
   std::string content;
   try {
     content = read_text_file(path);
@@ -21,6 +25,19 @@ void check_readable(const std::string& path, const char* what) {
     throw usage_error(fmt::format("{}: {}", what, e.what()));
   }
   if (content.empty()) throw usage_error(fmt::format("{}: {} is empty", what, path));
+  return content;
+}
+
+// The CA file holds at least one PEM certificate (cpp-httplib would only fail at the first call).
+void check_ca_file(const std::string& path) {
+  const auto content = read_tls_file(path, "etcd's CA file");
+  if (content.empty()) return;
+  const std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(content.data(), static_cast<int>(content.size())),
+                                                      &BIO_free);
+  const std::unique_ptr<X509, decltype(&X509_free)> cert(
+      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, &X509_free);
+  ERR_clear_error();  // nothing of this check may be read as a later call's error
+  if (!cert) throw usage_error(fmt::format("etcd's CA file: {} holds no PEM certificate", path));
 }
 
 sigset_t sigpipe_only() {
@@ -47,9 +64,9 @@ std::unique_ptr<httplib::Client> member_client(const ServerUrl& endpoint, const 
 }
 
 void check_tls(const std::vector<ServerUrl>& endpoints, const EtcdOptions& options) {
-  check_readable(options.ca_file, "etcd's CA file");
-  check_readable(options.cert_file, "the etcd client certificate");
-  check_readable(options.key_file, "the etcd client key");
+  check_ca_file(options.ca_file);
+  (void)read_tls_file(options.cert_file, "the etcd client certificate");
+  (void)read_tls_file(options.key_file, "the etcd client key");
   if (options.cert_file.empty() != options.key_file.empty()) {
     throw usage_error("an etcd client certificate and its key go together: give both or neither");
   }
@@ -72,10 +89,17 @@ std::string tls_hint(httplib::Error transport_error, const EtcdOptions& options)
     return options.ca_file.empty() ? " (its certificate is not signed by a CA this system trusts: give etcd's CA)"
                                    : " (its certificate is not signed by the CA given, or does not name this host)";
   }
-  if (transport_error == Error::SSLConnection || transport_error == Error::Write || transport_error == Error::Read) {
+  if (transport_error == Error::SSLConnection) {
     return options.cert_file.empty() ? " (the TLS handshake failed: a member that asks for a client certificate needs "
                                        "one, with its key)"
                                      : " (the TLS handshake failed: is the client certificate signed by a CA etcd trusts?)";
+  }
+  // Under TLS 1.3 a member that refuses the client's certificate (or its absence) says so after the
+  // handshake: the first read or write fails. So may a member that stops, hence "maybe".
+  if (transport_error == Error::Write || transport_error == Error::Read) {
+    return options.cert_file.empty() ? " (maybe a member that asks for a client certificate: give one, with its key)"
+                                     : " (maybe the member refused the client certificate: is it signed by a CA etcd "
+                                       "trusts?)";
   }
   return "";
 }

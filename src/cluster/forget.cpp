@@ -36,12 +36,14 @@ ForgetRequest request_forget(Store& store, const Keys& keys, std::string_view id
                                   "new allocation); nothing was written",
                                   id));
   }
-  return {record.incarnation, std::min(record.bound_w, record.safe_cap_w), result.revision};
+  return {record.incarnation, std::min(record.bound_w, record.safe_cap_w), result.revision, alloc.kvs.front().mod_revision};
 }
 
-ForgetOutcome forget_outcome(Store& store, const Keys& keys, std::string_view id) {
+ForgetOutcome forget_outcome(Store& store, const Keys& keys, std::string_view id, const ForgetRequest& request) {
   if (!store.get(keys.forget(id)).kvs.empty()) return ForgetOutcome::pending;
-  return store.get(keys.alloc(id)).kvs.empty() ? ForgetOutcome::applied : ForgetOutcome::refused;
+  const auto alloc = store.get(keys.alloc(id));
+  if (alloc.kvs.empty()) return ForgetOutcome::applied;
+  return alloc.kvs.front().mod_revision == request.alloc_revision ? ForgetOutcome::refused : ForgetOutcome::returned;
 }
 
 }  // namespace gpucap::cluster

@@ -306,18 +306,22 @@ TEST(ClusterProtocol, AForgottenDeadNodesSafeCapGoesToTheOthers) {
   const auto* lost = c.leader->coordinator->ledger().find("n3");
   ASSERT_NE(lost, nullptr);
   ASSERT_EQ(lost->state, NodeState::lost);
-  (void)c.h.facility().put(PutOp{keys.forget("n3"), to_json(ForgetRecord{lost->incarnation + 1}), 0});
+  ForgetRequest wrong;
+  wrong.incarnation = lost->incarnation + 1;
+  wrong.alloc_revision = c.h.facility().get(keys.alloc("n3")).kvs.at(0).mod_revision;
+  (void)c.h.facility().put(PutOp{keys.forget("n3"), to_json(ForgetRecord{wrong.incarnation}), 0});
   c.h.run_until(c.h.now() + 1.0);
   EXPECT_TRUE(c.h.logged("ignoring the request to forget node n3: it names incarnation"));
-  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3"), ForgetOutcome::refused);
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3", wrong), ForgetOutcome::refused);
   EXPECT_NEAR(c.h.sum_caps_except_w(dead), before_w, 1e-6);
 
   const auto request = request_forget(c.h.facility(), keys, "n3");
   EXPECT_EQ(request.incarnation, lost->incarnation);
+  EXPECT_EQ(request.alloc_revision, wrong.alloc_revision);
   EXPECT_DOUBLE_EQ(request.counted_w, 100.0);
-  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3"), ForgetOutcome::pending);
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3", request), ForgetOutcome::pending);
   c.h.run_until(c.h.now() + 3.0);
-  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3"), ForgetOutcome::applied);
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3", request), ForgetOutcome::applied);
   EXPECT_EQ(c.leader->coordinator->ledger().find("n3"), nullptr);
   EXPECT_EQ(c.leader->coordinator->stats().forgotten, 1U);
   EXPECT_TRUE(c.h.logged("node n3 forgotten at an operator's request"));
@@ -328,8 +332,9 @@ TEST(ClusterProtocol, AForgottenDeadNodesSafeCapGoesToTheOthers) {
   gpucap::test::expect_error_from([&] { (void)request_forget(c.h.facility(), keys, "n3"); }, ErrorCode::usage, "counts no node n3");
 }
 
-// A request made while no coordinator leads waits in the store; the next leader applies it when it
-// reads the cluster.
+// A request made while no coordinator leads waits in the store; the next leader applies it once the
+// node's safe-cap timeout has passed, counted from its takeover (it cannot know when the lease
+// expired): until then the node may still hold its whole bound, and stays counted at it.
 TEST(ClusterProtocol, AForgetRequestedWithoutALeaderIsAppliedByTheNextOne) {
   FourNodes c;
   auto& standby = c.h.add_coordinator("coord-b");
@@ -341,14 +346,40 @@ TEST(ClusterProtocol, AForgetRequestedWithoutALeaderIsAppliedByTheNextOne) {
   c.h.kill(*c.leader);
   const auto request = request_forget(c.h.facility(), Keys("test"), "n3");
   EXPECT_GT(request.revision, 0);
-  c.h.run_until(c.h.now() + 3.0 * t.lease_ttl_s);
+  const double give_up_s = c.h.now() + 3.0 * t.lease_ttl_s;
+  while (!standby.coordinator->leader() && c.h.now() < give_up_s) c.h.run_until(c.h.now() + 0.05);
   ASSERT_TRUE(standby.coordinator->leader());
-  EXPECT_EQ(forget_outcome(c.h.facility(), Keys("test"), "n3"), ForgetOutcome::applied);
+  EXPECT_TRUE(c.h.logged("coord-b: node n3 will be forgotten when its safe-cap timeout has passed"));
+  EXPECT_EQ(forget_outcome(c.h.facility(), Keys("test"), "n3", request), ForgetOutcome::pending);
+  ASSERT_NE(standby.coordinator->ledger().find("n3"), nullptr);
+  c.h.run_until(c.h.now() + t.safe_cap_timeout_s + 1.0);
+  EXPECT_EQ(forget_outcome(c.h.facility(), Keys("test"), "n3", request), ForgetOutcome::applied);
   EXPECT_EQ(standby.coordinator->ledger().find("n3"), nullptr);
   EXPECT_TRUE(c.h.logged("coord-b: node n3 forgotten at an operator's request"));
   EXPECT_FALSE(c.h.logged("ignoring the request to forget node n3")) << "the request read at the takeover came again";
   EXPECT_NEAR(c.h.sum_caps_except_w(dead), 800.0, 4.0);
   EXPECT_LE(c.h.worst_excess_w(), 0.0);
+}
+
+// A coordinator that no longer leads (another holds the leader key) forgets nothing: the erase is
+// guarded by its leadership, and its ledger is left as it was; it steps down.
+TEST(ClusterProtocol, ACoordinatorThatNoLongerLeadsForgetsNothing) {
+  FourNodes c;
+  c.h.run_until(5.0);
+  auto& dead = c.node(3);
+  c.h.kill(dead);
+  const auto t = fast_timing();
+  c.h.run_until(c.h.now() + t.lease_ttl_s + t.safe_cap_timeout_s + 2.0);
+  const Keys keys("test");
+  // Another coordinator's key, as after a takeover this one has not noticed yet.
+  ASSERT_TRUE(c.h.facility().txn({}, std::vector<Op>{EraseOp{keys.leader()}}).succeeded);
+  (void)c.h.facility().put(PutOp{keys.leader(), R"({"id": "coord-x"})", 0});
+  const auto request = request_forget(c.h.facility(), keys, "n3");
+  c.h.run_until(c.h.now() + 2.0);
+  EXPECT_FALSE(c.leader->coordinator->leader());
+  EXPECT_EQ(forget_outcome(c.h.facility(), keys, "n3", request), ForgetOutcome::pending);
+  EXPECT_FALSE(c.h.facility().get(keys.alloc("n3")).kvs.empty());
+  EXPECT_FALSE(c.h.logged("node n3 forgotten at an operator's request"));
 }
 
 }  // namespace

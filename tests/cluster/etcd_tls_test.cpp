@@ -81,7 +81,7 @@ TEST_F(EtcdTlsTest, WithoutTheClientCertificateOrTrustingAnotherCaEveryCallFails
   auto no_certificate = trusted();
   no_certificate.cert_file.clear();
   no_certificate.key_file.clear();
-  expect_unreachable(no_certificate, "a client certificate", "asks for a client certificate needs one");
+  expect_unreachable(no_certificate, "a client certificate", "asks for a client certificate");
   auto other_ca = trusted();
   other_ca.ca_file = pki_->other_ca_cert;
   expect_unreachable(other_ca, "a server certificate its CA signed", "not signed by the CA given");
@@ -102,6 +102,11 @@ TEST_F(EtcdTlsTest, TlsOptionsThatCannotWorkAreRefusedUpFront) {
   auto garbage = trusted();
   garbage.cert_file = dir_->write("garbage.pem", "not a certificate\n");
   test::expect_error_from([&] { EtcdStore store(endpoints, garbage); }, ErrorCode::usage, "cannot be loaded as PEM");
+  auto not_a_ca = trusted();
+  not_a_ca.ca_file = dir_->write("not-a-ca.pem", "not a certificate\n");
+  test::expect_error_from([&] { EtcdStore store(endpoints, not_a_ca); }, ErrorCode::usage, "holds no PEM certificate");
+  // The same checks without a store, as `serve --cluster-etcd` makes them before loading its model.
+  test::expect_error_from([&] { check_etcd_options(endpoints, not_a_ca); }, ErrorCode::usage, "holds no PEM certificate");
   auto mismatched = trusted();
   mismatched.key_file = pki_->server_key;  // the server's key with the client's certificate
   test::expect_error_from([&] { EtcdStore store(endpoints, mismatched); }, ErrorCode::usage, "do not match");

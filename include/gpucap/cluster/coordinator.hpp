@@ -18,10 +18,11 @@
 //    registered again, or was never counted): erased, and the node's power stays counted.
 //
 // Forgetting (forget/<node>, written by `gpucap cluster forget`): an operator's word that a lost
-// node is gone for good. The leader stops counting it (Ledger::forget) and erases its allocation,
-// acknowledgement and the request in one transaction; its power goes to the others in the next
-// round. If the node was only cut off after all, it comes back at most at its safe cap, above what
-// the coordinator counts until the next plan lowers others: the operator's word is the guarantee.
+// node is gone for good. Once the node's safe-cap timeout has passed (the request waits for it), the
+// leader erases its allocation, acknowledgement and the request in one transaction guarded by its
+// leadership, then stops counting it (Ledger::forget); its power goes to the others in the next
+// round. If the node was only cut off after all, it holds at most its safe cap, uncounted, for as
+// long as it stays cut off, and comes back reporting it: the operator's word is the guarantee.
 //
 // Re-allocation: at most once per period_s, when something changed (a curve, a node, the budget,
 // a lost node's timeout). The budget handed to the allocator is the budget less what lost nodes
@@ -32,6 +33,7 @@
 // baseline's level does not rewrite every node, and the targets never sum above the budget.
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -108,7 +110,8 @@ class Coordinator {
   void on_node_erase(const std::string& id, double now_s);
   void on_ack(const std::string& id, const KeyValue& kv, double now_s);
   void on_budget(const KeyValue& kv);
-  void on_forget(const std::string& id, const KeyValue& kv);
+  void on_forget(const std::string& id, const KeyValue& kv, double now_s);
+  void retry_waiting_forgets(double now_s);
   void reallocate(double now_s);
   void plan(double now_s);
   void note_settled(const std::string& id, double now_s);
@@ -131,6 +134,7 @@ class Coordinator {
   std::optional<double> budget_w_;
   std::unordered_map<std::string, Entry> entries_;
   std::unordered_map<std::string, double> pending_since_;
+  std::map<std::string, KeyValue> waiting_forgets_;  // requests waiting for their node's safe-cap timeout
   bool dirty_ = false;
   bool plan_due_ = false;
   double last_round_s_ = -1e300;

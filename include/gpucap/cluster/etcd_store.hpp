@@ -48,6 +48,10 @@ struct EtcdOptions {
 // "http://h1:2379,http://h2:2379": the member URLs, each checked (Error(usage) naming a bad one).
 [[nodiscard]] std::vector<ServerUrl> parse_etcd_endpoints(std::string_view list);
 
+// The checks EtcdStore's constructor makes (below), without a store: a program that connects
+// later (a serve node, after its model is loaded) refuses bad options before it starts anything.
+void check_etcd_options(const std::vector<ServerUrl>& endpoints, const EtcdOptions& options);
+
 class EtcdStore final : public Store {
  public:
   // Error(usage) for TLS options that cannot work: a file that cannot be read, or loaded as a PEM
