@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -329,7 +330,9 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   // SIGINT and SIGTERM are blocked before any thread starts (the power sampler, the engine's pool,
   // the servers), so that every thread inherits the mask and only the wait below takes them: a
   // signal that came to another thread would end the process without draining or restoring.
-  const sigset_t signals = stop_signal_set();
+  // SIGUSR2 is the GPU thread's own: its failure (RuntimeOptions::on_failure) drains the server too.
+  sigset_t signals = stop_signal_set();
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Every flag first: nothing starts, binds or writes before they are all good.
   if (!(f.slo_ms > 0.0 && f.slo_ms <= 3.6e6)) throw usage_error(fmt::format("--slo-ms {:g} must be positive", f.slo_ms));
@@ -402,6 +405,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   runtime_options.slo_s = f.slo_ms / 1e3;
   runtime_options.batcher = batcher;
   runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
+  runtime_options.on_failure = [] { ::kill(::getpid(), SIGUSR2); };
   std::atomic<ClusterNode*> cluster_node{nullptr};
   const auto on_window = [&exports, &cluster_node](const serve::ServingWindow& w) {
     if (auto* node = cluster_node.load()) node->observe(w);
@@ -475,7 +479,8 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
 
   int signal = -1;
   while (signal < 0) signal = sigwaitinfo(&signals, nullptr);
-  fmt::print(stderr, "gpucap serve: {}: draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  fmt::print(stderr, "gpucap serve: {}: draining\n",
+             signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "the serving loop failed");
   server.stop();  // no new connections; the handlers in flight wait for their answers
   http.join();
   // The queue drains under the node's allocation (still counted); then the node leaves (0 W).

@@ -113,6 +113,10 @@ std::optional<Admission> ServingCore::shed_or_hold(double now_s) {
   return std::nullopt;
 }
 
+bool ServingCore::may_hold() const {
+  return held_places_ < std::max(1, static_cast<int>(std::floor(knobs_.max_queued_items / 2.0)));
+}
+
 void ServingCore::give_back_place() { held_places_ = std::max(0, held_places_ - 1); }
 
 Admission ServingCore::admit(const PendingRequest& request, double now_s, bool held) {

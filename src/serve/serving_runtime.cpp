@@ -105,6 +105,10 @@ ServingRuntime::EarlyArrival ServingRuntime::arrive_early() {
     std::this_thread::yield();
   }
   if (draining_ || stopped_) return {};  // submit() answers `stopping`
+  // Clients that send their headers and then nothing would hold every place of the queue until
+  // their deadline, and every other request would be shed: past half the queue's bound, a request
+  // is decided by submit() when its body is in.
+  if (!core_->may_hold()) return {};
   if (const auto admission = core_->shed_or_hold(now_s())) return {refusal_of(*admission), nullptr};
   return {std::nullopt, std::make_shared<HeldPlace>(*this)};
 }
@@ -138,6 +142,11 @@ LatencySummary ServingRuntime::slo() const {
 bool ServingRuntime::draining() const {
   const std::lock_guard lock(mutex_);
   return draining_;
+}
+
+bool ServingRuntime::serving() const {
+  const std::lock_guard lock(mutex_);
+  return !draining_ && !stopped_;
 }
 
 void ServingRuntime::answer(std::uint64_t id, Answer answer) {
@@ -215,6 +224,9 @@ void ServingRuntime::gpu_thread() {
       promise.set_value(std::move(a));
     }
     waiting_.clear();
+    stopped_ = true;
+    if (options_.on_failure) options_.on_failure();
+    return;
   }
   stopped_ = true;
 }

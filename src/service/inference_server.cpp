@@ -209,7 +209,7 @@ struct InferenceServer::Impl {
     const std::string model_path = kModelPath;
     http.get("/v2/health/live", [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
     http.get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {
-      response.status = runtime != nullptr && !runtime->draining() ? 200 : 503;
+      response.status = runtime != nullptr && runtime->serving() ? 200 : 503;
     });
     http.get("/v2", [this](const httplib::Request&, httplib::Response& response) {
       response.set_content(kserve::server_metadata_json("gpucap", options.version, kExtensions).dump(),
@@ -221,7 +221,7 @@ struct InferenceServer::Impl {
       }
     });
     http.get(model_path + "/ready", [this](const httplib::Request& request, httplib::Response& response) {
-      if (known_model(request, response)) response.status = runtime != nullptr && !runtime->draining() ? 200 : 503;
+      if (known_model(request, response)) response.status = runtime != nullptr && runtime->serving() ? 200 : 503;
     });
     http.get(model_path + "/config", [this](const httplib::Request& request, httplib::Response& response) {
       if (known_model(request, response)) {

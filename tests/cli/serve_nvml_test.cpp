@@ -140,6 +140,39 @@ TEST(ServeNvml, TheGpuIsRestoredAtSigtermAndAfterASigkillByTheNextStart) {
   EXPECT_FALSE(std::filesystem::exists(fake.journal()));
 }
 
+// The GPU's power readings start failing while the server runs: the serving loop fails, and the
+// server drains, restores the GPU and exits non-zero by itself (a supervisor restarts it), instead
+// of staying up, ready by its health route, answering every request 503.
+TEST(ServeNvml, AServingLoopThatFailsEndsTheServerWithAnError) {
+  const FakeGpu fake(true, {{"fail_after", {{"nvmlDeviceGetPowerUsage", {300, 999}}}}});
+  std::vector<std::string> argv = {GPUCAP_CLI_PATH, "serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH,
+                                   "--model-file", model_file(".pt"), "--engine-device", "cpu", "--input-size", "224",
+                                   "--power-settle-s", "0", "--power-cap", "150", "--algorithm", "static",
+                                   "--listen", "127.0.0.1:0"};
+  const bool control = geteuid() == 0;  // NVML writes need root: then the power limit is set, and put back
+  if (control) argv.emplace_back("--allow-gpu-control");
+  test::ChildProcess server(argv, /*merge_stderr=*/true);
+  std::string output;
+  bool started = false;
+  bool failed = false;
+  while (const auto line = server.read_line(60.0)) {
+    output += *line + "\n";
+    started = started || line->find("stop with Ctrl-C") != std::string::npos;
+    failed = failed || line->find("gpucap serve: the serving loop failed: draining") != std::string::npos;
+  }
+  EXPECT_TRUE(started) << output;
+  EXPECT_TRUE(failed) << output;
+  EXPECT_NE(output.find("gpucap: error: nvmlDeviceGetPowerUsage"), std::string::npos) << output;
+  const auto status = server.wait(30.0);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << output;
+  if (control) {
+    EXPECT_EQ(fake.writes().size(), 2U) << fake.writes().dump();  // 150 W, then back
+    EXPECT_EQ(fake.gpu()["power_limit_mw"], 400000) << "restored after the failure";
+    EXPECT_FALSE(std::filesystem::exists(fake.journal()));
+  }
+}
+
 TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
   const FakeGpu fake;
   test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),

@@ -171,6 +171,24 @@ TEST(ServingCore, APlaceHeldAtTheHeadersIsKeptForItsRequest) {
   EXPECT_EQ(three.held_places(), 0);
 }
 
+// Places held for bodies still coming take at most half the queue's bound (at least one), so that
+// clients that send headers and nothing more cannot have every other request shed.
+TEST(ServingCore, AtMostHalfTheQueueIsHeldForBodiesStillComing) {
+  ServingCore core(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 5.0));
+  EXPECT_TRUE(core.may_hold());
+  EXPECT_FALSE(core.shed_or_hold(0.0).has_value());
+  EXPECT_TRUE(core.may_hold());
+  EXPECT_FALSE(core.shed_or_hold(0.0).has_value());
+  EXPECT_FALSE(core.may_hold());  // 2 held: floor(5 / 2)
+  EXPECT_TRUE(core.admit(request(0, 0.0), 0.0).accepted());  // a whole request still finds room
+  core.give_back_place();
+  EXPECT_TRUE(core.may_hold());
+  ServingCore one(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 1.0));
+  EXPECT_TRUE(one.may_hold());
+  EXPECT_FALSE(one.shed_or_hold(0.0).has_value());
+  EXPECT_FALSE(one.may_hold());
+}
+
 TEST(ServingCore, AFailedBatchFailsItsRequestsAndTimeoutsAreAnswered) {
   auto c = config(8);
   c.default_queue_policy.default_timeout_s = 0.05;

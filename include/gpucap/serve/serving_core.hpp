@@ -103,6 +103,9 @@ class ServingCore {
   void give_back_place();
   // Places held and not yet admitted or given back.
   [[nodiscard]] int held_places() const { return held_places_; }
+  // Whether another place may be held: at most half the queue's bound (at least one) is held for
+  // bodies still coming, so that the other half stays for requests that arrive whole.
+  [[nodiscard]] bool may_hold() const;
   // Applies expired queue timeouts, then the batcher's decision at now_s.
   CoreStep step(double now_s);
   // A launched batch ran from start_s to end_s; ok = false: it failed (an engine error), and its

@@ -53,6 +53,9 @@ struct RuntimeOptions {
   LatencyStatsConfig stats;
   // Virtual seconds per wall second on the twin (1: real time); 1 on a real GPU.
   double pace = 1.0;
+  // Called on the GPU thread when it failed, after every admitted request was answered `failed`:
+  // the owner should drain (drain() rethrows the failure) rather than stay up answering 503.
+  std::function<void()> on_failure;
 };
 
 class ServingRuntime {
@@ -116,6 +119,8 @@ class ServingRuntime {
   // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread.
   ServingTotals drain();
   [[nodiscard]] bool draining() const;
+  // Neither draining nor stopped by a failure of the GPU thread: what a readiness probe asks.
+  [[nodiscard]] bool serving() const;
 
  private:
   void gpu_thread();

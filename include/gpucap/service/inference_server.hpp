@@ -33,7 +33,6 @@ struct InferenceServerOptions {
   std::size_t max_request_bytes = std::size_t{64} << 20U;  // --max-request-mib
   double read_timeout_s = 5.0;    // a request's headers and body must arrive within this
   double write_timeout_s = 5.0;
-  double answer_timeout_s = 60.0;  // the most a request waits for its batch before a 503
   std::string version;            // the server's, for GET /v2
 };
 
