@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gpucap/core/text.hpp"
 #include "log_limiter.hpp"
 #include "request_stream.hpp"
 
@@ -39,10 +40,36 @@ GuardedServer& GuardedServer::route(const char* method, const std::string& patte
   };
   const std::string_view m = method;
   if (m == "GET") Get(pattern, std::move(checked));
-  if (m == "POST") Post(pattern, std::move(checked));
-  if (m == "PUT") Put(pattern, std::move(checked));
-  if (m == "PATCH") Patch(pattern, std::move(checked));
   if (m == "DELETE") Delete(pattern, std::move(checked));
+  if (m != "POST" && m != "PUT" && m != "PATCH") return *this;
+  // A body is read by the route itself, as it comes, rather than by cpp-httplib before it: that
+  // reading refuses an application/x-www-form-urlencoded body over 8 KiB with 413, and curl -d
+  // sends that type by default (Triton ignores the type of an inference request's body).
+  HandlerWithContentReader reading = [this, checked = std::move(checked)](const httplib::Request& request,
+                                                                         httplib::Response& response,
+                                                                         const httplib::ContentReader& content) {
+    std::string body;
+    bool too_large = false;
+    const bool read = content([&](const char* data, std::size_t length) {
+      if (body.size() + length > limits_.max_body_bytes) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, length);
+      return true;
+    });
+    if (!read || too_large) {
+      // on_error says why (the stream's deadline, the body's size) and writes the error body.
+      response.status = too_large ? 413 : 400;
+      return;
+    }
+    httplib::Request whole = request;
+    whole.body = std::move(body);
+    checked(whole, response);
+  };
+  if (m == "POST") Post(pattern, std::move(reading));
+  if (m == "PUT") Put(pattern, std::move(reading));
+  if (m == "PATCH") Patch(pattern, std::move(reading));
   return *this;
 }
 
@@ -61,6 +88,18 @@ std::string GuardedServer::allowed_methods(const std::string& path) const {
     if (method == "GET") allowed += ", HEAD";
   }
   return allowed;
+}
+
+// Before the body is read (a pipelined request's too): cpp-httplib would inflate a gzip or br body
+// with no bound, so that a few hundred KB on the wire could become gigabytes in memory.
+httplib::Server::HandlerResponse GuardedServer::refuse_encoded_body(const httplib::Request& request,
+                                                                    httplib::Response& response) const {
+  const auto encoding = request.get_header_value("Content-Encoding");
+  if (encoding.empty() || to_lower(encoding) == "identity") return HandlerResponse::Unhandled;
+  response.status = 415;
+  response.set_header("Connection", "close");
+  write_error_(response, 415, detail::kEncodedBodyMessage);
+  return HandlerResponse::Handled;
 }
 
 httplib::Server::HandlerResponse GuardedServer::on_error(const httplib::Request& request, httplib::Response& response) const {

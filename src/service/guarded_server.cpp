@@ -19,7 +19,6 @@
 #include <utility>
 
 #include "gpucap/core/error.hpp"
-#include "gpucap/core/text.hpp"
 #include "http_common.hpp"
 #include "log_limiter.hpp"
 #include "request_stream.hpp"
@@ -39,6 +38,7 @@ const char* reason_phrase(int status) {
   switch (status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
+    case 411: return "Length Required";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
@@ -47,9 +47,6 @@ const char* reason_phrase(int status) {
     default: return "Error";
   }
 }
-
-constexpr const char* kEncodedBody =
-    "a body sent with a Content-Encoding (gzip, br, ...) is not accepted: send it as it is (identity)";
 
 // "METHOD /path" of a request's first line, for the log line of a request refused before parsing.
 std::pair<std::string, std::string> request_line(std::string_view bytes) {
@@ -232,8 +229,20 @@ class GuardedServer::Connections {
       }
     }
     take_incoming();
-    for (auto& [fd, waiting] : waiting_) closed(fd);
+    for (auto& [fd, waiting] : waiting_) {
+      // A request that has begun to arrive (or waits unread in the socket) is told, not dropped
+      // unanswered: the client knows it was not served and may send it again elsewhere.
+      if (!waiting.lingering && waiting.discard == 0 && (waiting.first_byte || bytes_waiting(fd))) {
+        answer_error(fd, 503, waiting.buffer, "the server is shutting down");
+      }
+      closed(fd);
+    }
     waiting_.clear();
+  }
+
+  static bool bytes_waiting(int fd) {
+    char byte = 0;
+    return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
   }
 
   void take_incoming() {
@@ -318,7 +327,14 @@ class GuardedServer::Connections {
       return refuse_waiting(fd, waiting, 413,
                             fmt::format("the body is too large: the server's limit is {} bytes", limits_.max_body_bytes));
     }
-    if (scan.encoded) return refuse_waiting(fd, waiting, 415, kEncodedBody);
+    if (scan.encoded) return refuse_waiting(fd, waiting, 415, detail::kEncodedBodyMessage);
+    if (headers_just_in && !scan.content_length && !scan.chunked && !scan.malformed_length) {
+      // cpp-httplib would read such a body until the client closes: a worker held to the deadline.
+      const auto method = request_line(waiting.buffer).first;
+      if (method == "POST" || method == "PUT" || method == "PATCH") {
+        return refuse_waiting(fd, waiting, 411, "a " + method + " needs a Content-Length or a chunked body");
+      }
+    }
     if (headers_just_in && server_.early_check_) {
       auto [method, path] = request_line(waiting.buffer);
       path = path.substr(0, path.find('?'));
@@ -358,6 +374,7 @@ class GuardedServer::Connections {
                       const httplib::Headers& headers = {}) {
     answer_error(fd, status, waiting.buffer, message, headers);
     ::shutdown(fd, SHUT_WR);
+    waiting.ticket.reset();  // what the early check held for it goes back now, not after the linger
     waiting.lingering = true;
     waiting.idle_until = Clock::now() + kLinger;
     waiting.buffer.clear();
@@ -515,15 +532,8 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
   set_keep_alive_max_count(limits_.keep_alive_requests);
   set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, limits_.idle_timeout_s)));
   detail::refuse_shared_ports(*this);
-  // Before the body is read (a pipelined request's too): cpp-httplib would inflate a gzip or br
-  // body with no bound, so that a few hundred KB on the wire could become gigabytes in memory.
   set_pre_routing_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
-    const auto encoding = request.get_header_value("Content-Encoding");
-    if (encoding.empty() || to_lower(encoding) == "identity") return HandlerResponse::Unhandled;
-    response.status = 415;
-    response.set_header("Connection", "close");
-    write_error_(response, 415, kEncodedBody);
-    return HandlerResponse::Handled;
+    return refuse_encoded_body(request, response);
   }));
   set_error_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
     return on_error(request, response);

@@ -19,6 +19,10 @@ using Clock = std::chrono::steady_clock;
 
 enum class StreamFailure { none, timed_out, too_large, peer_closed };
 
+// The 415 of a body sent with a Content-Encoding (the waiting thread's and a worker's refusal).
+inline constexpr const char* kEncodedBodyMessage =
+    "a body sent with a Content-Encoding (gzip, br, ...) is not accepted: send it as it is (identity)";
+
 class RequestStream final : public httplib::Stream {
  public:
   RequestStream(int fd, std::string buffered, const HttpLimits& limits);

@@ -145,6 +145,7 @@ class GuardedServer : public httplib::Server {
               EarlyTicket ticket);
   [[nodiscard]] std::string allowed_methods(const std::string& path) const;
   HandlerResponse on_error(const httplib::Request& request, httplib::Response& response) const;
+  HandlerResponse refuse_encoded_body(const httplib::Request& request, httplib::Response& response) const;
   void on_answer(const httplib::Request& request, const httplib::Response& response) const;
 
   HttpLimits limits_;
