@@ -28,6 +28,18 @@ std::string error_message(const httplib::Response& response) {
 
 }  // namespace
 
+// Bodies no route reads: a multipart one (no API here takes files; cpp-httplib's reader would need
+// callbacks for its parts) and one with neither a length nor chunks (it would be read until the
+// client closes). The status and the message; nullopt for a body the route reads.
+std::optional<std::pair<int, std::string>> GuardedServer::unread_body_refusal(const httplib::Request& request) {
+  if (request.is_multipart_form_data()) return std::pair{415, std::string("a multipart body is not accepted here")};
+  const bool chunked = to_lower(request.get_header_value("Transfer-Encoding")).find("chunked") != std::string::npos;
+  if (!chunked && !request.has_header("Content-Length")) {
+    return std::pair{411, request.method + " needs a Content-Length or a chunked body"};
+  }
+  return std::nullopt;
+}
+
 GuardedServer& GuardedServer::route(const char* method, const std::string& pattern, Handler handler) {
   routes_.emplace_back(method, std::regex(pattern));
   // A chunked body is only known to be too large once it is read.
@@ -48,6 +60,12 @@ GuardedServer& GuardedServer::route(const char* method, const std::string& patte
   HandlerWithContentReader reading = [this, checked = std::move(checked)](const httplib::Request& request,
                                                                          httplib::Response& response,
                                                                          const httplib::ContentReader& content) {
+    if (const auto refusal = unread_body_refusal(request)) {
+      detail::leave_current_body_unread();
+      response.status = refusal->first;
+      write_error_(response, refusal->first, refusal->second);
+      return;
+    }
     std::string body;
     bool too_large = false;
     const bool read = content([&](const char* data, std::size_t length) {
@@ -59,8 +77,10 @@ GuardedServer& GuardedServer::route(const char* method, const std::string& patte
       return true;
     });
     if (!read || too_large) {
-      // on_error says why (the stream's deadline, the body's size) and writes the error body.
-      response.status = too_large ? 413 : 400;
+      // on_error says why (the stream's deadline, the body's size) and writes the error body; a
+      // 413 cpp-httplib gave (a length over its limit) stays.
+      detail::leave_current_body_unread();
+      response.status = too_large ? 413 : response.status >= 400 ? response.status : 400;
       return;
     }
     httplib::Request whole = request;
@@ -96,8 +116,8 @@ httplib::Server::HandlerResponse GuardedServer::refuse_encoded_body(const httpli
                                                                     httplib::Response& response) const {
   const auto encoding = request.get_header_value("Content-Encoding");
   if (encoding.empty() || to_lower(encoding) == "identity") return HandlerResponse::Unhandled;
+  detail::leave_current_body_unread();
   response.status = 415;
-  response.set_header("Connection", "close");
   write_error_(response, 415, detail::kEncodedBodyMessage);
   return HandlerResponse::Handled;
 }

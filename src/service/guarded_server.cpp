@@ -21,6 +21,7 @@
 #include "gpucap/core/error.hpp"
 #include "http_common.hpp"
 #include "log_limiter.hpp"
+#include "raw_http.hpp"
 #include "request_stream.hpp"
 
 namespace gpucap::service {
@@ -33,29 +34,6 @@ namespace {
 thread_local GuardedServer::EarlyTicket t_early_ticket;
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
-
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-  }
-}
-
-// "METHOD /path" of a request's first line, for the log line of a request refused before parsing.
-std::pair<std::string, std::string> request_line(std::string_view bytes) {
-  const auto line = bytes.substr(0, std::min(bytes.find("\r\n"), std::size_t{512}));
-  const auto space = line.find(' ');
-  if (space == std::string_view::npos) return {"-", "-"};
-  auto rest = line.substr(space + 1);
-  return {std::string(line.substr(0, space)), std::string(rest.substr(0, rest.find(' ')))};
-}
 
 }  // namespace
 
@@ -166,6 +144,7 @@ class GuardedServer::Connections {
     EarlyTicket ticket;  // what the early check kept for the request that is arriving
   };
   static constexpr auto kLinger = std::chrono::seconds(2);
+  static constexpr auto kShutdownLinger = std::chrono::milliseconds(250);
   static constexpr std::size_t kLingerBytes = std::size_t{64} << 20U;
   struct Work {
     int fd;
@@ -229,20 +208,20 @@ class GuardedServer::Connections {
       }
     }
     take_incoming();
+    std::vector<int> told;
     for (auto& [fd, waiting] : waiting_) {
       // A request that has begun to arrive (or waits unread in the socket) is told, not dropped
       // unanswered: the client knows it was not served and may send it again elsewhere.
-      if (!waiting.lingering && waiting.discard == 0 && (waiting.first_byte || bytes_waiting(fd))) {
+      if (!waiting.lingering && waiting.discard == 0 && (waiting.first_byte || detail::bytes_waiting(fd))) {
         answer_error(fd, 503, waiting.buffer, "the server is shutting down");
+        ::shutdown(fd, SHUT_WR);
+        told.push_back(fd);
+      } else {
+        closed(fd);
       }
-      closed(fd);
     }
     waiting_.clear();
-  }
-
-  static bool bytes_waiting(int fd) {
-    char byte = 0;
-    return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+    detail::drain_then_close(std::move(told), kShutdownLinger, [this](int fd) { closed(fd); });
   }
 
   void take_incoming() {
@@ -330,13 +309,13 @@ class GuardedServer::Connections {
     if (scan.encoded) return refuse_waiting(fd, waiting, 415, detail::kEncodedBodyMessage);
     if (headers_just_in && !scan.content_length && !scan.chunked && !scan.malformed_length) {
       // cpp-httplib would read such a body until the client closes: a worker held to the deadline.
-      const auto method = request_line(waiting.buffer).first;
+      const auto method = detail::request_line(waiting.buffer).first;
       if (method == "POST" || method == "PUT" || method == "PATCH") {
         return refuse_waiting(fd, waiting, 411, "a " + method + " needs a Content-Length or a chunked body");
       }
     }
     if (headers_just_in && server_.early_check_) {
-      auto [method, path] = request_line(waiting.buffer);
+      auto [method, path] = detail::request_line(waiting.buffer);
       path = path.substr(0, path.find('?'));
       auto decision = server_.early_check_(method, path, waiting.first_byte.value_or(Clock::now()));
       if (decision.answer) return answer_early(fd, waiting, scan, *decision.answer);
@@ -408,7 +387,7 @@ class GuardedServer::Connections {
                     const httplib::Headers& headers = {}) {
     write_error(fd, status, message, headers, true);
     if (status == 429) return;
-    const auto [method, path] = request_line(received);
+    const auto [method, path] = detail::request_line(received);
     server_.log_refusal(status, method, path, detail::peer_of(fd), message);
   }
 
@@ -419,7 +398,7 @@ class GuardedServer::Connections {
     server_.write_error_(response, status, message);
     const auto content_type = response.get_header_value("Content-Type");
     std::string head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", status,
-                                   reason_phrase(status), content_type.empty() ? "text/plain" : content_type,
+                                   detail::reason_phrase(status), content_type.empty() ? "text/plain" : content_type,
                                    response.body.size());
     for (const auto& [name, value] : headers) head += fmt::format("{}: {}\r\n", name, value);
     head += close ? "Connection: close\r\n\r\n" : "\r\n";
@@ -591,7 +570,8 @@ void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clo
     }
     first_byte = Clock::now();  // a pipelined request that has arrived whole
   }
-  if (stream.failure() == detail::StreamFailure::timed_out || stream.failure() == detail::StreamFailure::too_large) {
+  if (stream.failure() == detail::StreamFailure::timed_out || stream.failure() == detail::StreamFailure::too_large ||
+      stream.failure() == detail::StreamFailure::body_unread) {
     connections_->linger(fd);
     return;
   }

@@ -82,7 +82,7 @@ bool request_arrived(const RequestScan& scan, std::size_t buffered_bytes, std::s
 namespace detail {
 namespace {
 
-thread_local const RequestStream* tls_stream = nullptr;
+thread_local RequestStream* tls_stream = nullptr;
 
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -106,7 +106,10 @@ std::string address_text(const sockaddr_storage& address, int& port) {
 }  // namespace
 
 const RequestStream* current_stream() { return tls_stream; }
-void set_current_stream(const RequestStream* stream) { tls_stream = stream; }
+void set_current_stream(RequestStream* stream) { tls_stream = stream; }
+void leave_current_body_unread() {
+  if (tls_stream != nullptr) tls_stream->leave_body_unread();
+}
 
 std::string peer_of(int fd) {
   sockaddr_storage address{};

@@ -17,7 +17,9 @@ namespace gpucap::service::detail {
 
 using Clock = std::chrono::steady_clock;
 
-enum class StreamFailure { none, timed_out, too_large, peer_closed };
+// body_unread: an answer was given before the request's body was read (a refusal); the rest of
+// the connection cannot be parsed as the next request, so it is closed after the answer.
+enum class StreamFailure { none, timed_out, too_large, peer_closed, body_unread };
 
 // The 415 of a body sent with a Content-Encoding (the waiting thread's and a worker's refusal).
 inline constexpr const char* kEncodedBodyMessage =
@@ -31,6 +33,9 @@ class RequestStream final : public httplib::Stream {
   void start_request(Clock::time_point first_byte);
   [[nodiscard]] Clock::time_point first_byte() const { return first_byte_; }
   [[nodiscard]] StreamFailure failure() const { return failure_; }
+  void leave_body_unread() {
+    if (failure_ == StreamFailure::none) failure_ = StreamFailure::body_unread;
+  }
   // Bytes received but not read by the parser (the start of a pipelined request).
   [[nodiscard]] std::string_view unread() const;
   [[nodiscard]] std::string take_unread();
@@ -86,7 +91,10 @@ class RequestLineStream final : public httplib::Stream {
 
 // The stream the calling thread is answering a request from (for the error handler), or null.
 [[nodiscard]] const RequestStream* current_stream();
-void set_current_stream(const RequestStream* stream);
+void set_current_stream(RequestStream* stream);
+// The calling thread's request is answered without its body being read: its connection closes
+// after the answer (a no-op outside a worker).
+void leave_current_body_unread();
 
 // "host:port" of a socket's peer, for log lines.
 [[nodiscard]] std::string peer_of(int fd);

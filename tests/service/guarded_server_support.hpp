@@ -148,6 +148,13 @@ inline int status_of(std::string_view response) {
   return std::stoi(std::string(response.substr(9, 3)));
 }
 
+// How many answers (status lines) the bytes hold.
+inline std::size_t answers_in(std::string_view bytes) {
+  std::size_t count = 0;
+  for (auto at = bytes.find("HTTP/1.1 "); at != std::string_view::npos; at = bytes.find("HTTP/1.1 ", at + 1)) ++count;
+  return count;
+}
+
 inline std::string get_hello() { return "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"; }
 
 inline HttpLimits small_limits() {

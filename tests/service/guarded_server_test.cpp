@@ -101,7 +101,10 @@ TEST(GuardedServer, AChunkedBodyIsHeldToTheBodyLimit) {
     std::string body;
     for (int i = 0; i < 17; ++i) body += fmt::format("{:x}\r\n{}\r\n", 64 << 10, std::string(64 << 10, 'y'));
     ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body + "0\r\n\r\n"));
-    EXPECT_EQ(status_of(client.receive(3s, 12)), 413);
+    // One answer, then the connection closes: the rest of the body is not read as requests.
+    const auto answer = client.receive(3s);
+    EXPECT_EQ(status_of(answer), 413);
+    EXPECT_EQ(answers_in(answer), 1U) << answer.substr(0, 400);
   }
   // Under the limit, chunked bodies are read whole.
   {

@@ -146,6 +146,7 @@ class GuardedServer : public httplib::Server {
   [[nodiscard]] std::string allowed_methods(const std::string& path) const;
   HandlerResponse on_error(const httplib::Request& request, httplib::Response& response) const;
   HandlerResponse refuse_encoded_body(const httplib::Request& request, httplib::Response& response) const;
+  [[nodiscard]] static std::optional<std::pair<int, std::string>> unread_body_refusal(const httplib::Request& request);
   void on_answer(const httplib::Request& request, const httplib::Response& response) const;
 
   HttpLimits limits_;
