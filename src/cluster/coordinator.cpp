@@ -70,6 +70,7 @@ double Coordinator::step(double now_s) {
       cancel_watches();
       load_state(now_s);
       reload_ = false;
+      if (!leader_) return now_s;  // it found another leading (a guarded write failed) and stepped down
     }
     poll_events(now_s);
     if (leader_) retry_waiting_forgets(now_s);

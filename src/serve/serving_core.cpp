@@ -114,7 +114,8 @@ std::optional<Admission> ServingCore::shed_or_hold(double now_s) {
 }
 
 bool ServingCore::may_hold() const {
-  return held_places_ < std::max(1, static_cast<int>(std::floor(knobs_.max_queued_items / 2.0)));
+  // In double: the bound is infinite when everything is admitted.
+  return static_cast<double>(held_places_) < std::max(1.0, std::floor(knobs_.max_queued_items / 2.0));
 }
 
 void ServingCore::give_back_place() { held_places_ = std::max(0, held_places_ - 1); }

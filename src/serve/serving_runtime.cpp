@@ -216,6 +216,7 @@ void ServingRuntime::gpu_thread() {
     emit(loop_->finish());
     totals_ = loop_->totals();
   } catch (...) {
+    if (!lock.owns_lock()) lock.lock();  // an exception from the executor or a sink, thrown unlocked
     failure_ = std::current_exception();
     for (auto& [id, promise] : waiting_) {
       Answer a;
@@ -225,6 +226,7 @@ void ServingRuntime::gpu_thread() {
     }
     waiting_.clear();
     stopped_ = true;
+    lock.unlock();
     if (options_.on_failure) options_.on_failure();
     return;
   }

@@ -183,6 +183,10 @@ TEST(ServingCore, AtMostHalfTheQueueIsHeldForBodiesStillComing) {
   EXPECT_TRUE(core.admit(request(0, 0.0), 0.0).accepted());  // a whole request still finds room
   core.give_back_place();
   EXPECT_TRUE(core.may_hold());
+  // Everything admitted: no bound, any number held.
+  ServingCore unbounded(config(64), stats(0.1), knobs(8, 0.0));
+  for (int i = 0; i < 100; ++i) ASSERT_FALSE(unbounded.shed_or_hold(0.0).has_value());
+  EXPECT_TRUE(unbounded.may_hold());
   ServingCore one(config(64), stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 1.0));
   EXPECT_TRUE(one.may_hold());
   EXPECT_FALSE(one.shed_or_hold(0.0).has_value());

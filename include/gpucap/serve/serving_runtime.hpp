@@ -53,8 +53,10 @@ struct RuntimeOptions {
   LatencyStatsConfig stats;
   // Virtual seconds per wall second on the twin (1: real time); 1 on a real GPU.
   double pace = 1.0;
-  // Called on the GPU thread when it failed, after every admitted request was answered `failed`:
-  // the owner should drain (drain() rethrows the failure) rather than stay up answering 503.
+  // Called on the GPU thread when it failed, after every admitted request was answered `failed`,
+  // without the runtime's lock: the owner should drain from another thread (drain() joins this
+  // one and rethrows the failure) rather than stay up answering 503. It must not call back into
+  // the runtime.
   std::function<void()> on_failure;
 };
 
