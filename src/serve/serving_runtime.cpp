@@ -106,9 +106,13 @@ ServingRuntime::EarlyArrival ServingRuntime::arrive_early() {
   }
   if (draining_ || stopped_) return {};  // submit() answers `stopping`
   // Clients that send their headers and then nothing would hold every place of the queue until
-  // their deadline, and every other request would be shed: past half the queue's bound, a request
-  // is decided by submit() when its body is in.
-  if (!core_->may_hold()) return {};
+  // their deadline, and every other request would be shed: past half the queue's bound, no place
+  // is held. A request the runtime would shed now is still refused at once; one it would not is
+  // let through unheld, and submit() decides when its body is in.
+  if (!core_->may_hold()) {
+    if (const auto admission = core_->shed_on_arrival(now_s())) return {refusal_of(*admission), nullptr};
+    return {};
+  }
   if (const auto admission = core_->shed_or_hold(now_s())) return {refusal_of(*admission), nullptr};
   return {std::nullopt, std::make_shared<HeldPlace>(*this)};
 }
