@@ -293,9 +293,8 @@ void Coordinator::on_node_erase(const std::string& id, double now_s) {
   if (entry != entries_.end()) entries_.erase(entry);
   pending_since_.erase(id);
   if (leaving) {
-    const std::vector<Compare> leading{Compare::created_at(keys_.leader(), leader_revision_)};
     const std::vector<Op> cleanup{EraseOp{keys_.alloc(id)}, EraseOp{keys_.ack(id)}};
-    if (!store_.txn(leading, cleanup).succeeded) {
+    if (!store_.txn(leadership_guard(), cleanup).succeeded) {
       log(fmt::format("coordinator {} is no longer the leader; node {}'s records were left to the next", options_.id, id));
       resign();
       return;
@@ -357,11 +356,11 @@ void Coordinator::on_forget(const std::string& id, const KeyValue& kv, double no
   } else if (node->state != NodeState::lost) {
     refused = "the node is live (its lease is held)";
   }
-  const std::vector<Compare> leading{Compare::created_at(keys_.leader(), leader_revision_)};
   if (!refused.empty()) {
     waiting_forgets_.erase(id);
     log(fmt::format("ignoring the request to forget node {}: {}", id, refused));
-    const std::vector<Compare> unchanged{leading.front(), Compare::modified_at(kv.key, kv.mod_revision)};
+    auto unchanged = leadership_guard();
+    unchanged.push_back(Compare::modified_at(kv.key, kv.mod_revision));
     const std::vector<Op> erase{EraseOp{kv.key}};
     (void)store_.txn(unchanged, erase);  // failed: the request changed (its event comes) or another leads
     return;
@@ -378,7 +377,7 @@ void Coordinator::on_forget(const std::string& id, const KeyValue& kv, double no
   }
   waiting_forgets_.erase(id);
   const std::vector<Op> erase{EraseOp{keys_.alloc(id)}, EraseOp{keys_.ack(id)}, EraseOp{kv.key}};
-  if (!store_.txn(leading, erase).succeeded) {
+  if (!store_.txn(leadership_guard(), erase).succeeded) {
     log(fmt::format("coordinator {} is no longer the leader; node {} was not forgotten", options_.id, id));
     resign();
     return;
@@ -492,8 +491,7 @@ void Coordinator::plan(double now_s) {
     const AllocRecord record{write.cap_w, write.incarnation, node->safe_cap_w, std::max(node->live_bound_w(), write.cap_w)};
     puts.push_back(PutOp{keys_.alloc(write.id), to_json(record), 0});
   }
-  const std::vector<Compare> compares{Compare::created_at(keys_.leader(), leader_revision_)};
-  const auto result = store_.txn(compares, puts);
+  const auto result = store_.txn(leadership_guard(), puts);
   if (!result.succeeded) {
     log(fmt::format("coordinator {} is no longer the leader; its allocation was not written", options_.id));
     resign();
@@ -502,6 +500,11 @@ void Coordinator::plan(double now_s) {
   ledger_.issued(writes, result.revision);
   ++stats_.plans;
   stats_.writes += writes.size();
+}
+
+// Every write of the leader's is guarded by this: its leader key is still the one it created.
+std::vector<Compare> Coordinator::leadership_guard() const {
+  return {Compare::created_at(keys_.leader(), leader_revision_)};
 }
 
 void Coordinator::note_settled(const std::string& id, double now_s) {

@@ -31,6 +31,16 @@ struct FourNodes {
     for (int i = 0; i < 4; ++i) h.add_node("n" + std::to_string(i), curve_for(0.5 + 0.5 * i), 100.0, 0.02 + 0.03 * i);
   }
   Harness::Node& node(std::size_t i) { return *h.nodes()[i]; }
+  // At 5 s, node 3 dies; returns it once its lease and safe-cap timeout have passed (it counts at
+  // its safe cap).
+  Harness::Node& kill_node3_and_wait_out() {
+    h.run_until(5.0);
+    auto& dead = node(3);
+    h.kill(dead);
+    const auto t = fast_timing();
+    h.run_until(h.now() + t.lease_ttl_s + t.safe_cap_timeout_s + 2.0);
+    return dead;
+  }
 };
 
 double cap_at(const Harness::Node& node, double t_s) {
@@ -290,11 +300,7 @@ TEST(ClusterProtocol, AGracefulLeaveHandsItsPowerOnAtOnce) {
 // written, and one naming another incarnation is erased by the coordinator without effect.
 TEST(ClusterProtocol, AForgottenDeadNodesSafeCapGoesToTheOthers) {
   FourNodes c;
-  c.h.run_until(5.0);
-  auto& dead = c.node(3);
-  c.h.kill(dead);
-  const auto t = fast_timing();
-  c.h.run_until(c.h.now() + t.lease_ttl_s + t.safe_cap_timeout_s + 2.0);
+  auto& dead = c.kill_node3_and_wait_out();
   const double before_w = c.h.sum_caps_except_w(dead);
   EXPECT_NEAR(before_w, 800.0 - 100.0, 4.0) << "its safe cap stays counted";
   const Keys keys("test");
@@ -365,11 +371,7 @@ TEST(ClusterProtocol, AForgetRequestedWithoutALeaderIsAppliedByTheNextOne) {
 // guarded by its leadership, and its ledger is left as it was; it steps down.
 TEST(ClusterProtocol, ACoordinatorThatNoLongerLeadsForgetsNothing) {
   FourNodes c;
-  c.h.run_until(5.0);
-  auto& dead = c.node(3);
-  c.h.kill(dead);
-  const auto t = fast_timing();
-  c.h.run_until(c.h.now() + t.lease_ttl_s + t.safe_cap_timeout_s + 2.0);
+  (void)c.kill_node3_and_wait_out();
   const Keys keys("test");
   // Another coordinator's key, as after a takeover this one has not noticed yet.
   ASSERT_TRUE(c.h.facility().txn({}, std::vector<Op>{EraseOp{keys.leader()}}).succeeded);

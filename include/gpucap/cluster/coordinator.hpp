@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "gpucap/cluster/allocator.hpp"
 #include "gpucap/cluster/protocol.hpp"
@@ -115,6 +116,7 @@ class Coordinator {
   void reallocate(double now_s);
   void plan(double now_s);
   void note_settled(const std::string& id, double now_s);
+  [[nodiscard]] std::vector<Compare> leadership_guard() const;
 
   Store& store_;
   CoordinatorOptions options_;
