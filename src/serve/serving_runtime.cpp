@@ -89,6 +89,7 @@ std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int prio
   auto [it, inserted] = waiting_.try_emplace(id);
   if (!inserted) throw Error(ErrorCode::internal, "a request id was submitted twice");
   auto future = it->second.get_future();
+  ++wake_calls_;
   lock.unlock();
   wake_.notify_one();
   return future;
@@ -131,7 +132,13 @@ std::size_t ServingRuntime::pending() const {
   return waiting_.size();
 }
 
-void ServingRuntime::cap_changed() { wake_.notify_one(); }
+void ServingRuntime::cap_changed() {
+  {
+    const std::lock_guard lock(mutex_);
+    ++wake_calls_;
+  }
+  wake_.notify_one();
+}
 
 WindowCounts ServingRuntime::counts() const {
   const std::lock_guard lock(mutex_);
@@ -197,6 +204,9 @@ void ServingRuntime::gpu_thread() {
   };
   try {
     while (true) {
+      // A wake call made while this thread does not hold the lock (a batch, a sink) must not be
+      // lost: the wait below returns at once when one came since this look at the queue.
+      const auto calls_seen = wake_calls_;
       loop_->idle_until(now_s());  // the twin's virtual time up to the present
       const double t = loop_->now_s();
       const auto step = core_->step(t);
@@ -215,7 +225,7 @@ void ServingRuntime::gpu_thread() {
       if (draining_ && core_->queued_requests() == 0 && waiting_.empty()) break;
       const double wake = std::min({step.wake_s.value_or(std::numeric_limits<double>::infinity()), loop_->window_due_s(),
                                     cap_.next_change_s(t)});
-      (void)wake_.wait_until(lock, wall_at(wake));
+      (void)wake_.wait_until(lock, wall_at(wake), [this, calls_seen] { return wake_calls_ != calls_seen; });
     }
     emit(loop_->finish());
     totals_ = loop_->totals();
@@ -241,6 +251,7 @@ ServingTotals ServingRuntime::drain() {
   {
     const std::lock_guard lock(mutex_);
     draining_ = true;
+    ++wake_calls_;
   }
   wake_.notify_one();
   if (thread_.joinable()) thread_.join();

@@ -139,6 +139,7 @@ class ServingRuntime {
   std::chrono::steady_clock::time_point start_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  std::uint64_t wake_calls_ = 0;  // submissions, cap changes and the drain that called wake_
   std::unique_ptr<ServingCore> core_;
   std::unique_ptr<ServingLoop> loop_;
   std::map<std::uint64_t, std::promise<Answer>> waiting_;  // admitted, not answered
