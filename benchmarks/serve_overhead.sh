@@ -13,6 +13,11 @@
 #      (about 30 images/s) offered 150 requests/s, end to end and in the server.
 # Percentiles from the server's histogram are read as Prometheus's histogram_quantile does (linear
 # within the bucket), beside the share of requests within the bucket bound the issue names.
+# Each load starts with a warm-up of WARMUP s (default 3) whose requests are sent but counted
+# neither by gpucap load (--warmup) nor in the server's figures (its histograms are read at the end
+# of the warm-up and at the end of the run, and the difference is used): a server's first requests
+# open its connections and first touch its workers' memory (on a 2-core VM, up to a few hundred
+# ms for the first 0.3 s of megabyte bodies).
 #
 #   GPUCAP=build-ci/gpucap benchmarks/serve_overhead.sh
 set -euo pipefail
@@ -20,6 +25,8 @@ cd "$(dirname "$0")/.."
 gpucap=${GPUCAP:-build/gpucap}
 rate=${RATE:-5000}
 duration=${DURATION:-20}
+warmup=${WARMUP:-3}
+run_s=$(python3 -c "print($duration + $warmup)")
 clients=${CLIENTS:-16}
 scratch=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$scratch"' EXIT
@@ -41,53 +48,73 @@ serve() {
 stop() { kill -TERM "$server"; wait "$server" || true; }
 field() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
 
+# measure OUT LOAD_FLAGS...: gpucap load for the warm-up and DURATION s after it, its JSON report
+# in OUT; with a metrics address, the server's histograms at the warm-up's end ($scratch/before)
+# and at the run's end ($scratch/after).
+measure() {
+  local out=$1
+  shift
+  "$gpucap" load --url "$url" --duration "$run_s" --warmup "$warmup" --json "$@" >"$out" &
+  local load=$!
+  if [ -n "${metrics_port:-}" ]; then
+    sleep "$warmup"
+    curl -s "http://127.0.0.1:$metrics_port/metrics" >"$scratch/before"
+  fi
+  wait "$load"
+  if [ -n "${metrics_port:-}" ]; then curl -s "http://127.0.0.1:$metrics_port/metrics" >"$scratch/after"; fi
+}
+
 echo "| figure | value | command |"
 echo "|---|---:|---|"
 
 serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static
-"$gpucap" load --url "$url" --model noop --rate "$rate" --duration "$duration" --json >"$scratch/open.json"
-"$gpucap" load --url "$url" --model noop --clients "$clients" --duration "$duration" --json >"$scratch/closed.json"
-"$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --json >"$scratch/json16.json"
+measure "$scratch/open.json" --model noop --rate "$rate"
+measure "$scratch/closed.json" --model noop --clients "$clients"
 stop
-echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $duration\` |"
-echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $duration\` |"
+echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $run_s --warmup $warmup\` |"
+echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $run_s --warmup $warmup\` |"
 
 # server_time OUTCOME BOUND_S [FAMILY]: from one of the server's histograms (default: duration, from
-# the first byte), "p99 P ms, S % within BOUND ms" (P as histogram_quantile(0.99) computes it; S
-# exact, BOUND being one of the histogram's bounds).
+# the first byte) over the measured window (after the warm-up: $scratch/after minus
+# $scratch/before), "p99 P ms, S % within BOUND ms" (P as histogram_quantile(0.99) computes it;
+# S exact, BOUND being one of the histogram's bounds).
 server_time() {
-  python3 - "http://127.0.0.1:$metrics_port/metrics" "$1" "$2" "${3:-duration}" <<'PY'
-import re, sys, urllib.request
-url, outcome, bound, family = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-text = urllib.request.urlopen(url).read().decode()
-buckets = []
-for m in re.finditer(r'gpucap_serve_request_%s_seconds_bucket\{[^}]*outcome="%s",le="([^"]+)"\} (\S+)' % (family, outcome), text):
-    buckets.append((float(m.group(1)), float(m.group(2))))
-total = buckets[-1][1]
+  python3 - "$scratch/before" "$scratch/after" "$1" "$2" "${3:-duration}" <<'PY'
+import re, sys
+before_file, after_file, outcome, bound, family = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+texts = [open(before_file).read(), open(after_file).read()]
+def buckets(text):
+    pattern = r'gpucap_serve_request_%s_seconds_bucket\{[^}]*outcome="%s",le="([^"]+)"\} (\S+)' % (family, outcome)
+    return {float(m.group(1)): float(m.group(2)) for m in re.finditer(pattern, text)}
+first, last = buckets(texts[0]), buckets(texts[1])
+window = [(upper, count - first.get(upper, 0.0)) for upper, count in sorted(last.items())]
+total = window[-1][1]
 rank, lower, below = 0.99 * total, 0.0, 0.0
-for upper, count in buckets:
+for upper, count in window:
     if count >= rank:
         p99 = upper if upper == float('inf') else lower + (upper - lower) * (rank - below) / max(count - below, 1e-12)
         break
     lower, below = upper, count
-within = next(count for upper, count in buckets if abs(upper - bound) < 1e-12) / total
+within = next(count for upper, count in window if abs(upper - bound) < 1e-12) / total
 line = f"p99 {p99 * 1e3:.2f} ms, {100 * within:.1f} % within {bound * 1e3:g} ms ({int(total)} requests)"
 if outcome == "success" and family == "duration":  # Triton's counters: from the body's end
-    value = lambda name: float(re.search(name + r'\{[^}]*\} (\S+)', text).group(1))
-    line += f"; mean from the body's arrival {value('nv_inference_request_duration_us') / value('nv_inference_request_success'):.0f} us"
+    def value(name):
+        return [float((re.search(name + r'\{[^}]*\} (\S+)', t) or [0, 0])[1]) for t in texts]
+    duration_us, success = value('nv_inference_request_duration_us'), value('nv_inference_request_success')
+    line += f"; mean from the body's arrival {(duration_us[1] - duration_us[0]) / (success[1] - success[0]):.0f} us"
 print(line)
 PY
 }
 
 metrics_port=$(free_port)
 serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static --metrics "127.0.0.1:$metrics_port"
-"$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --json >"$scratch/json16.json"
+measure "$scratch/json16.json" --model noop --rate 100
 json16_server=$(server_time success 0.001)
 json16_processing=$(server_time success 0.001 processing)
 stop
 serve --model noop --noop-shape 3,224,224 --power-cap 250 --max-batch-size 64 --algorithm static \
   --metrics "127.0.0.1:$metrics_port"
-"$gpucap" load --url "$url" --model noop --rate 100 --duration "$duration" --binary --json >"$scratch/image.json"
+measure "$scratch/image.json" --model noop --rate 100 --binary
 image_server=$(server_time success 0.001)
 image_processing=$(server_time success 0.001 processing)
 stop
@@ -100,8 +127,7 @@ echo "| the server's own work (end of the body to answer), 16-float JSON | $json
 echo "| the server's own work (end of the body to answer), 1x3x224x224 FP32 binary | $image_processing | the same |"
 
 serve --gpu p40 --model nasnet_a_large --power-cap 90 --slo-ms 2000 --metrics "127.0.0.1:$metrics_port"
-"$gpucap" load --url "$url" --model nasnet_a_large --rate 150 --duration "$duration" --binary --slo-ms 2000 \
-  --connections 256 --json >"$scratch/shed.json"
+measure "$scratch/shed.json" --model nasnet_a_large --rate 150 --binary --slo-ms 2000 --connections 256
 shed_server=$(server_time shed 0.005)
 stop
 echo "| 429s under 5x overload (twin P40, NASNet-A Large, 90 W), end to end: count, p99 / max latency of a 429 | $(field "$scratch/shed.json" "d['rejected_429']"), $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['p99'],2)") / $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['max'],2)") ms (goodput $(field "$scratch/shed.json" "round(d['goodput_rps'],1)")/s of $(field "$scratch/shed.json" "round(d['throughput_rps'],1)")/s answered) | \`gpucap load --rate 150 --binary\` |"

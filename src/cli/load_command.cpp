@@ -37,6 +37,7 @@ struct LoadFlags {
   std::optional<int> clients;
   std::optional<double> think_ms;
   std::optional<double> duration_s;
+  double warmup_s = 0.0;
   long long max_requests = 1'000'000;
   std::optional<int> connections;
   long long batch = 1;
@@ -83,6 +84,7 @@ service::LoadOptions load_options(const LoadFlags& flags) {
   } else if (options.trace_s) {
     options.duration_s = options.trace_s->back() + kTraceTailS;
   }
+  options.warmup_s = flags.warmup_s;
   if (flags.max_requests < 1) throw usage_error(fmt::format("--max-requests must be at least 1, got {}", flags.max_requests));
   options.max_requests = static_cast<std::uint64_t>(flags.max_requests);
   options.batch = flags.batch;
@@ -132,6 +134,9 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
   cmd->add_option("--think-ms", flags->think_ms, "Closed loop: pause between an answer and the next request (default 0)");
   cmd->add_option("--duration", flags->duration_s,
                   "Seconds of sending (default 10; with --trace, until 1 s after its last arrival)");
+  cmd->add_option("--warmup", flags->warmup_s,
+                  "Seconds at the start whose requests are sent but not counted in any figure (a server's first "
+                  "requests open its connections and touch its memory for the first time; default 0)");
   cmd->add_option("--max-requests", flags->max_requests,
                   "Stop after this many requests (this bounds memory: under 100 bytes per request)")
       ->capture_default_str();

@@ -143,9 +143,11 @@ bool sleep_until_or_stop(const Run& run, Clock::time_point when) {
 std::optional<double> send_one(Run& run, httplib::Client& client, double scheduled_s,
                                std::vector<RequestOutcome>& outcomes) {
   const auto sent_at = Clock::now();
+  // A warm-up request is sent as any other and left out of every figure, its errors included.
+  const bool counted = scheduled_s >= run.options.warmup_s;
   const int now_in_flight = run.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
   int seen = run.max_in_flight.load(std::memory_order_relaxed);
-  while (now_in_flight > seen && !run.max_in_flight.compare_exchange_weak(seen, now_in_flight)) {
+  while (counted && now_in_flight > seen && !run.max_in_flight.compare_exchange_weak(seen, now_in_flight)) {
   }
   const auto result = client.Post(run.path, run.headers, run.request.body, run.request.content_type);
   const auto done = Clock::now();
@@ -156,16 +158,18 @@ std::optional<double> send_one(Run& run, httplib::Client& client, double schedul
   outcome.latency_s = static_cast<float>(seconds_between(run.start + to_duration(scheduled_s), done));
   outcome.service_s = static_cast<float>(seconds_between(sent_at, done));
   std::optional<double> retry_after;
+  ErrorLog ignored;
+  auto& errors = counted ? run.errors : ignored;
   if (!result) {
     const auto error = result.error();
     if (run.cancelling.load()) {
       outcome.kind = OutcomeKind::cancelled;
     } else if (error != httplib::Error::Connection && outcome.service_s >= kTimedOutShare * run.options.timeout_s) {
       outcome.kind = OutcomeKind::timed_out;
-      run.errors.add(0, fmt::format("no answer within the timeout of {:g} ms", run.options.timeout_s * 1e3));
+      errors.add(0, fmt::format("no answer within the timeout of {:g} ms", run.options.timeout_s * 1e3));
     } else {
       outcome.kind = OutcomeKind::failed_transport;
-      run.errors.add(0, transport_message(error));
+      errors.add(0, transport_message(error));
     }
   } else if (result->status == 200) {
     outcome.kind = OutcomeKind::ok;
@@ -176,9 +180,9 @@ std::optional<double> send_one(Run& run, httplib::Client& client, double schedul
                                    : OutcomeKind::failed_http;
     if (status == 429 && result->has_header("Retry-After")) {
       retry_after = parse_retry_after(result->get_header_value("Retry-After"));
-      if (retry_after) run.errors.add_retry_after(*retry_after);
+      if (retry_after) errors.add_retry_after(*retry_after);
     }
-    run.errors.add(status, kserve::error_message_of(result->body, status));
+    errors.add(status, kserve::error_message_of(result->body, status));
   }
   outcomes.push_back(outcome);
   return retry_after;
@@ -317,6 +321,10 @@ void validate(const LoadOptions& options) {
     throw usage_error(fmt::format("--duration must be a positive number of seconds, got {:g}", options.duration_s));
   }
   if (options.max_requests < 1) throw usage_error("--max-requests must be at least 1");
+  if (!(std::isfinite(options.warmup_s) && options.warmup_s >= 0.0 && options.warmup_s < options.duration_s)) {
+    throw usage_error(fmt::format("--warmup must be from 0 to less than --duration ({:g} s), got {:g}",
+                                  options.duration_s, options.warmup_s));
+  }
   if (options.batch < 1) throw usage_error(fmt::format("--batch must be at least 1, got {}", options.batch));
   if (!positive(options.timeout_s)) throw usage_error("--timeout-ms must be positive");
   if (!positive(options.slo_s)) throw usage_error("--slo-ms must be positive");
@@ -360,6 +368,7 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
   report.request_bytes = request.body.size();
   report.slo_s = options.slo_s;
   report.duration_s = options.duration_s;
+  report.warmup_s = options.warmup_s;
   report.timeout_s = options.timeout_s;
   report.max_requests = options.max_requests;
   report.seed = options.seed;

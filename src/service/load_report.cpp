@@ -70,8 +70,13 @@ void summarize_outcomes(LoadReport& report, const std::vector<RequestOutcome>& o
   latency.reserve(outcomes.size());
   service.reserve(outcomes.size());
   lag.reserve(outcomes.size());
-  report.scheduled = outcomes.size();
+  report.warmup_requests = 0;
   for (const auto& outcome : outcomes) {
+    if (outcome.scheduled_s < report.warmup_s) {
+      ++report.warmup_requests;
+      continue;
+    }
+    ++report.scheduled;
     const auto latency_s = static_cast<double>(outcome.latency_s);
     const auto service_s = static_cast<double>(outcome.service_s);
     if (outcome.kind != OutcomeKind::unsent) {
@@ -103,10 +108,11 @@ void summarize_outcomes(LoadReport& report, const std::vector<RequestOutcome>& o
   report.rejection = percentiles(std::move(rejection));
 
   const auto count = [](std::uint64_t n) { return static_cast<double>(n); };
-  if (report.elapsed_s > 0.0) {
-    if (report.mode == LoadMode::open_loop) report.offered_rps = count(report.scheduled) / report.elapsed_s;
-    report.throughput_rps = count(report.answered) / report.elapsed_s;
-    report.goodput_rps = count(report.within_slo) / report.elapsed_s;
+  const double measured_s = report.elapsed_s - report.warmup_s;
+  if (measured_s > 0.0) {
+    if (report.mode == LoadMode::open_loop) report.offered_rps = count(report.scheduled) / measured_s;
+    report.throughput_rps = count(report.answered) / measured_s;
+    report.goodput_rps = count(report.within_slo) / measured_s;
   }
   const auto judged = report.scheduled - report.cancelled;
   report.slo_attainment = judged > 0 ? count(report.within_slo) / count(judged) : 1.0;
@@ -119,13 +125,15 @@ void summarize_outcomes(LoadReport& report, const std::vector<RequestOutcome>& o
   std::vector<std::vector<double>> segment_latency;
   for (std::size_t i = 0; i < steps.size() && steps[i].time_s < end_s; ++i) {
     SegmentReport segment;
-    segment.start_s = steps[i].time_s;
+    segment.start_s = std::max(steps[i].time_s, report.warmup_s);
     segment.end_s = i + 1 < steps.size() ? std::min(steps[i + 1].time_s, end_s) : end_s;
+    if (segment.start_s >= segment.end_s) continue;  // all in the warm-up
     segment.rate_per_s = steps[i].rate_per_s;
     report.segments.push_back(segment);
     segment_latency.emplace_back();
   }
   for (const auto& outcome : outcomes) {
+    if (outcome.scheduled_s < report.warmup_s) continue;
     const auto after = std::upper_bound(report.segments.begin(), report.segments.end(), outcome.scheduled_s,
                                         [](double t, const SegmentReport& s) { return t < s.start_s; });
     if (after == report.segments.begin()) continue;
@@ -175,6 +183,8 @@ json to_json(const LoadReport& report) {
       {"request_bytes", report.request_bytes},
       {"slo_ms", report.slo_s * 1e3},
       {"duration_s", report.duration_s},
+      {"warmup_s", report.warmup_s},
+      {"warmup_requests", report.warmup_requests},
       {"timeout_ms", report.timeout_s * 1e3},
       {"max_requests", report.max_requests},
       {"seed", report.seed},
@@ -226,6 +236,10 @@ std::string to_text(const LoadReport& report) {
                      report.batch, report.binary ? "binary" : "JSON", report.inputs, bytes_text(report.request_bytes));
   out += open ? "  latency counts from each request's scheduled send time: waiting for a free connection is included\n"
               : "  latency counts from each request's send\n";
+  if (report.warmup_s > 0.0) {
+    out += fmt::format("  warm-up: the {} requests of the first {:g} s were sent and are not counted below\n",
+                       report.warmup_requests, report.warmup_s);
+  }
   out += fmt::format("requests     {} scheduled: {} sent, {} unsent; {} answered, {} rejected (429: {}, 503: {}), "
                      "{} failed (HTTP {}, transport {}, timeout {}){}\n",
                      report.scheduled, report.sent, report.unsent, report.answered, report.rejected(),

@@ -269,6 +269,35 @@ TEST(LoadGeneratorTest, SeparatesSheddingUnavailabilityAndFailures) {
   EXPECT_TRUE(j["rejection_latency_ms"].contains("p99"));
 }
 
+TEST(LoadGeneratorTest, TheWarmUpsRequestsAreSentButNotCounted) {
+  StubConfig config;
+  config.fail_every = 10;  // the 10th, 20th, ..., 50th requests: one in the warm-up (at 90 ms), four after it
+  KserveStub stub(config);
+  auto options = open_loop(stub, 100.0, 0.5, 4);
+  options.warmup_s = 0.15;  // constant spacing: requests at 0, 10, ..., 140 ms are the warm-up's 15
+  const auto report = run_load(options, nullptr);
+  EXPECT_EQ(stub.infers(), 50);  // every request was sent
+  EXPECT_EQ(report.warmup_requests, 15U);
+  EXPECT_EQ(report.scheduled, 35U);
+  EXPECT_EQ(report.sent, 35U);
+  EXPECT_EQ(report.failed_http, 4U);  // the 20th to 50th requests, at 190 to 490 ms
+  EXPECT_EQ(count_of(report, 500), report.failed_http) << "the warm-up's failure is not among the errors";
+  EXPECT_EQ(report.answered + report.failed_http, 35U);
+  // Rates over the 0.35 s after the warm-up, not over the whole run.
+  EXPECT_NEAR(report.offered_rps, 100.0, 10.0);
+  EXPECT_NEAR(report.throughput_rps, static_cast<double>(report.answered) / (report.elapsed_s - 0.15), 1e-9);
+  const auto j = to_json(report);
+  EXPECT_EQ(j["warmup_requests"], 15);
+  EXPECT_DOUBLE_EQ(j["warmup_s"].get<double>(), 0.15);
+  EXPECT_NE(to_text(report).find("the 15 requests of the first 0.15 s were sent and are not counted"), std::string::npos)
+      << to_text(report);
+
+  options.warmup_s = 0.5;  // not less than the duration
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--warmup");
+  options.warmup_s = -1.0;
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--warmup");
+}
+
 TEST(LoadGeneratorTest, CountsCutConnectionsAsFailuresAndCarriesOn) {
   StubConfig config;
   config.cut_every = 4;

@@ -66,6 +66,10 @@ struct LoadOptions {
   double slo_s = 0.1;        // answered within this, from the scheduled time, counts as goodput
   std::uint64_t seed = 1;    // arrivals and input data
   double stop_grace_s = 1.0; // after *stop, requests in flight get this long before they are cancelled
+  // Requests scheduled in the first warmup_s seconds are sent as the others but left out of every
+  // figure (perf_analyzer's warm-up): a server's first requests open its connections and touch
+  // its memory for the first time. Less than duration_s.
+  double warmup_s = 0.0;
 };
 
 // Error(usage) naming the first bad option.
@@ -137,6 +141,8 @@ struct LoadReport {
   double timeout_s = 0.0;
   std::uint64_t max_requests = 0;
   std::uint64_t seed = 0;
+  double warmup_s = 0.0;               // the first seconds, not counted
+  std::uint64_t warmup_requests = 0;   // requests scheduled in them (sent or not), left out
 
   // How it ended
   double elapsed_s = 0.0;   // start to the last answer
@@ -177,8 +183,9 @@ struct LoadReport {
   std::vector<SegmentReport> segments;  // one per step of a rate schedule with several steps
 };
 
-// Fills the counts, rates, percentiles and segments of `report` from the outcomes; report's
-// slo_s, duration_s, elapsed_s, interrupted and mode must be set. `schedule` gives the segments (none when
+// Fills the counts, rates, percentiles and segments of `report` from the outcomes scheduled after
+// the warm-up (the rates over the time after it); report's slo_s, duration_s, warmup_s,
+// elapsed_s, interrupted and mode must be set. `schedule` gives the segments (none when
 // null or constant). Pure.
 void summarize_outcomes(LoadReport& report, const std::vector<RequestOutcome>& outcomes,
                         const serve::RateSchedule* schedule);
