@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -32,7 +33,10 @@ std::string excerpt(const json& value) {
 // before it builds anything: nesting deeper than kMaxJsonDepth (a 10,000-deep array is cheap to
 // send and costs a DOM node per level), and a NUL byte, which the parser takes as the end of its
 // input, so "{...}\0junk" would parse; JSON text never holds a raw NUL. Strings are skipped.
-void check_json_header(std::string_view text, const std::string& not_json, bool header_length_given) {
+// Returns about how many values the parser would build (commas and arrays or objects outside
+// strings: at least the values less one per array or object), for max_json_values.
+std::uint64_t check_json_header(std::string_view text, const std::string& not_json, bool header_length_given) {
+  std::uint64_t values = 0;
   int depth = 0;
   bool in_string = false;
   bool escaped = false;
@@ -56,7 +60,10 @@ void check_json_header(std::string_view text, const std::string& not_json, bool 
     }
     if (c == '"') {
       in_string = true;
+    } else if (c == ',') {
+      ++values;
     } else if (c == '[' || c == '{') {
+      ++values;
       if (++depth > kMaxJsonDepth) {
         throw bad_request(fmt::format("the inference request nests JSON deeper than {} levels", kMaxJsonDepth));
       }
@@ -64,6 +71,31 @@ void check_json_header(std::string_view text, const std::string& not_json, bool 
       --depth;
     }
   }
+  return values;
+}
+
+// The most JSON values a request for `model` needs: its inputs' elements at the largest batch, as
+// many again for the arrays that may nest them, and room for the request's own fields. A body of
+// megabytes that is mostly empty arrays or one-digit numbers would otherwise cost the parser
+// 16 to 80 bytes of memory per 2 to 3 bytes it holds before its shape is checked. nullopt when
+// a dimension other than the batch is variable (no bound but the body's size).
+std::optional<std::uint64_t> max_json_values(const ModelMetadata& model) {
+  constexpr std::uint64_t kRequestFields = 4096;
+  std::uint64_t elements = 0;
+  for (const auto& input : model.inputs) {
+    std::uint64_t count = model.max_batch_size > 0 ? static_cast<std::uint64_t>(model.max_batch_size) : 1;
+    for (std::size_t i = model.max_batch_size > 0 ? 1 : 0; i < input.shape.size(); ++i) {
+      if (input.shape[i] < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(input.shape[i]), &count)) {
+        return std::nullopt;
+      }
+    }
+    if (__builtin_add_overflow(elements, count, &elements)) return std::nullopt;
+  }
+  std::uint64_t most = 0;
+  if (__builtin_mul_overflow(elements, std::uint64_t{2}, &most) || __builtin_add_overflow(most, kRequestFields, &most)) {
+    return std::nullopt;
+  }
+  return most;
 }
 
 const json* member(const json& object, const char* key) {
@@ -564,7 +596,13 @@ InferRequest parse_request(std::string_view body, std::optional<std::size_t> hea
       header_length ? fmt::format("the first {} bytes of the body (Inference-Header-Content-Length) are not valid JSON",
                                   *header_length)
                     : std::string("the request body is not valid JSON");
-  check_json_header(header, not_json, header_length.has_value());
+  const auto values = check_json_header(header, not_json, header_length.has_value());
+  if (const auto most = max_json_values(model); most && values > *most) {
+    throw bad_request(fmt::format(
+        "the inference request's JSON holds about {} values; model '{}' takes at most {} per request "
+        "(its inputs' elements at batch {}, as many arrays, and the request's fields)",
+        values, model.name, *most, std::max(model.max_batch_size, 1)));
+  }
   json doc;
   try {
     doc = json::parse(header.begin(), header.end());
