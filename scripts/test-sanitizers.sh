@@ -37,7 +37,7 @@ asan_left_out=(
 
 # The executables (ctest labels) run under TSan: every one whose code starts threads.
 tsan_labels=(
-  core_tests runtime_tests mps_tests serve_tests monitor_tests service_tests load_generator_tests
+  core_tests runtime_tests mps_tests serve_tests serve_runtime_tests monitor_tests service_tests load_generator_tests
   bsoclient_tests bsoclient_live_tests etcd_store_tests cli_tests cluster_etcd_tests
 )
 

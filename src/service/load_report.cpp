@@ -70,6 +70,7 @@ void summarize_outcomes(LoadReport& report, const std::vector<RequestOutcome>& o
   latency.reserve(outcomes.size());
   service.reserve(outcomes.size());
   lag.reserve(outcomes.size());
+  report.scheduled = 0;
   report.warmup_requests = 0;
   for (const auto& outcome : outcomes) {
     if (outcome.scheduled_s < report.warmup_s) {

@@ -39,19 +39,20 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
   std::atomic<bool> submitted{false};
   Clock::time_point submitted_at;
   std::promise<Clock::time_point> launched;
-  ServingRuntime* runtime_in_sink = nullptr;
+  // Set once the runtime exists; its GPU thread starts in its constructor.
+  std::atomic<ServingRuntime*> runtime_in_sink{nullptr};
   std::future<Answer> answer;
   const auto executor = [&](ServingLoop& loop, const Launch& launch) {
     if (submitted) launched.set_value(Clock::now());
     return loop.execute(launch);
   };
   const auto on_window = [&](const ServingWindow&) {
-    if (submitted.exchange(true)) return;
+    if (runtime_in_sink.load() == nullptr || submitted.exchange(true)) return;
     submitted_at = Clock::now();
-    answer = runtime_in_sink->submit(1, 1, 0, std::nullopt);
+    answer = runtime_in_sink.load()->submit(1, 1, 0, std::nullopt);
   };
   ServingRuntime runtime(platform, controller, cap, options, executor, on_window);
-  runtime_in_sink = &runtime;
+  runtime_in_sink.store(&runtime);
 
   // The first window closes after the static controller's period (1 s).
   auto launch = launched.get_future();
