@@ -14,8 +14,8 @@
 # Percentiles from the server's histogram are read as Prometheus's histogram_quantile does (linear
 # within the bucket), beside the share of requests within the bucket bound the issue names.
 # Each load starts with a warm-up of WARMUP s (default 3) whose requests are sent but counted
-# neither by gpucap load (--warmup) nor in the server's figures (its histograms are read at the end
-# of the warm-up and at the end of the run, and the difference is used): a server's first requests
+# neither by gpucap load (--warmup) nor in the server's figures (its histograms are read just after
+# the warm-up and at the end of the run, and the difference is used): a server's first requests
 # open its connections and first touch its workers' memory (on a 2-core VM, up to a few hundred
 # ms for the first 0.3 s of megabyte bodies).
 #
@@ -49,15 +49,16 @@ stop() { kill -TERM "$server"; wait "$server" || true; }
 field() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
 
 # measure OUT LOAD_FLAGS...: gpucap load for the warm-up and DURATION s after it, its JSON report
-# in OUT; with a metrics address, the server's histograms at the warm-up's end ($scratch/before)
-# and at the run's end ($scratch/after).
+# in OUT; with a metrics address, the server's histograms 0.3 s after the warm-up's end
+# ($scratch/before: gpucap load's clock starts a little after its process, once it has read the
+# model's metadata and built its request) and at the run's end ($scratch/after).
 measure() {
   local out=$1
   shift
   "$gpucap" load --url "$url" --duration "$run_s" --warmup "$warmup" --json "$@" >"$out" &
   local load=$!
   if [ -n "${metrics_port:-}" ]; then
-    sleep "$warmup"
+    sleep "$(python3 -c "print($warmup + 0.3)")"
     curl -s "http://127.0.0.1:$metrics_port/metrics" >"$scratch/before"
   fi
   wait "$load"
@@ -88,7 +89,10 @@ def buckets(text):
     return {float(m.group(1)): float(m.group(2)) for m in re.finditer(pattern, text)}
 first, last = buckets(texts[0]), buckets(texts[1])
 window = [(upper, count - first.get(upper, 0.0)) for upper, count in sorted(last.items())]
-total = window[-1][1]
+total = window[-1][1] if window else 0.0
+if total <= 0:  # e.g. the first reading answered only after the load (a server swamped at its start)
+    print(f"no {outcome} request between the two readings of the server's metrics")
+    sys.exit(0)
 rank, lower, below = 0.99 * total, 0.0, 0.0
 for upper, count in window:
     if count >= rank:

@@ -74,26 +74,32 @@ std::uint64_t check_json_header(std::string_view text, const std::string& not_js
   return values;
 }
 
-// The most JSON values a request for `model` needs: its inputs' elements at the largest batch, as
-// many again for the arrays that may nest them, and room for the request's own fields. A body of
-// megabytes that is mostly empty arrays or one-digit numbers would otherwise cost the parser
-// 16 to 80 bytes of memory per 2 to 3 bytes it holds before its shape is checked. nullopt when
-// a dimension other than the batch is variable (no bound but the body's size).
+// The most JSON values a request for `model` needs, as the pre-scan counts them (commas, arrays
+// and objects): for each input at the largest batch, its elements and, for data nested to its
+// full shape, twice its arrays (one array per index of every dimension but the last, each with a
+// comma after it); and room for the request's own fields. A body of megabytes that is mostly
+// empty arrays or one-digit numbers would otherwise cost the parser 16 to 80 bytes of memory per
+// 2 to 3 bytes it holds before its shape is checked. nullopt when a dimension other than the batch
+// is variable (no bound but the body's size).
 std::optional<std::uint64_t> max_json_values(const ModelMetadata& model) {
   constexpr std::uint64_t kRequestFields = 4096;
-  std::uint64_t elements = 0;
+  std::uint64_t most = kRequestFields;
   for (const auto& input : model.inputs) {
-    std::uint64_t count = model.max_batch_size > 0 ? static_cast<std::uint64_t>(model.max_batch_size) : 1;
-    for (std::size_t i = model.max_batch_size > 0 ? 1 : 0; i < input.shape.size(); ++i) {
-      if (input.shape[i] < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(input.shape[i]), &count)) {
+    std::uint64_t arrays = 0;
+    std::uint64_t elements = 1;  // the product of the dimensions so far
+    for (std::size_t i = 0; i < input.shape.size(); ++i) {
+      const bool batch = i == 0 && model.max_batch_size > 0;
+      const std::int64_t dimension = batch ? model.max_batch_size : input.shape[i];
+      if (dimension < 0 || __builtin_add_overflow(arrays, elements, &arrays) ||
+          __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dimension), &elements)) {
         return std::nullopt;
       }
     }
-    if (__builtin_add_overflow(elements, count, &elements)) return std::nullopt;
-  }
-  std::uint64_t most = 0;
-  if (__builtin_mul_overflow(elements, std::uint64_t{2}, &most) || __builtin_add_overflow(most, kRequestFields, &most)) {
-    return std::nullopt;
+    std::uint64_t values = 0;
+    if (__builtin_mul_overflow(arrays, std::uint64_t{2}, &values) || __builtin_add_overflow(values, elements, &values) ||
+        __builtin_add_overflow(most, values, &most)) {
+      return std::nullopt;
+    }
   }
   return most;
 }
@@ -600,7 +606,7 @@ InferRequest parse_request(std::string_view body, std::optional<std::size_t> hea
   if (const auto most = max_json_values(model); most && values > *most) {
     throw bad_request(fmt::format(
         "the inference request's JSON holds about {} values; model '{}' takes at most {} per request "
-        "(its inputs' elements at batch {}, as many arrays, and the request's fields)",
+        "(its inputs' elements at batch {}, nested to their full shapes, and the request's fields)",
         values, model.name, *most, std::max(model.max_batch_size, 1)));
   }
   json doc;

@@ -238,7 +238,7 @@ std::string to_text(const LoadReport& report) {
   out += open ? "  latency counts from each request's scheduled send time: waiting for a free connection is included\n"
               : "  latency counts from each request's send\n";
   if (report.warmup_s > 0.0) {
-    out += fmt::format("  warm-up: the {} requests of the first {:g} s were sent and are not counted below\n",
+    out += fmt::format("  warm-up: the {} requests scheduled in the first {:g} s are not counted below\n",
                        report.warmup_requests, report.warmup_s);
   }
   out += fmt::format("requests     {} scheduled: {} sent, {} unsent; {} answered, {} rejected (429: {}, 503: {}), "

@@ -421,14 +421,15 @@ TEST(KserveParse, DeepNestingIsRefusedCleanly) {
 // DOM node with its own vector); it is refused before it is parsed when it holds more values than
 // the model's inputs could use.
 TEST(KserveParse, MoreJsonValuesThanTheModelTakesAreRefusedBeforeParsing) {
-  // simple_model: two inputs of [-1, 16] up to batch 8: 256 elements, at most 2 x 256 + 4096 values.
+  // simple_model: two inputs of [-1, 16] up to batch 8, each 128 elements in 1 + 8 arrays: at most
+  // 2 x (128 + 2 x 9) + 4096 values.
   std::string arrays = "[";
   for (int i = 0; i < 5000; ++i) arrays += i == 0 ? "[]" : ",[]";
   arrays += "]";
   const std::string body =
       R"({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [8, 16], "data": )" + arrays + "}]}";
   expect_protocol_error([&] { (void)parse_infer_request(body, std::nullopt, simple_model()); }, 400,
-                        "model 'simple' takes at most 4608 per request");
+                        "model 'simple' takes at most 4388 per request");
   // The most a request of the model can hold goes through (nested rows, both inputs at batch 8).
   std::vector<std::int32_t> values(128, 7);
   json rows = json::array();
@@ -437,6 +438,18 @@ TEST(KserveParse, MoreJsonValuesThanTheModelTakesAreRefusedBeforeParsing) {
                       {{{"name", "INPUT0"}, {"datatype", "INT32"}, {"shape", {8, 16}}, {"data", rows}},
                        {{"name", "INPUT1"}, {"datatype", "INT32"}, {"shape", {8, 16}}, {"data", values}}}}};
   EXPECT_EQ(parse_infer_request(full.dump(), std::nullopt, simple_model()).batch_size, 8);
+  // Dimensions of 1 nest an array per element: the most a request of such a model can hold, nested
+  // to its full shape at its largest batch, goes through (about 192,000 values for 64,000 elements).
+  const ModelMetadata unit_dims{"column", {"1"}, "custom", {{"x", Datatype::fp32, {-1, 1000, 1, 1}}},
+                                {{"y", Datatype::fp32, {-1, 1}}}, 64};
+  json batch = json::array();
+  for (int b = 0; b < 64; ++b) {
+    json column = json::array();
+    for (int r = 0; r < 1000; ++r) column.push_back(json::array({json::array({0.5})}));
+    batch.push_back(column);
+  }
+  const json nested = {{"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {64, 1000, 1, 1}}, {"data", batch}}}}};
+  EXPECT_EQ(parse_infer_request(nested.dump(), std::nullopt, unit_dims).batch_size, 64);
   // A dimension other than the batch that is variable leaves the body's size as the only bound.
   std::string many = "[1";
   for (int i = 1; i < 20000; ++i) many += ",1";
