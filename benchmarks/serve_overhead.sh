@@ -17,7 +17,7 @@
 # neither by gpucap load (--warmup) nor in the server's figures (its histograms are read just after
 # the warm-up and at the end of the run, and the difference is used): a server's first requests
 # open its connections and first touch its workers' memory (on a 2-core VM, up to a few hundred
-# ms for the first 0.3 s of megabyte bodies).
+# ms for the first 0.5 s of megabyte bodies).
 #
 #   GPUCAP=build-ci/gpucap benchmarks/serve_overhead.sh
 set -euo pipefail
