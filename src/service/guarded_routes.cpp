@@ -4,6 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "gpucap/core/text.hpp"
 #include "log_limiter.hpp"
 #include "request_stream.hpp"
@@ -66,7 +69,10 @@ GuardedServer& GuardedServer::route(const char* method, const std::string& patte
       write_error_(response, refusal->first, refusal->second);
       return;
     }
+    // Sized once from Content-Length (within the limit) rather than grown as it comes: growing a
+    // 600-kB image's body doubled it about 16 times, each a copy into memory not yet touched.
     std::string body;
+    body.reserve(std::min<std::uint64_t>(request.get_header_value<std::uint64_t>("Content-Length"), limits_.max_body_bytes));
     bool too_large = false;
     const bool read = content([&](const char* data, std::size_t length) {
       if (body.size() + length > limits_.max_body_bytes) {
