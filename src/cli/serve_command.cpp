@@ -93,6 +93,7 @@ struct ServeFlags {
   int priority_levels = 0;
   std::size_t max_queue_size = 0;
   double queue_timeout_ms = 30'000.0;
+  double batch_timeout_s = 60.0;
   double max_request_mib = 64.0;
   std::size_t threads = 128;
   std::string hostname_label = monitor::kHostnameLabel;
@@ -340,6 +341,9 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     throw usage_error(fmt::format("--max-request-mib {:g} must be between 0 and 4096", f.max_request_mib));
   }
   if (f.threads < 2 || f.threads > 4096) throw usage_error(fmt::format("--threads {} must be between 2 and 4096", f.threads));
+  if (!(f.batch_timeout_s > 0.0 && f.batch_timeout_s <= 86'400.0)) {
+    throw usage_error(fmt::format("--batch-timeout-s {:g} must be above 0 and at most 86400", f.batch_timeout_s));
+  }
   const auto [listen_host, listen_port] = service::parse_listen_address(f.listen, "--listen", kListenDefault);
   if (f.metrics) (void)service::parse_listen_address(*f.metrics, "--metrics", "127.0.0.1:9400");
   std::optional<std::pair<std::string, int>> admin_address;
@@ -406,6 +410,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   runtime_options.batcher = batcher;
   runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
   runtime_options.on_failure = [] { ::kill(::getpid(), SIGUSR2); };
+  runtime_options.batch_timeout_s = f.batch_timeout_s;
   std::atomic<ClusterNode*> cluster_node{nullptr};
   const auto on_window = [&exports, &cluster_node](const serve::ServingWindow& w) {
     if (auto* node = cluster_node.load()) node->observe(w);
@@ -551,6 +556,10 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--queue-timeout-ms", flags->queue_timeout_ms,
                   "Triton's default_timeout_microseconds, in ms: a request still queued then is answered 503 (a "
                   "request's \"timeout\" parameter may shorten it)")
+      ->capture_default_str();
+  cmd->add_option("--batch-timeout-s", flags->batch_timeout_s,
+                  "A batch still running after this long counts as a stalled GPU: until it returns, requests get 503 "
+                  "at once and /v2/health/ready says 503")
       ->capture_default_str();
   cmd->add_option("--max-request-mib", flags->max_request_mib, "The largest inference request body, MiB (larger: 413)")
       ->capture_default_str();

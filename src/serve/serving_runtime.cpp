@@ -1,5 +1,6 @@
 #include "gpucap/serve/serving_runtime.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -44,6 +45,9 @@ ServingRuntime::ServingRuntime(runtime::Platform& platform, control::ServingCont
       executor_(std::move(executor)),
       on_window_(std::move(on_window)) {
   if (!(options_.pace > 0.0)) throw usage_error("the serving pace must be positive");
+  if (options_.batch_timeout_s && !(*options_.batch_timeout_s > 0.0 && std::isfinite(*options_.batch_timeout_s))) {
+    throw usage_error(fmt::format("the batch timeout {:g} s must be positive", *options_.batch_timeout_s));
+  }
   auto stats = options_.stats;
   stats.slo_s = options_.slo_s;
   core_ = std::make_unique<ServingCore>(options_.batcher, stats, controller.initial_knobs(cap_.at(0.0).cap_w));
@@ -83,6 +87,10 @@ std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int prio
     a.message = "the server is shutting down";
     return ready(std::move(a));
   }
+  if (stalled_locked()) {  // it would wait behind a batch that may never end
+    if (held) core_->give_back_place();
+    return ready(stalled_answer());
+  }
   const double now = now_s();
   const auto admission = core_->admit(PendingRequest{id, items, now, priority, timeout_s}, now, held);
   if (!admission.accepted()) return ready(refusal_of(admission));
@@ -105,7 +113,7 @@ ServingRuntime::EarlyArrival ServingRuntime::arrive_early() {
     if (std::chrono::steady_clock::now() >= give_up) return {};
     std::this_thread::yield();
   }
-  if (draining_ || stopped_) return {};  // submit() answers `stopping`
+  if (draining_ || stopped_ || stalled_locked()) return {};  // submit() answers `stopping` or `stalled`
   // Clients that send their headers and then nothing would hold every place of the queue until
   // their deadline, and every other request would be shed: past half the queue's bound, no place
   // is held. A request the runtime would shed now is still refused at once; one it would not is
@@ -157,7 +165,24 @@ bool ServingRuntime::draining() const {
 
 bool ServingRuntime::serving() const {
   const std::lock_guard lock(mutex_);
-  return !draining_ && !stopped_;
+  return !draining_ && !stopped_ && !stalled_locked();
+}
+
+bool ServingRuntime::stalled() const {
+  const std::lock_guard lock(mutex_);
+  return stalled_locked();
+}
+
+bool ServingRuntime::stalled_locked() const {
+  return batch_started_ && options_.batch_timeout_s &&
+         std::chrono::steady_clock::now() - *batch_started_ > std::chrono::duration<double>(*options_.batch_timeout_s);
+}
+
+Answer ServingRuntime::stalled_answer() const {
+  Answer a;
+  a.kind = AnswerKind::stalled;
+  a.message = fmt::format("the GPU has not finished its batch in {:g} s", options_.batch_timeout_s.value_or(0.0));
+  return a;
 }
 
 void ServingRuntime::answer(std::uint64_t id, Answer answer) {
@@ -168,6 +193,7 @@ void ServingRuntime::answer(std::uint64_t id, Answer answer) {
 }
 
 void ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>& lock) {
+  batch_started_ = std::chrono::steady_clock::now();
   lock.unlock();
   BatchRun run;
   try {
@@ -178,6 +204,7 @@ void ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>&
     run.start_s = run.end_s = loop_->now_s();
   }
   lock.lock();
+  batch_started_.reset();
   loop_->completed(launch, run);
   for (const auto& r : launch.requests) {
     Answer a;
@@ -231,6 +258,7 @@ void ServingRuntime::gpu_thread() {
     totals_ = loop_->totals();
   } catch (...) {
     if (!lock.owns_lock()) lock.lock();  // an exception from the executor or a sink, thrown unlocked
+    batch_started_.reset();
     failure_ = std::current_exception();
     for (auto& [id, promise] : waiting_) {
       Answer a;

@@ -177,24 +177,35 @@ std::unique_ptr<InferenceBackend> make_engine_backend(kserve::ModelMetadata meta
 }
 
 std::uint64_t RequestTable::add(kserve::InferRequest request) {
-  auto entry = std::make_shared<Entry>();
-  entry->request = std::move(request);
+  auto slot = std::make_shared<Slot>();
+  slot->entry.request = std::move(request);
   const std::lock_guard lock(mutex_);
   const auto id = ++next_id_;
-  entries_.emplace(id, std::move(entry));
+  entries_.emplace(id, std::move(slot));
   return id;
 }
 
 RequestTable::Entry RequestTable::take(std::uint64_t id) {
-  std::shared_ptr<Entry> entry;
+  std::shared_ptr<Slot> slot;
   {
     const std::lock_guard lock(mutex_);
     const auto it = entries_.find(id);
     if (it == entries_.end()) throw Error(ErrorCode::internal, fmt::format("request {} is not in flight", id));
-    entry = std::move(it->second);
+    slot = std::move(it->second);
     entries_.erase(it);
   }
-  return std::move(*entry);
+  return std::move(slot->entry);
+}
+
+void RequestTable::abandon(std::uint64_t id) {
+  const std::lock_guard lock(mutex_);
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  if (it->second->ran) {
+    entries_.erase(it);
+  } else {
+    it->second->abandoned = true;
+  }
 }
 
 std::size_t RequestTable::size() const {
@@ -203,23 +214,38 @@ std::size_t RequestTable::size() const {
 }
 
 serve::BatchRun RequestTable::run(InferenceBackend& backend, serve::ServingLoop& loop, const serve::Launch& launch) {
-  // The entries stay alive while the batch runs (shared), without the table's lock: the HTTP
+  // The slots stay alive while the batch runs (shared), without the table's lock: the HTTP
   // threads add and take others meanwhile. No HTTP thread takes these: their requests wait for
-  // this batch's answer.
-  std::vector<std::shared_ptr<Entry>> entries;
+  // this batch's answer, or were abandoned, which leaves the slot to this thread.
+  std::vector<std::shared_ptr<Slot>> slots;
   {
     const std::lock_guard lock(mutex_);
-    for (const auto& r : launch.requests) entries.push_back(entries_.at(r.id));
+    for (const auto& r : launch.requests) {
+      const auto it = entries_.find(r.id);
+      if (it == entries_.end()) {
+        serve::BatchRun missing;
+        missing.ok = false;
+        missing.error = fmt::format("request {} of the batch is not in flight", r.id);
+        missing.start_s = missing.end_s = loop.now_s();
+        return missing;
+      }
+      slots.push_back(it->second);
+    }
   }
   std::vector<const kserve::InferRequest*> requests;
-  for (const auto& e : entries) requests.push_back(&e->request);
+  for (const auto& slot : slots) requests.push_back(&slot->entry.request);
   std::vector<std::vector<kserve::Tensor>> outputs;
   auto run = backend.run(loop, launch, requests, outputs);
-  if (run.ok && outputs.size() == entries.size()) {
-    for (std::size_t i = 0; i < entries.size(); ++i) entries[i]->outputs = std::move(outputs[i]);
+  if (run.ok && outputs.size() == slots.size()) {
+    for (std::size_t i = 0; i < slots.size(); ++i) slots[i]->entry.outputs = std::move(outputs[i]);
   } else if (run.ok) {
     run.ok = false;
     run.error = "the backend returned outputs for a different number of requests";
+  }
+  const std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    slots[i]->ran = true;
+    if (slots[i]->abandoned) entries_.erase(launch.requests[i].id);
   }
   return run;
 }

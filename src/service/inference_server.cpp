@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <optional>
 #include <regex>
 #include <string_view>
@@ -22,6 +23,8 @@ namespace {
 
 constexpr std::size_t kKeepAliveRequests = 10000;
 constexpr double kKeepAliveIdleS = 5.0;
+// How often a request waiting for its answer looks whether the GPU has stalled.
+constexpr auto kStallPoll = std::chrono::milliseconds(100);
 constexpr const char* kNotFound =
     "Not Found: the routes are /v2, /v2/health/{live,ready} and /v2/models/{model}[/versions/{v}][/ready|/config|/infer]";
 
@@ -55,7 +58,8 @@ int status_of(const serve::Answer& answer) {
     case serve::AnswerKind::refused:
       return answer.admission == serve::AdmissionResult::queue_full ? 503 : 400;
     case serve::AnswerKind::timed_out:
-    case serve::AnswerKind::stopping: return 503;
+    case serve::AnswerKind::stopping:
+    case serve::AnswerKind::stalled: return 503;
     case serve::AnswerKind::failed: return 500;
   }
   return 500;
@@ -129,6 +133,19 @@ struct InferenceServer::Impl {
     return std::to_string(std::max<long>(1, std::lround(std::ceil(answer.retry_after_s))));
   }
 
+  // The request's answer, or, once the GPU has stalled in a batch while it waits, one that says so
+  // (given_up: the runtime may still launch the request, so its entry is abandoned, not taken).
+  struct Awaited {
+    serve::Answer answer;
+    bool given_up = false;
+  };
+  Awaited await(std::future<serve::Answer>& answered) const {
+    while (answered.wait_for(kStallPoll) != std::future_status::ready) {
+      if (runtime->stalled()) return {runtime->stalled_answer(), true};
+    }
+    return {answered.get(), false};
+  }
+
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
@@ -159,8 +176,16 @@ struct InferenceServer::Impl {
     const auto id = table.add(std::move(parsed));
     auto answered = runtime->submit(id, static_cast<int>(batch), priority, timeout_s, place);
     if (metrics != nullptr) metrics->pending(runtime->pending());
-    // The runtime answers every request it admitted (a queue timeout bounds the wait).
-    const auto answer = answered.get();
+    // The runtime answers every request it admitted (a queue timeout bounds the wait), unless its
+    // GPU stalls in a batch: then the request is answered 503 now rather than holding this thread
+    // for as long as the engine hangs.
+    const auto [answer, given_up] = await(answered);
+    if (given_up) {
+      table.abandon(id);
+      if (metrics != nullptr) metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
+      send_error(response, status_of(answer), answer.message);
+      return;
+    }
     auto entry = table.take(id);
     if (metrics != nullptr) {
       metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));

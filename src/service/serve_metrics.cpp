@@ -70,6 +70,7 @@ const char* outcome_of(serve::AnswerKind kind) {
     case serve::AnswerKind::timed_out: return "timed_out";
     case serve::AnswerKind::failed: return "failed";
     case serve::AnswerKind::stopping: return "stopping";
+    case serve::AnswerKind::stalled: return "stalled";
   }
   return "failed";
 }
@@ -85,7 +86,7 @@ ServeMetrics::ServeMetrics(monitor::MetricsRegistry& registry, std::string model
   registry_.declare_histogram(
       kRequestDuration,
       "The server's time per inference request, from its first byte to its answer, by outcome (success, shed: 429 "
-      "at admission, refused, timed_out, failed, stopping, bad_request).",
+      "at admission, refused, timed_out, failed, stopping, stalled: the GPU past its batch timeout, bad_request).",
       std::vector<double>(kDurationBoundsS.begin(), kDurationBoundsS.end()));
   registry_.declare_histogram(
       kRequestProcessing,
@@ -131,6 +132,7 @@ void ServeMetrics::request(const serve::Answer& answer, std::int64_t items, doub
       registry_.add("nv_inference_request_failure", with("reason", "REJECTED"), 1.0);
       return;
     case serve::AnswerKind::failed:
+    case serve::AnswerKind::stalled:
       registry_.add("nv_inference_request_failure", with("reason", "BACKEND"), 1.0);
       return;
   }

@@ -8,8 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
+#include <thread>
 
 #include "gpucap/control/serving.hpp"
+#include "gpucap/core/error.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
@@ -24,15 +27,20 @@ const sim::Catalog& catalog() {
   return c;
 }
 
+// What a runtime runs on: the twin A100 with ResNet-50, the static controller, a 250-W cap.
+struct TwinA100 {
+  const sim::ModelSpec& model = catalog().model("resnet50");
+  runtime::SimPlatform platform{catalog().gpu("a100"), model, model.precision, runtime::SimOptions{}};
+  control::StaticServing controller{control::BatcherDefaults{8, 0.0}, platform.controller_limits()};
+  CapState cap{CapSchedule::constant(250.0), "flag", 100.0, 400.0};
+};
+
 // A request submitted while the GPU thread runs a sink (without the runtime's lock) must be
 // launched as soon as the sink returns: the thread's wake call must not be lost while it does not
 // wait. Before the fix the thread went to sleep on the wake time it had computed before the
 // sink — with an empty queue, up to half a second later.
 TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
-  const auto& model = catalog().model("resnet50");
-  runtime::SimPlatform platform(catalog().gpu("a100"), model, model.precision, runtime::SimOptions{});
-  control::StaticServing controller(control::BatcherDefaults{8, 0.0}, platform.controller_limits());
-  CapState cap(CapSchedule::constant(250.0), "flag", 100.0, 400.0);
+  TwinA100 twin;
   RuntimeOptions options;
   options.batcher.max_batch_size = 8;
 
@@ -51,7 +59,7 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
     submitted_at = Clock::now();
     answer = runtime_in_sink.load()->submit(1, 1, 0, std::nullopt);
   };
-  ServingRuntime runtime(platform, controller, cap, options, executor, on_window);
+  ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor, on_window);
   runtime_in_sink.store(&runtime);
 
   // The first window closes after the static controller's period (1 s).
@@ -62,6 +70,67 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
       << "the request waited for the GPU thread's next wake time";
   EXPECT_EQ(answer.get().kind, AnswerKind::ok);
   (void)runtime.drain();
+}
+
+// A batch that does not return (a hung engine or driver) must not hold every request: past the
+// batch timeout the runtime says it is stalled, so that waiting callers can give up, new requests
+// are answered `stalled` at once and readiness fails; when the batch returns, it serves again.
+TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
+  TwinA100 twin;
+  RuntimeOptions options;
+  options.batcher.max_batch_size = 1;
+  options.batch_timeout_s = 1.0;
+
+  std::promise<void> entered;
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  const auto executor = [&, released](ServingLoop& loop, const Launch& launch) {
+    if (launch.requests.front().id == 1) {
+      entered.set_value();
+      released.wait();  // the hung batch
+    }
+    return loop.execute(launch);
+  };
+  ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor);
+  auto first = runtime.submit(1, 1, 0, std::nullopt);
+  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(runtime.serving());  // within its timeout a batch is only slow
+  auto queued = runtime.submit(2, 1, 0, std::nullopt);  // behind the batch: admitted
+
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (!runtime.stalled() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(runtime.stalled());
+  EXPECT_FALSE(runtime.serving());
+  EXPECT_EQ(runtime.stalled_answer().kind, AnswerKind::stalled);
+  auto refused = runtime.submit(3, 1, 0, std::nullopt);
+  ASSERT_EQ(refused.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "answered at once";
+  const auto stalled = refused.get();
+  EXPECT_EQ(stalled.kind, AnswerKind::stalled);
+  EXPECT_NE(stalled.message.find("has not finished its batch in 1 s"), std::string::npos) << stalled.message;
+  EXPECT_EQ(first.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+
+  release.set_value();
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(first.get().kind, AnswerKind::ok);
+  ASSERT_EQ(queued.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(queued.get().kind, AnswerKind::ok);
+  EXPECT_FALSE(runtime.stalled());
+  EXPECT_TRUE(runtime.serving());
+  auto after = runtime.submit(4, 1, 0, std::nullopt);
+  ASSERT_EQ(after.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(after.get().kind, AnswerKind::ok);
+  (void)runtime.drain();
+}
+
+TEST(ServingRuntime, RefusesABatchTimeoutThatIsNotPositive) {
+  TwinA100 twin;
+  for (const double timeout_s : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+    RuntimeOptions options;
+    options.batch_timeout_s = timeout_s;
+    EXPECT_THROW(ServingRuntime(twin.platform, twin.controller, twin.cap, options, [](ServingLoop& loop, const Launch& launch) {
+      return loop.execute(launch);
+    }), Error);
+  }
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ enum class AnswerKind {
   timed_out,  // its queue timeout expired before a batch took it
   failed,     // its batch failed on the engine
   stopping,   // the server is shutting down
+  stalled,    // the GPU has run one batch past RuntimeOptions::batch_timeout_s: 503
 };
 
 struct Answer {
@@ -58,6 +59,10 @@ struct RuntimeOptions {
   // one and rethrows the failure) rather than stay up answering 503. It must not call back into
   // the runtime.
   std::function<void()> on_failure;
+  // Wall seconds a batch may run before the GPU counts as stalled (a hung engine or driver): until
+  // that batch returns, new requests are answered `stalled` at once, serving() is false, and a
+  // caller waiting for an answer may give up (stalled()). nullopt: never.
+  std::optional<double> batch_timeout_s;
 };
 
 class ServingRuntime {
@@ -121,8 +126,13 @@ class ServingRuntime {
   // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread.
   ServingTotals drain();
   [[nodiscard]] bool draining() const;
-  // Neither draining nor stopped by a failure of the GPU thread: what a readiness probe asks.
+  // Neither draining, nor stopped by a failure of the GPU thread, nor stalled: what a readiness
+  // probe asks.
   [[nodiscard]] bool serving() const;
+  // The batch running now has run longer than RuntimeOptions::batch_timeout_s.
+  [[nodiscard]] bool stalled() const;
+  // What a request is told when the GPU has stalled (kind `stalled`).
+  [[nodiscard]] Answer stalled_answer() const;
 
  private:
   void gpu_thread();
@@ -130,6 +140,7 @@ class ServingRuntime {
   void answer(std::uint64_t id, Answer answer);
   void run_one(const Launch& launch, std::unique_lock<std::mutex>& lock);
   [[nodiscard]] std::chrono::steady_clock::time_point wall_at(double t_s) const;
+  [[nodiscard]] bool stalled_locked() const;  // stalled(), with mutex_ held
 
   runtime::Platform& platform_;
   CapState& cap_;
@@ -145,6 +156,7 @@ class ServingRuntime {
   std::map<std::uint64_t, std::promise<Answer>> waiting_;  // admitted, not answered
   bool draining_ = false;
   bool stopped_ = false;
+  std::optional<std::chrono::steady_clock::time_point> batch_started_;  // while the executor runs
   std::exception_ptr failure_;
   ServingTotals totals_;
   std::thread thread_;

@@ -62,14 +62,23 @@ class RequestTable {
   std::uint64_t add(kserve::InferRequest request);
   // The entry of `id`, removed; Error(internal) if there is none.
   Entry take(std::uint64_t id);
+  // Its caller answered `id` without waiting for its batch (the GPU stalled): the entry goes now
+  // if its batch has run, else once it has (a queued request still runs when the GPU comes back,
+  // as the runtime launches it). Unknown ids are ignored.
+  void abandon(std::uint64_t id);
   // Runs `backend` on the entries of `launch` (on the GPU thread) and keeps their outputs.
   serve::BatchRun run(InferenceBackend& backend, serve::ServingLoop& loop, const serve::Launch& launch);
   [[nodiscard]] std::size_t size() const;
 
  private:
+  struct Slot {
+    Entry entry;
+    bool ran = false;        // its batch has run: the outputs are in
+    bool abandoned = false;  // no caller will take it
+  };
   mutable std::mutex mutex_;
   std::uint64_t next_id_ = 0;
-  std::map<std::uint64_t, std::shared_ptr<Entry>> entries_;
+  std::map<std::uint64_t, std::shared_ptr<Slot>> entries_;
 };
 
 }  // namespace gpucap::service

@@ -2,7 +2,7 @@
 // `gpucap serve`'s inference API: KServe v2 / the Open Inference Protocol over HTTP, as Triton
 // speaks it, so existing clients and load generators (tritonclient.http, perf_analyzer, gpucap
 // load) work unchanged:
-//   GET  /v2/health/live, /v2/health/ready          200 / 503 (draining), empty body
+//   GET  /v2/health/live, /v2/health/ready          200 / 503 (ready: draining, or the GPU stalled), empty body
 //   GET  /v2                                        server metadata
 //   GET  /v2/models/{m}[/versions/{v}]              model metadata (input shape -1: the batch)
 //   GET  /v2/models/{m}[/versions/{v}]/ready        200, or 404 for an unknown model
@@ -10,7 +10,8 @@
 //   POST /v2/models/{m}[/versions/{v}]/infer        JSON tensors, or Triton's binary extension
 // Errors are {"error": "..."}: 400 a bad request, 404 an unknown model or route, 405 a known route
 // with the wrong method, 413 a body over the limit, 429 shed under the cap (Retry-After, seconds),
-// 503 a full queue, a queue timeout, or a draining server, 500 an engine failure. Each refusal is
+// 503 a full queue, a queue timeout, a draining server or a GPU stalled in a batch (past the
+// runtime's batch timeout), 500 an engine failure. Each refusal is
 // one log line. The body's size, the time to read a request and the time an answer may take are
 // bounded; a slow client holds one of the threads only until its read deadline.
 
