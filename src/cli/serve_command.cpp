@@ -558,8 +558,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
                   "request's \"timeout\" parameter may shorten it)")
       ->capture_default_str();
   cmd->add_option("--batch-timeout-s", flags->batch_timeout_s,
-                  "A batch still running after this long counts as a stalled GPU: until it returns, requests get 503 "
-                  "at once and /v2/health/ready says 503")
+                  "Wall seconds a batch may run before the GPU counts as stalled: until it returns, requests get 503 "
+                  "and /v2/health/ready says 503")
       ->capture_default_str();
   cmd->add_option("--max-request-mib", flags->max_request_mib, "The largest inference request body, MiB (larger: 413)")
       ->capture_default_str();

@@ -134,6 +134,22 @@ PendingRequest RequestQueue::pop_front() {
   throw Error(ErrorCode::internal, "RequestQueue::pop_front on an empty queue");
 }
 
+bool RequestQueue::remove(std::uint64_t id) {
+  for (Level& level : levels_) {
+    for (auto* from : {&level.waiting, &level.delayed}) {
+      const auto it = std::find_if(from->begin(), from->end(),
+                                   [id](const QueuedRequest& queued) { return queued.request.id == id; });
+      if (it == from->end()) continue;
+      if (it->deadline_s) --level.waiting_with_deadline;  // delayed ones have none
+      --size_;
+      total_items_ -= it->request.items;
+      from->erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<PendingRequest> RequestQueue::pop_batch(std::size_t n_requests) {
   if (n_requests > size_) {
     throw Error(ErrorCode::internal, "RequestQueue::pop_batch asked for " + std::to_string(n_requests) +

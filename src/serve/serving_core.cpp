@@ -177,6 +177,13 @@ CoreStep ServingCore::step(double now_s) {
   return out;
 }
 
+bool ServingCore::withdraw(std::uint64_t id, double now_s) {
+  if (!queue_.remove(id)) return false;
+  stats_.record(now_s, 0.0, false);
+  count(&WindowCounts::failed);
+  return true;
+}
+
 void ServingCore::finished(const Launch& launch, double start_s, double end_s, bool ok) {
   count(&WindowCounts::batches);
   window_.busy_s += end_s - start_s;

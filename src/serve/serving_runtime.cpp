@@ -113,7 +113,8 @@ ServingRuntime::EarlyArrival ServingRuntime::arrive_early() {
     if (std::chrono::steady_clock::now() >= give_up) return {};
     std::this_thread::yield();
   }
-  if (draining_ || stopped_ || stalled_locked()) return {};  // submit() answers `stopping` or `stalled`
+  if (draining_ || stopped_) return {};  // submit() answers `stopping`
+  if (stalled_locked()) return {stalled_answer(), nullptr};  // refused on its headers, like a shed one
   // Clients that send their headers and then nothing would hold every place of the queue until
   // their deadline, and every other request would be shed: past half the queue's bound, no place
   // is held. A request the runtime would shed now is still refused at once; one it would not is
@@ -176,6 +177,13 @@ bool ServingRuntime::stalled() const {
 bool ServingRuntime::stalled_locked() const {
   return batch_started_ && options_.batch_timeout_s &&
          std::chrono::steady_clock::now() - *batch_started_ > std::chrono::duration<double>(*options_.batch_timeout_s);
+}
+
+bool ServingRuntime::withdraw(std::uint64_t id) {
+  const std::lock_guard lock(mutex_);
+  if (!core_->withdraw(id, now_s())) return false;
+  answer(id, stalled_answer());
+  return true;
 }
 
 Answer ServingRuntime::stalled_answer() const {

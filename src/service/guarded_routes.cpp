@@ -17,6 +17,8 @@
 namespace gpucap::service {
 namespace {
 
+constexpr std::uint64_t kBodyReserveBytes = std::uint64_t{16} << 20U;
+
 // What an error body says, for the log: {"error": "..."} (KServe, the admin API) or
 // {"message": "..."} (Zeus's BSO API).
 std::string error_message(const httplib::Response& response) {
@@ -69,10 +71,12 @@ GuardedServer& GuardedServer::route(const char* method, const std::string& patte
       write_error_(response, refusal->first, refusal->second);
       return;
     }
-    // Sized once from Content-Length (within the limit) rather than grown as it comes: growing a
-    // 600-kB image's body doubled it about 16 times, each a copy into memory not yet touched.
+    // Sized once from Content-Length rather than grown as it comes: growing a 600-kB image's body
+    // doubled it about 16 times, each a copy into memory not yet touched. At most 16 MiB is
+    // reserved before the bytes come, so that a length that lies costs little.
     std::string body;
-    body.reserve(std::min<std::uint64_t>(request.get_header_value<std::uint64_t>("Content-Length"), limits_.max_body_bytes));
+    body.reserve(std::min<std::uint64_t>({request.get_header_value<std::uint64_t>("Content-Length"),
+                                          limits_.max_body_bytes, kBodyReserveBytes}));
     bool too_large = false;
     const bool read = content([&](const char* data, std::size_t length) {
       if (body.size() + length > limits_.max_body_bytes) {

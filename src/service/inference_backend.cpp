@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "gpucap/core/error.hpp"
 
@@ -217,36 +219,52 @@ serve::BatchRun RequestTable::run(InferenceBackend& backend, serve::ServingLoop&
   // The slots stay alive while the batch runs (shared), without the table's lock: the HTTP
   // threads add and take others meanwhile. No HTTP thread takes these: their requests wait for
   // this batch's answer, or were abandoned, which leaves the slot to this thread.
-  std::vector<std::shared_ptr<Slot>> slots;
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<Slot>>> slots;
+  std::optional<std::uint64_t> missing;
   {
     const std::lock_guard lock(mutex_);
     for (const auto& r : launch.requests) {
       const auto it = entries_.find(r.id);
       if (it == entries_.end()) {
-        serve::BatchRun missing;
-        missing.ok = false;
-        missing.error = fmt::format("request {} of the batch is not in flight", r.id);
-        missing.start_s = missing.end_s = loop.now_s();
-        return missing;
+        missing = r.id;
+        break;
       }
-      slots.push_back(it->second);
+      slots.emplace_back(r.id, it->second);
     }
   }
+  // However the batch ends (run, failed, thrown), its slots have run: an abandoned one goes now.
+  const auto finish = [this, &slots] {
+    const std::lock_guard lock(mutex_);
+    for (const auto& [id, slot] : slots) {
+      slot->ran = true;
+      if (slot->abandoned) entries_.erase(id);
+    }
+  };
+  if (missing) {
+    finish();
+    serve::BatchRun failed;
+    failed.ok = false;
+    failed.error = fmt::format("request {} of the batch is not in flight", *missing);
+    failed.start_s = failed.end_s = loop.now_s();
+    return failed;
+  }
   std::vector<const kserve::InferRequest*> requests;
-  for (const auto& slot : slots) requests.push_back(&slot->entry.request);
+  for (const auto& [id, slot] : slots) requests.push_back(&slot->entry.request);
   std::vector<std::vector<kserve::Tensor>> outputs;
-  auto run = backend.run(loop, launch, requests, outputs);
+  serve::BatchRun run;
+  try {
+    run = backend.run(loop, launch, requests, outputs);
+  } catch (...) {
+    finish();
+    throw;
+  }
   if (run.ok && outputs.size() == slots.size()) {
-    for (std::size_t i = 0; i < slots.size(); ++i) slots[i]->entry.outputs = std::move(outputs[i]);
+    for (std::size_t i = 0; i < slots.size(); ++i) slots[i].second->entry.outputs = std::move(outputs[i]);
   } else if (run.ok) {
     run.ok = false;
     run.error = "the backend returned outputs for a different number of requests";
   }
-  const std::lock_guard lock(mutex_);
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    slots[i]->ran = true;
-    if (slots[i]->abandoned) entries_.erase(launch.requests[i].id);
-  }
+  finish();
   return run;
 }
 

@@ -117,6 +117,7 @@ struct InferenceServer::Impl {
     const auto& answer = *arrival.refusal;
     // Decided as its headers came in: no processing time of its own.
     if (metrics != nullptr) metrics->request(answer, 0, 0.0, seconds_since(first_byte));
+    if (answer.kind != serve::AnswerKind::shed) return GuardedServer::EarlyAnswer{status_of(answer), answer.message, {}};
     return GuardedServer::EarlyAnswer{429, answer.message, {{"Retry-After", retry_after(answer)}}};
   }
 
@@ -134,14 +135,23 @@ struct InferenceServer::Impl {
   }
 
   // The request's answer, or, once the GPU has stalled in a batch while it waits, one that says so
-  // (given_up: the runtime may still launch the request, so its entry is abandoned, not taken).
+  // (given_up: its entry is gone from the table). A request still queued is withdrawn, so it will
+  // never run; one in the stalled batch is abandoned, and its entry goes when the batch returns.
   struct Awaited {
     serve::Answer answer;
     bool given_up = false;
   };
-  Awaited await(std::future<serve::Answer>& answered) const {
+  Awaited await(std::future<serve::Answer>& answered, std::uint64_t id) {
     while (answered.wait_for(kStallPoll) != std::future_status::ready) {
-      if (runtime->stalled()) return {runtime->stalled_answer(), true};
+      if (!runtime->stalled()) continue;
+      if (runtime->withdraw(id)) {
+        (void)table.take(id);
+        return {runtime->stalled_answer(), true};
+      }
+      // Not queued: answered meanwhile (the future is ready now), or in a batch.
+      if (answered.wait_for(std::chrono::seconds(0)) == std::future_status::ready) break;
+      table.abandon(id);
+      return {runtime->stalled_answer(), true};
     }
     return {answered.get(), false};
   }
@@ -179,9 +189,8 @@ struct InferenceServer::Impl {
     // The runtime answers every request it admitted (a queue timeout bounds the wait), unless its
     // GPU stalls in a batch: then the request is answered 503 now rather than holding this thread
     // for as long as the engine hangs.
-    const auto [answer, given_up] = await(answered);
+    const auto [answer, given_up] = await(answered, id);
     if (given_up) {
-      table.abandon(id);
       if (metrics != nullptr) metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
       send_error(response, status_of(answer), answer.message);
       return;

@@ -156,7 +156,10 @@ std::optional<double> send_one(Run& run, httplib::Client& client, double schedul
   const auto result = client.Post(
       run.path, run.headers, body.size(),
       [&body](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-        return sink.write(body.data() + offset, std::min(length, body.size() - offset));
+        // A failed write is cpp-httplib's to report (Error::Write); false here would read as the
+        // caller cancelling.
+        (void)sink.write(body.data() + offset, std::min(length, body.size() - offset));
+        return true;
       },
       run.request.content_type);
   const auto done = Clock::now();

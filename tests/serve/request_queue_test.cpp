@@ -132,6 +132,33 @@ TEST(RequestQueue, RejectTimeoutRemovesExpiredRequestsAtTheDeadline) {
   EXPECT_TRUE(queue.empty());
 }
 
+// A request whose caller gave up (a stalled GPU) is taken out wherever it waits, with its items
+// and its deadline; an id not queued is left alone.
+TEST(RequestQueue, RemoveTakesOutAWaitingOrDelayedRequestWithItsItemsAndDeadline) {
+  BatcherConfig config = two_levels();
+  QueuePolicy delay;
+  delay.timeout_action = TimeoutAction::delay;
+  delay.default_timeout_s = 5 * kMs;
+  config.priority_queue_policy[1] = delay;
+  RequestQueue queue(config);
+  ASSERT_EQ(add(queue, request(1, 0.0, 2, 1)), EnqueueOutcome::accepted);      // deadline 5 ms
+  ASSERT_EQ(add(queue, request(2, 1 * kMs, 3, 1)), EnqueueOutcome::accepted);  // deadline 6 ms
+  ASSERT_EQ(add(queue, request(3, 2 * kMs, 1, 2)), EnqueueOutcome::accepted);
+  EXPECT_TRUE(queue.remove(2));
+  EXPECT_EQ(queue.ids_in_order(), (std::vector<std::uint64_t>{1, 3}));
+  EXPECT_EQ(queue.total_items(), 3);
+  EXPECT_EQ(queue.next_deadline_s(), 5 * kMs);
+  EXPECT_FALSE(queue.remove(2));
+  EXPECT_FALSE(queue.remove(99));
+  EXPECT_EQ(queue.expire(5 * kMs).delayed_ids, (std::vector<std::uint64_t>{1}));
+  EXPECT_TRUE(queue.remove(1));  // from the delayed ones
+  EXPECT_EQ(queue.delayed_count(), 0u);
+  EXPECT_FALSE(queue.next_deadline_s().has_value());
+  EXPECT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue.total_items(), 1);
+  EXPECT_EQ(ids(queue.pop_batch(1)), (std::vector<std::uint64_t>{3}));
+}
+
 TEST(RequestQueue, DelayTimeoutMovesRequestBehindItsLevelButAheadOfLowerLevels) {
   BatcherConfig config = two_levels();
   QueuePolicy delay;

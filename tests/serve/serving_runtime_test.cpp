@@ -9,7 +9,9 @@
 #include <chrono>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "gpucap/control/serving.hpp"
 #include "gpucap/core/error.hpp"
@@ -79,12 +81,18 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   TwinA100 twin;
   RuntimeOptions options;
   options.batcher.max_batch_size = 1;
-  options.batch_timeout_s = 1.0;
+  options.batch_timeout_s = 2.0;
 
   std::promise<void> entered;
   std::promise<void> release;
   auto released = release.get_future().share();
+  std::mutex launched_mutex;
+  std::vector<std::uint64_t> launched;
   const auto executor = [&, released](ServingLoop& loop, const Launch& launch) {
+    {
+      const std::lock_guard lock(launched_mutex);
+      for (const auto& r : launch.requests) launched.push_back(r.id);
+    }
     if (launch.requests.front().id == 1) {
       entered.set_value();
       released.wait();  // the hung batch
@@ -96,6 +104,7 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(runtime.serving());  // within its timeout a batch is only slow
   auto queued = runtime.submit(2, 1, 0, std::nullopt);  // behind the batch: admitted
+  auto withdrawn = runtime.submit(5, 1, 0, std::nullopt);  // also queued; its caller will give up
 
   const auto give_up = Clock::now() + std::chrono::seconds(10);
   while (!runtime.stalled() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -106,8 +115,16 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   ASSERT_EQ(refused.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "answered at once";
   const auto stalled = refused.get();
   EXPECT_EQ(stalled.kind, AnswerKind::stalled);
-  EXPECT_NE(stalled.message.find("has not finished its batch in 1 s"), std::string::npos) << stalled.message;
+  EXPECT_NE(stalled.message.find("has not finished its batch in 2 s"), std::string::npos) << stalled.message;
   EXPECT_EQ(first.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  // A caller that gives up takes a queued request out (it is answered and will never run); one in
+  // the stalled batch cannot be.
+  EXPECT_TRUE(runtime.withdraw(5));
+  ASSERT_EQ(withdrawn.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(withdrawn.get().kind, AnswerKind::stalled);
+  EXPECT_FALSE(runtime.withdraw(5));
+  EXPECT_FALSE(runtime.withdraw(1));
+  EXPECT_EQ(runtime.counts().failed, 1U);
 
   release.set_value();
   ASSERT_EQ(first.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -120,6 +137,8 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   ASSERT_EQ(after.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(after.get().kind, AnswerKind::ok);
   (void)runtime.drain();
+  const std::lock_guard lock(launched_mutex);
+  EXPECT_EQ(launched, (std::vector<std::uint64_t>{1, 2, 4})) << "the withdrawn request never ran";
 }
 
 TEST(ServingRuntime, RefusesABatchTimeoutThatIsNotPositive) {

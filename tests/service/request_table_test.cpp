@@ -29,6 +29,7 @@ class EchoIdBackend final : public InferenceBackend {
                                     std::span<const kserve::InferRequest* const> requests,
                                     std::vector<std::vector<kserve::Tensor>>& outputs) override {
     ++batches;
+    if (throws) throw Error(ErrorCode::internal, "the engine threw");
     outputs.clear();
     for (const auto* request : requests) {
       kserve::Tensor t;
@@ -41,6 +42,7 @@ class EchoIdBackend final : public InferenceBackend {
     return run;
   }
   int batches = 0;
+  bool throws = false;
 
  private:
   kserve::ModelMetadata metadata_;
@@ -102,16 +104,30 @@ TEST(RequestTable, AbandoningAfterTheBatchRanRemovesTheEntryAtOnce) {
   table.abandon(12345);
 }
 
-TEST(RequestTable, ABatchWithARequestNotInFlightFailsWithoutThrowing) {
+TEST(RequestTable, ABatchWithARequestNotInFlightFailsWithoutThrowingAndLetsTheAbandonedGo) {
   Fixture f;
   EchoIdBackend backend;
   RequestTable table;
   const auto id = table.add(request_named("here"));
-  const auto run = table.run(backend, f.loop, launch_of({id, 999}));
+  const auto left = table.add(request_named("left"));
+  table.abandon(left);
+  const auto run = table.run(backend, f.loop, launch_of({id, left, 999}));
   EXPECT_FALSE(run.ok);
   EXPECT_NE(run.error.find("request 999 of the batch is not in flight"), std::string::npos) << run.error;
   EXPECT_EQ(backend.batches, 0);
-  EXPECT_EQ(table.size(), 1U);  // its caller still takes it
+  EXPECT_EQ(table.size(), 1U);  // the abandoned one went; its caller still takes the other
+  EXPECT_EQ(table.take(id).request.id, "here");
+}
+
+TEST(RequestTable, ABackendThatThrowsStillLetsTheAbandonedGo) {
+  Fixture f;
+  EchoIdBackend backend;
+  backend.throws = true;
+  RequestTable table;
+  const auto left = table.add(request_named("left"));
+  table.abandon(left);
+  EXPECT_THROW((void)table.run(backend, f.loop, launch_of({left})), Error);
+  EXPECT_EQ(table.size(), 0U);
 }
 
 }  // namespace

@@ -69,6 +69,8 @@ class RequestQueue {
 
   // Removes and returns the first n_requests in queue order. Error(internal) if fewer are queued.
   std::vector<PendingRequest> pop_batch(std::size_t n_requests);
+  // Takes the queued request `id` out (its caller gave up on it); false if it is not queued.
+  bool remove(std::uint64_t id);
 
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] bool empty() const { return size_ == 0; }

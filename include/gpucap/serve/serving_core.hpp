@@ -108,6 +108,9 @@ class ServingCore {
   [[nodiscard]] bool may_hold() const;
   // Applies expired queue timeouts, then the batcher's decision at now_s.
   CoreStep step(double now_s);
+  // Takes a queued request out, counted as failed (its caller answered it without a batch); false
+  // if it is not queued.
+  bool withdraw(std::uint64_t id, double now_s);
   // A launched batch ran from start_s to end_s; ok = false: it failed (an engine error), and its
   // requests are answered with an error.
   void finished(const Launch& launch, double start_s, double end_s, bool ok);

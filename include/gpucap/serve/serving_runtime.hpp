@@ -97,8 +97,9 @@ class ServingRuntime {
     ServingRuntime& runtime_;
     bool used_ = false;
   };
-  // A request that has arrived now, before its body is read, decided for good: shed (its 429:
-  // refusal), let through on a place held for it (place: give it to submit()), or, when the
+  // A request that has arrived now, before its body is read, decided for good: shed or refused on
+  // a stalled GPU (refusal: its 429 or 503), let through on a place held for it (place: give it to
+  // submit()), or, when the
   // core is busy for longer than the waiting thread may wait (200 us), neither: submit() decides.
   struct EarlyArrival {
     std::optional<Answer> refusal;
@@ -133,6 +134,10 @@ class ServingRuntime {
   [[nodiscard]] bool stalled() const;
   // What a request is told when the GPU has stalled (kind `stalled`).
   [[nodiscard]] Answer stalled_answer() const;
+  // Its caller gives up on request `id` (the GPU stalled): true if it was still queued, and is
+  // now out of the queue and answered `stalled` (it will never run); false if it is in a batch or
+  // was answered meanwhile.
+  bool withdraw(std::uint64_t id);
 
  private:
   void gpu_thread();
