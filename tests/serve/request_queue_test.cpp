@@ -28,6 +28,16 @@ BatcherConfig two_levels() {
   return config;
 }
 
+// Two levels; level 1's requests time out after 5 ms under DELAY (behind their level).
+BatcherConfig two_levels_delaying_level_one() {
+  BatcherConfig config = two_levels();
+  QueuePolicy delay;
+  delay.timeout_action = TimeoutAction::delay;
+  delay.default_timeout_s = 5 * kMs;
+  config.priority_queue_policy[1] = delay;
+  return config;
+}
+
 std::vector<std::uint64_t> ids(const std::vector<PendingRequest>& batch) {
   std::vector<std::uint64_t> out;
   for (const auto& r : batch) out.push_back(r.id);
@@ -135,12 +145,7 @@ TEST(RequestQueue, RejectTimeoutRemovesExpiredRequestsAtTheDeadline) {
 // A request whose caller gave up (a stalled GPU) is taken out wherever it waits, with its items
 // and its deadline; an id not queued is left alone.
 TEST(RequestQueue, RemoveTakesOutAWaitingOrDelayedRequestWithItsItemsAndDeadline) {
-  BatcherConfig config = two_levels();
-  QueuePolicy delay;
-  delay.timeout_action = TimeoutAction::delay;
-  delay.default_timeout_s = 5 * kMs;
-  config.priority_queue_policy[1] = delay;
-  RequestQueue queue(config);
+  RequestQueue queue(two_levels_delaying_level_one());
   ASSERT_EQ(add(queue, request(1, 0.0, 2, 1)), EnqueueOutcome::accepted);      // deadline 5 ms
   ASSERT_EQ(add(queue, request(2, 1 * kMs, 3, 1)), EnqueueOutcome::accepted);  // deadline 6 ms
   ASSERT_EQ(add(queue, request(3, 2 * kMs, 1, 2)), EnqueueOutcome::accepted);
@@ -160,12 +165,7 @@ TEST(RequestQueue, RemoveTakesOutAWaitingOrDelayedRequestWithItsItemsAndDeadline
 }
 
 TEST(RequestQueue, DelayTimeoutMovesRequestBehindItsLevelButAheadOfLowerLevels) {
-  BatcherConfig config = two_levels();
-  QueuePolicy delay;
-  delay.timeout_action = TimeoutAction::delay;
-  delay.default_timeout_s = 5 * kMs;
-  config.priority_queue_policy[1] = delay;
-  RequestQueue queue(config);
+  RequestQueue queue(two_levels_delaying_level_one());
   ASSERT_EQ(add(queue, request(1, 0.0, 1, 1)), EnqueueOutcome::accepted);      // A, deadline 5 ms
   ASSERT_EQ(add(queue, request(2, 4 * kMs, 1, 1)), EnqueueOutcome::accepted);  // B, deadline 9 ms
   ASSERT_EQ(add(queue, request(3, 1 * kMs, 1, 2)), EnqueueOutcome::accepted);  // C, level 2
