@@ -179,11 +179,12 @@ bool ServingRuntime::stalled_locked() const {
          std::chrono::steady_clock::now() - *batch_started_ > std::chrono::duration<double>(*options_.batch_timeout_s);
 }
 
-bool ServingRuntime::withdraw(std::uint64_t id) {
+ServingRuntime::Withdrawal ServingRuntime::withdraw(std::uint64_t id) {
   const std::lock_guard lock(mutex_);
-  if (!core_->withdraw(id, now_s())) return false;
+  if (!stalled_locked()) return Withdrawal::not_stalled;  // the batch returned since the caller looked
+  if (!core_->withdraw(id, now_s())) return Withdrawal::in_batch;
   answer(id, stalled_answer());
-  return true;
+  return Withdrawal::withdrawn;
 }
 
 Answer ServingRuntime::stalled_answer() const {

@@ -337,6 +337,10 @@ class GuardedServer::Connections {
                             !scan.client_closes && waiting.served + 1 < limits_.keep_alive_requests && !stopping_;
     if (!keep_alive) return refuse_waiting(fd, waiting, early.status, early.message, early.headers);
     write_error(fd, early.status, early.message, early.headers, false);
+    if (early.status != 429) {  // as answer_error: a 429 is load, the metrics count those
+      const auto [method, path] = detail::request_line(waiting.buffer);
+      server_.log_refusal(early.status, method, path, detail::peer_of(fd), early.message);
+    }
     const auto end = waiting.header_bytes + *scan.content_length;
     const auto now = Clock::now();
     waiting.discard = end > waiting.buffer.size() ? end - waiting.buffer.size() : 0;

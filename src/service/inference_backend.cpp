@@ -226,8 +226,8 @@ serve::BatchRun RequestTable::run(InferenceBackend& backend, serve::ServingLoop&
     for (const auto& r : launch.requests) {
       const auto it = entries_.find(r.id);
       if (it == entries_.end()) {
-        missing = r.id;
-        break;
+        if (!missing) missing = r.id;
+        continue;
       }
       slots.emplace_back(r.id, it->second);
     }

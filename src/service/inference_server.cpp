@@ -144,11 +144,13 @@ struct InferenceServer::Impl {
   Awaited await(std::future<serve::Answer>& answered, std::uint64_t id) {
     while (answered.wait_for(kStallPoll) != std::future_status::ready) {
       if (!runtime->stalled()) continue;
-      if (runtime->withdraw(id)) {
+      const auto withdrawal = runtime->withdraw(id);
+      if (withdrawal == serve::ServingRuntime::Withdrawal::not_stalled) continue;
+      if (withdrawal == serve::ServingRuntime::Withdrawal::withdrawn) {
         (void)table.take(id);
         return {runtime->stalled_answer(), true};
       }
-      // Not queued: answered meanwhile (the future is ready now), or in a batch.
+      // Not queued: answered meanwhile (the future is ready now), or in the stalled batch.
       if (answered.wait_for(std::chrono::seconds(0)) == std::future_status::ready) break;
       table.abandon(id);
       return {runtime->stalled_answer(), true};
@@ -191,7 +193,10 @@ struct InferenceServer::Impl {
     // for as long as the engine hangs.
     const auto [answer, given_up] = await(answered, id);
     if (given_up) {
-      if (metrics != nullptr) metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
+      if (metrics != nullptr) {
+        metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
+        metrics->pending(runtime->pending());
+      }
       send_error(response, status_of(answer), answer.message);
       return;
     }

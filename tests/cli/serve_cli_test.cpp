@@ -22,6 +22,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli/metrics_scrape.hpp"
@@ -415,7 +416,8 @@ TEST(ServeCli, TritonsRequestMetricsArePromtoolClean) {
 
 // A GPU stuck in a batch (a hung engine or driver) must not hold the requests: at a pace of 1/100
 // a NASNet-A Large batch of two images on the twin P40 takes several seconds of wall time, past a
-// batch timeout of 1 s. The request in it is answered 503 once the timeout passes, a new one at once,
+// batch timeout of 1 s. The request in that batch and the one queued behind it are answered 503
+// once the timeout passes (the queued one is withdrawn and never runs), a new one on its headers,
 // readiness fails while liveness holds, and readiness comes back when the batch returns.
 TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "100000", "--algorithm",
@@ -425,30 +427,47 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   const std::vector<float> images(2 * 3 * 331 * 331, 0.1F);
   const auto [body, header_length] = binary_request(images, {2, 3, 331, 331});
   using Clock = std::chrono::steady_clock;
-  const auto sent = Clock::now();
-  auto c = server.client();
-  const auto in_the_batch = infer(c, "nasnet_a_large", body, header_length);
-  const double waited_s = std::chrono::duration<double>(Clock::now() - sent).count();
-  ASSERT_TRUE(in_the_batch);
-  EXPECT_EQ(in_the_batch->status, 503);
-  EXPECT_NE(in_the_batch->body.find("the GPU has not finished its batch in 1 s"), std::string::npos) << in_the_batch->body;
-  EXPECT_GE(waited_s, 1.0);
-  EXPECT_LT(waited_s, 6.0) << "it waited for the stalled batch itself";
+  const auto timed_infer = [&server, &body, &header_length] {
+    auto c = server.client();
+    const auto sent = Clock::now();
+    const auto r = infer(c, "nasnet_a_large", body, header_length);
+    return std::tuple{r ? r->status : -1, r ? r->body : std::string(), std::chrono::duration<double>(Clock::now() - sent).count()};
+  };
+  auto in_the_batch = std::async(std::launch::async, timed_infer);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its batch has started
+  auto queued_behind = std::async(std::launch::async, timed_infer);
+  for (auto* answer : {&in_the_batch, &queued_behind}) {
+    const auto [status, text, waited_s] = answer->get();
+    EXPECT_EQ(status, 503);
+    EXPECT_NE(text.find("the GPU has not finished its batch in 1 s"), std::string::npos) << text;
+    EXPECT_LT(waited_s, 6.0) << "it waited for the stalled batch itself";
+  }
 
-  const auto at_once = Clock::now();
-  const auto next = infer(c, "nasnet_a_large", body, header_length);
-  ASSERT_TRUE(next);
-  EXPECT_EQ(next->status, 503);
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - at_once).count(), 1.0);
+  // A new request is refused as soon as its headers are in: no byte of its body is sent.
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
+  const std::string head =
+      "POST /v2/models/nasnet_a_large/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+      "Inference-Header-Content-Length: 120\r\nContent-Length: 2629864\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  pollfd readable{fd, POLLIN, 0};
+  ASSERT_GT(::poll(&readable, 1, 3000), 0) << "no answer to the headers alone";
+  std::array<char, 4096> answer{};
+  const auto n = ::recv(fd, answer.data(), answer.size(), 0);
+  const std::string refused(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  ::close(fd);
+  EXPECT_TRUE(refused.starts_with("HTTP/1.1 503")) << refused;
+  EXPECT_EQ(refused.find("Retry-After"), std::string::npos) << refused;
+
+  auto c = server.client();
   const auto ready = c.Get("/v2/health/ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 503);
   const auto live = c.Get("/v2/health/live");
   ASSERT_TRUE(live);
   EXPECT_EQ(live->status, 200);
-  const auto failures = test::series_value(server.scrape(), "nv_inference_request_failure",
-                                           R"({model="nasnet_a_large",version="1",reason="BACKEND"})");
-  EXPECT_EQ(failures.value_or(0.0), 2.0);
+  const auto labels = std::string(R"({model="nasnet_a_large",version="1")");
+  EXPECT_EQ(test::series_value(server.scrape(), "nv_inference_request_failure", labels + R"(,reason="BACKEND"})"), 3.0);
 
   bool ready_again = false;
   for (const auto until = Clock::now() + std::chrono::seconds(30); !ready_again && Clock::now() < until;
@@ -457,6 +476,9 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
     ready_again = r && r->status == 200;
   }
   EXPECT_TRUE(ready_again) << "readiness came back once the batch returned";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto text = server.scrape();
+  EXPECT_EQ(test::series_value(text, "nv_inference_exec_count", labels + "}"), 1.0) << "the withdrawn request never ran";
   server.process().signal(SIGTERM);
   const auto status = server.process().wait(30.0);
   ASSERT_TRUE(status.has_value());

@@ -119,11 +119,12 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   EXPECT_EQ(first.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
   // A caller that gives up takes a queued request out (it is answered and will never run); one in
   // the stalled batch cannot be.
-  EXPECT_TRUE(runtime.withdraw(5));
+  using W = ServingRuntime::Withdrawal;
+  EXPECT_EQ(runtime.withdraw(5), W::withdrawn);
   ASSERT_EQ(withdrawn.wait_for(std::chrono::seconds(0)), std::future_status::ready);
   EXPECT_EQ(withdrawn.get().kind, AnswerKind::stalled);
-  EXPECT_FALSE(runtime.withdraw(5));
-  EXPECT_FALSE(runtime.withdraw(1));
+  EXPECT_EQ(runtime.withdraw(5), W::in_batch);  // answered already
+  EXPECT_EQ(runtime.withdraw(1), W::in_batch);
   EXPECT_EQ(runtime.counts().failed, 1U);
 
   release.set_value();
@@ -133,6 +134,7 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   EXPECT_EQ(queued.get().kind, AnswerKind::ok);
   EXPECT_FALSE(runtime.stalled());
   EXPECT_TRUE(runtime.serving());
+  EXPECT_EQ(runtime.withdraw(2), W::not_stalled);  // a caller that looked just before: nothing done
   auto after = runtime.submit(4, 1, 0, std::nullopt);
   ASSERT_EQ(after.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(after.get().kind, AnswerKind::ok);

@@ -111,7 +111,7 @@ TEST(RequestTable, ABatchWithARequestNotInFlightFailsWithoutThrowingAndLetsTheAb
   const auto id = table.add(request_named("here"));
   const auto left = table.add(request_named("left"));
   table.abandon(left);
-  const auto run = table.run(backend, f.loop, launch_of({id, left, 999}));
+  const auto run = table.run(backend, f.loop, launch_of({id, 999, left}));
   EXPECT_FALSE(run.ok);
   EXPECT_NE(run.error.find("request 999 of the batch is not in flight"), std::string::npos) << run.error;
   EXPECT_EQ(backend.batches, 0);

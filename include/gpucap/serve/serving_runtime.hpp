@@ -134,10 +134,11 @@ class ServingRuntime {
   [[nodiscard]] bool stalled() const;
   // What a request is told when the GPU has stalled (kind `stalled`).
   [[nodiscard]] Answer stalled_answer() const;
-  // Its caller gives up on request `id` (the GPU stalled): true if it was still queued, and is
-  // now out of the queue and answered `stalled` (it will never run); false if it is in a batch or
-  // was answered meanwhile.
-  bool withdraw(std::uint64_t id);
+  // Its caller would give up on request `id` because the GPU stalled. withdrawn: it was queued,
+  // and is now out of the queue and answered `stalled` (it will never run); in_batch: it is in a
+  // batch or was answered meanwhile; not_stalled: the GPU is no longer stalled, nothing was done.
+  enum class Withdrawal { withdrawn, in_batch, not_stalled };
+  Withdrawal withdraw(std::uint64_t id);
 
  private:
   void gpu_thread();
