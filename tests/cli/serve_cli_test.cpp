@@ -102,6 +102,30 @@ std::pair<std::string, std::size_t> binary_request(const std::vector<float>& val
   return {body, header_length};
 }
 
+// Sends an inference request's headers (a binary body of `content_length` bytes announced) and
+// nothing more; what the server answered within `wait_ms`, "" if nothing.
+std::string answer_to_headers_alone(int port, const std::string& model, std::size_t content_length, int wait_ms) {
+  const int fd = connect_to(port);
+  if (fd < 0) {
+    ADD_FAILURE() << "cannot connect to port " << port;
+    return {};
+  }
+  const std::string head = "POST /v2/models/" + model +
+                           "/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                           "Inference-Header-Content-Length: 120\r\nContent-Length: " +
+                           std::to_string(content_length) + "\r\n\r\n";
+  std::string text;
+  if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(head.size())) {
+    ADD_FAILURE() << "the headers could not be sent";
+  } else if (pollfd readable{fd, POLLIN, 0}; ::poll(&readable, 1, wait_ms) > 0) {
+    std::array<char, 4096> answer{};
+    const auto n = ::recv(fd, answer.data(), answer.size(), 0);
+    text.assign(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  }
+  ::close(fd);
+  return text;
+}
+
 httplib::Result infer(httplib::Client& c, const std::string& model, const std::string& body,
                       std::optional<std::size_t> header_length = std::nullopt) {
   httplib::Headers headers;
@@ -265,24 +289,13 @@ TEST(ServeCli, DemandBeyondTheCapIsShedWith429) {
   // still missed about one run in six while the machine was also compiling).
   int refused_before_the_body = 0;
   while (refused_before_the_body == 0 && load.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
-    const int fd = connect_to(server.port());
-    ASSERT_GE(fd, 0);
-    const std::string head =
-        "POST /v2/models/nasnet_a_large/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
-        "Inference-Header-Content-Length: 120\r\nContent-Length: 1314932\r\n\r\n";
-    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
-    pollfd ready{fd, POLLIN, 0};
-    if (::poll(&ready, 1, 3000) > 0) {  // a 429 may take a while on a loaded machine
-      std::array<char, 4096> answer{};
-      const auto n = ::recv(fd, answer.data(), answer.size(), 0);
-      const std::string text(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
-      if (text.starts_with("HTTP/1.1 429")) {
-        ++refused_before_the_body;
-        EXPECT_NE(text.find("Retry-After: "), std::string::npos) << text;
-        EXPECT_NE(text.find("shedding load"), std::string::npos) << text;
-      }
+    // A 429 may take a while on a loaded machine.
+    const auto text = answer_to_headers_alone(server.port(), "nasnet_a_large", 1314932, 3000);
+    if (text.starts_with("HTTP/1.1 429")) {
+      ++refused_before_the_body;
+      EXPECT_NE(text.find("Retry-After: "), std::string::npos) << text;
+      EXPECT_NE(text.find("shedding load"), std::string::npos) << text;
     }
-    ::close(fd);
   }
   const auto r = load.get();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -444,19 +457,8 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   }
 
   // A new request is refused as soon as its headers are in: no byte of its body is sent.
-  const int fd = connect_to(server.port());
-  ASSERT_GE(fd, 0);
-  const std::string head =
-      "POST /v2/models/nasnet_a_large/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
-      "Inference-Header-Content-Length: 120\r\nContent-Length: 2629864\r\n\r\n";
-  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
-  pollfd readable{fd, POLLIN, 0};
-  ASSERT_GT(::poll(&readable, 1, 3000), 0) << "no answer to the headers alone";
-  std::array<char, 4096> answer{};
-  const auto n = ::recv(fd, answer.data(), answer.size(), 0);
-  const std::string refused(answer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
-  ::close(fd);
-  EXPECT_TRUE(refused.starts_with("HTTP/1.1 503")) << refused;
+  const auto refused = answer_to_headers_alone(server.port(), "nasnet_a_large", 2629864, 3000);
+  EXPECT_TRUE(refused.starts_with("HTTP/1.1 503")) << "no 503 to the headers alone: " << refused;
   EXPECT_EQ(refused.find("Retry-After"), std::string::npos) << refused;
 
   auto c = server.client();
