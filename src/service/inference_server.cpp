@@ -143,8 +143,7 @@ struct InferenceServer::Impl {
   };
   Awaited await(std::future<serve::Answer>& answered, std::uint64_t id) {
     while (answered.wait_for(kStallPoll) != std::future_status::ready) {
-      if (!runtime->stalled()) continue;
-      const auto withdrawal = runtime->withdraw(id);
+      const auto withdrawal = runtime->withdraw(id);  // does nothing unless the GPU has stalled
       if (withdrawal == serve::ServingRuntime::Withdrawal::not_stalled) continue;
       if (withdrawal == serve::ServingRuntime::Withdrawal::withdrawn) {
         (void)table.take(id);
