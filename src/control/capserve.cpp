@@ -17,7 +17,7 @@ constexpr double kLatencyBackoff = 0.85;
 constexpr double kLatencyRecovery = 1.02;
 constexpr double kP99Close = 0.9;  // p99 above this share of the SLO lowers κ
 constexpr double kP99Far = 0.6;    // below it (with traffic) raises κ again
-
+constexpr double kP99Room = 0.85;  // below it, a window that shed lets the queue hold more
 }  // namespace
 
 CapserveController::CapserveController(CapserveParams params)
@@ -104,9 +104,13 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
   const double fill_s = planned_items_s > 0.0 ? choice->batch_cap / planned_items_s : 0.0;
   knobs.max_queue_delay_s = std::max(0.0, std::min(slack_s, fill_s));
   // The queue holds no more than the GPU drains within the latency budget left after the batch in
-  // flight and the request's own batch.
-  knobs.max_queued_items =
-      std::max(static_cast<double>(choice->batch_cap), choice->throughput_items_s * std::max(0.0, slack_s + choice->batch_time_s));
+  // flight and the request's own batch, widened by the queue's room (learn()). A configuration
+  // that carries the load with a margin sees bursts only, which its spare capacity drains: its
+  // queue may hold what the GPU drains within max_queue_fraction of the SLO, so a burst is not shed.
+  double room = queue_room_;
+  if (choice->carries_load) room = std::max(room, params_.max_queue_fraction - kappa_);
+  knobs.max_queued_items = std::max(static_cast<double>(choice->batch_cap),
+                                    choice->throughput_items_s * std::max(0.0, slack_s + choice->batch_time_s + room * params_.slo_s));
   return knobs;
 }
 
@@ -140,8 +144,23 @@ void CapserveController::learn(const ServingObservation& o) {
     margin_ = std::max(params_.power_margin, margin_ - params_.margin_decay);
   }
   // Latency: back off fast when the p99 comes close to the SLO, recover slowly when far below.
+  // The p99 covers the last p99_memory_s: for that long after a backoff it still shows the
+  // requests served before it, and backing off again on it would only cascade.
+  if (o.time_s - last_backoff_s_ < params_.p99_memory_s) return;
   if (o.p99_s > kP99Close * o.slo_s) {
-    kappa_ = std::max(params_.min_latency_fraction, kappa_ * kLatencyBackoff);
+    // The queue's room goes first (it is what lengthened the waits), κ only once it is gone.
+    if (queue_room_ > 0.0) {
+      queue_room_ = 0.0;
+    } else {
+      kappa_ = std::max(params_.min_latency_fraction, kappa_ * kLatencyBackoff);
+    }
+    last_backoff_s_ = o.time_s;
+  } else if (o.shed_rps > 0.0 && o.answered_rps > 0.0 && o.p99_s < kP99Room * o.slo_s) {
+    // Requests were shed while the p99 had room: at a load near the capacity the bursts, not the
+    // mean, fill the queue, and letting it hold a little more answers them within the SLO.
+    queue_room_ = std::min(std::max(0.0, params_.max_queue_fraction - kappa_), queue_room_ + params_.queue_room_step);
+  } else if (o.shed_rps <= 0.0 && queue_room_ > 0.0) {
+    queue_room_ = std::max(0.0, queue_room_ - params_.queue_room_step);
   } else if (o.answered_rps > 0.0 && o.p99_s < kP99Far * o.slo_s) {
     kappa_ = std::min(params_.latency_fraction, kappa_ * kLatencyRecovery);
   }
@@ -155,7 +174,7 @@ ServingKnobs CapserveController::decide(const ServingObservation& observation) {
 }
 
 std::string CapserveController::describe_state() const {
-  return fmt::format("planned {:.0f}/s, kappa {:.2f}, power ratio {:.3f}, margin {:.1f} %", last_planned_rps_, kappa_,
+  return fmt::format("planned {:.0f}/s, room {:.2f}, kappa {:.2f}, power ratio {:.3f}, margin {:.1f} %", last_planned_rps_, queue_room_, kappa_,
                      power_ratio_, 100.0 * margin_);
 }
 

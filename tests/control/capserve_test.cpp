@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "gpucap/core/error.hpp"
 
@@ -122,6 +123,75 @@ TEST(Capserve, BacksOffWhenTheP99NearsTheSloAndWidensTheMarginAfterAnOvershoot) 
   ASSERT_TRUE(after);
   EXPECT_LE(after->power_w, 150.0 * (1.0 - 0.04) + 1e-9);  // the margin grew from 2 to 4 %
   EXPECT_GT(before->power_w, 150.0 * (1.0 - 0.04));        // so the first choice is now ruled out
+}
+
+TEST(Capserve, BacksOffOncePerSpanOfTheP99ItReads) {
+  CapserveController c(toy_params());
+  auto knobs = c.initial_knobs(200.0);
+  const double start = c.latency_fraction();
+  auto near_slo = [&](double at_s) {
+    auto o = window(knobs, 200.0, 300.0, 150.0, 0.19);  // p99 at 95 % of the SLO
+    o.time_s = at_s;
+    knobs = c.decide(o);
+  };
+  near_slo(1.0);
+  const double once = c.latency_fraction();
+  EXPECT_NEAR(once, start * 0.85, 1e-12);
+  // The p99 covers the last 10 s: it still shows the requests before the backoff until 11 s.
+  for (double t = 2.0; t < 11.0; t += 1.0) near_slo(t);
+  EXPECT_EQ(c.latency_fraction(), once);
+  near_slo(11.0);
+  EXPECT_NEAR(c.latency_fraction(), once * 0.85, 1e-12);
+}
+
+TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndGivesTheRoomBackFirst) {
+  CapserveController c(toy_params());
+  auto knobs = c.initial_knobs(200.0);
+  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(best);
+  // Overload (5000 requests/s) with requests shed and a p99 at 40 % of the SLO: each window adds
+  // 2 % of the SLO to the queue's budget.
+  double t = 1.0;
+  auto overloaded = [&](double p99_s, double shed_rps) {
+    auto o = window(knobs, 200.0, 5000.0, 150.0, p99_s);
+    o.time_s = t;
+    t += 1.0;
+    o.answered_rps = best->throughput_items_s;
+    o.shed_rps = shed_rps;
+    knobs = c.decide(o);
+  };
+  overloaded(0.08, 4000.0);
+  const double drained_in_s = best->throughput_items_s;  // items per second of budget
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s + 0.02 * 0.2), 1e-6);
+  overloaded(0.08, 4000.0);
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s + 0.04 * 0.2), 1e-6);
+  // Up to κ + room = 0.9 of the SLO, no further.
+  for (int i = 0; i < 20; ++i) overloaded(0.08, 4000.0);
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.9 * 0.2 - best->batch_time_s), 1e-6);
+  // A p99 at 88 % of the SLO (past 85 %) holds the room where it is.
+  overloaded(0.176, 4000.0);
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.9 * 0.2 - best->batch_time_s), 1e-6);
+  // A p99 past 90 % clears the room and leaves κ.
+  overloaded(0.19, 4000.0);
+  EXPECT_EQ(c.latency_fraction(), 0.7);
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s), 1e-6);
+  // Ten seconds on (the p99's span), room again; a window that sheds nothing gives it back.
+  t += 10.0;
+  overloaded(0.08, 4000.0);
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s + 0.02 * 0.2), 1e-6);
+  overloaded(0.08, 0.0);
+  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s), 1e-6);
+}
+
+TEST(Capserve, AConfigurationThatCarriesTheLoadQueuesABurstWithinMostOfTheSlo) {
+  CapserveController c(toy_params());
+  const auto knobs = c.decide(window(c.initial_knobs(200.0), 200.0, 200.0, 100.0, 0.03));
+  const auto chosen = c.choose(200.0, c.planned_rate(200.0));
+  ASSERT_TRUE(chosen);
+  ASSERT_TRUE(chosen->carries_load);
+  EXPECT_EQ(knobs.max_batch_size, chosen->batch_cap);
+  EXPECT_NEAR(knobs.max_queued_items,
+              std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (0.9 * 0.2 - chosen->batch_time_s)), 1e-6);
 }
 
 TEST(Capserve, LearnsThePowerRatioOnlyFromBusySettledWindowsOutsideCapTransitions) {

@@ -12,21 +12,26 @@
 //   - latency: a request can wait for the batch in flight and then run in the next one, so
 //     2·s(B, f) + D must stay under a fraction κ of the SLO, where s(B, f) = B / throughput(B, f)
 //     is the batch's time; κ starts at 0.7 and is lowered when the measured p99 comes close to the
-//     SLO (and raised back slowly when it stays far below);
+//     SLO (and raised back slowly when it stays far below), at most once per p99_memory_s (the
+//     p99 still shows the requests before a backoff that long);
 //   - capacity: throughput(B, f) at a utilisation of at most ρ_max = 0.85 must carry the planned
 //     rate: the measured arrival rate plus three Poisson standard deviations of the window.
 // Among the configurations that meet all three it takes the one with the least energy per item
 // (predicted power / throughput): the load is served, under the cap and the SLO, with the least
 // power. When none can carry the load (demand beyond what the GPU can serve under the cap and the
 // SLO), it takes the one with the highest capacity. Either way the queue admits no more items than
-// the GPU drains within the latency budget after the batch in flight (throughput × (κ·SLO − s));
-// an arrival beyond that is shed at once with 429 instead of waiting until it times out, so under
-// overload the GPU runs full batches at its capacity and what is admitted meets the SLO. The delay
+// the GPU drains within the latency budget after the batch in flight (throughput × (κ·SLO − s +
+// room·SLO)); an arrival beyond that is shed at once with 429 instead of waiting until it times
+// out, so under overload the GPU runs full batches at its capacity and what is admitted meets the
+// SLO. The room grows while requests are shed and the p99 has room (the bursts of a load near the
+// capacity), shrinks when nothing is shed, is cleared first when the p99 nears the SLO, and is
+// whole (κ + room = max_queue_fraction) for a configuration that carries the load. The delay
 // lets batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is
 // set to the cap as a guard the board enforces within its own control loop, so a cap lowered
 // between two windows is held by the firmware before the next decision. A cap change ends the
 // window at once.
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +50,9 @@ struct CapserveParams {
   double max_utilisation = 0.85;     // ρ_max: the load a configuration is planned to carry
   double latency_fraction = 0.7;     // κ at the start
   double min_latency_fraction = 0.2;
+  double max_queue_fraction = 0.9;   // the queue's budget (κ + room) may grow to this share of the SLO
+  double queue_room_step = 0.02;     // room added per window that shed with the p99 below 0.85 SLO
+  double p99_memory_s = 10.0;        // the span the observed p99 covers (the serving loop's latency window)
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
   double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
   double overshoot_margin = 0.02;    // added after a window over the cap
@@ -103,6 +111,8 @@ class CapserveController final : public ServingController {
   double margin_;
   double power_ratio_ = 1.0;
   double last_planned_rps_ = 0.0;
+  double last_backoff_s_ = -std::numeric_limits<double>::infinity();
+  double queue_room_ = 0.0;  // share of the SLO the queue's budget holds beyond κ
 };
 
 }  // namespace gpucap::control
