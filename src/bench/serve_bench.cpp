@@ -22,6 +22,7 @@
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
 #include "gpucap/serve/arrivals.hpp"
+#include "gpucap/serve/latency_stats.hpp"
 #include "gpucap/sim/noise.hpp"
 
 namespace gpucap::bench {
@@ -81,6 +82,7 @@ std::unique_ptr<control::ServingController> serving_controller(const std::string
     params.slo_s = matrix.slo_s;
     params.max_batch_size = matrix.model_max_batch_size;
     params.limits = limits;
+    params.p99_memory_s = serve::LatencyStatsConfig{}.window_s;  // the serving loop's p99 covers this span
     return std::make_unique<control::CapserveController>(params);
   }
   if (algorithm == kStatic) return std::make_unique<control::StaticServing>(batcher, limits);

@@ -31,6 +31,7 @@
 #include "gpucap/runtime/nvml_platform.hpp"
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
+#include "gpucap/serve/latency_stats.hpp"
 #include "gpucap/serve/serving_runtime.hpp"
 #include "gpucap/service/admin_server.hpp"
 #include "gpucap/service/bso_server.hpp"
@@ -256,6 +257,7 @@ std::unique_ptr<control::ServingController> make_serving_controller(const ServeF
     p.slo_s = f.slo_ms / 1e3;
     p.max_batch_size = f.max_batch_size;
     p.limits = limits;
+    p.p99_memory_s = serve::LatencyStatsConfig{}.window_s;  // the serving loop's p99 covers this span
     p.lock_clocks = gpu_writes;
     return std::make_unique<control::CapserveController>(p);
   }

@@ -144,52 +144,95 @@ TEST(Capserve, BacksOffOncePerSpanOfTheP99ItReads) {
   EXPECT_NEAR(c.latency_fraction(), once * 0.85, 1e-12);
 }
 
+// Windows of an overload (5000 requests/s, far beyond the toy GPU under 200 W) at given times.
+class Overload {
+ public:
+  explicit Overload(CapserveController& c) : c_(c), knobs_(c.initial_knobs(200.0)) {}
+  ServingKnobs at(double time_s, double p99_s, double shed_rps) {
+    auto o = window(knobs_, 200.0, 5000.0, 150.0, p99_s);
+    o.time_s = time_s;
+    o.answered_rps = 800.0;
+    o.shed_rps = shed_rps;
+    knobs_ = c_.decide(o);
+    return knobs_;
+  }
+
+ private:
+  CapserveController& c_;
+  ServingKnobs knobs_;
+};
+
 TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndGivesTheRoomBackFirst) {
   CapserveController c(toy_params());
-  auto knobs = c.initial_knobs(200.0);
+  Overload overload(c);
   const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
   ASSERT_TRUE(best);
-  // Overload (5000 requests/s) with requests shed and a p99 at 40 % of the SLO: each window adds
-  // 2 % of the SLO to the queue's budget.
-  double t = 1.0;
-  auto overloaded = [&](double p99_s, double shed_rps) {
-    auto o = window(knobs, 200.0, 5000.0, 150.0, p99_s);
-    o.time_s = t;
-    t += 1.0;
-    o.answered_rps = best->throughput_items_s;
-    o.shed_rps = shed_rps;
-    knobs = c.decide(o);
-  };
-  overloaded(0.08, 4000.0);
-  const double drained_in_s = best->throughput_items_s;  // items per second of budget
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s + 0.02 * 0.2), 1e-6);
-  overloaded(0.08, 4000.0);
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s + 0.04 * 0.2), 1e-6);
+  // Items the queue may hold for a budget of `slo_share` of the SLO (0.2 s) less one batch.
+  auto bound = [&](double slo_share) { return best->throughput_items_s * (slo_share * 0.2 - best->batch_time_s); };
+  // Requests shed with a p99 at 40 % of the SLO: each window adds 2 % of the SLO to the budget.
+  EXPECT_NEAR(overload.at(1.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
+  EXPECT_NEAR(overload.at(2.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
   // Up to κ + room = 0.9 of the SLO, no further.
-  for (int i = 0; i < 20; ++i) overloaded(0.08, 4000.0);
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.9 * 0.2 - best->batch_time_s), 1e-6);
-  // A p99 at 88 % of the SLO (past 85 %) holds the room where it is.
-  overloaded(0.176, 4000.0);
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.9 * 0.2 - best->batch_time_s), 1e-6);
+  for (int i = 3; i < 20; ++i) (void)overload.at(i, 0.08, 4000.0);
+  EXPECT_NEAR(overload.at(20.0, 0.08, 4000.0).max_queued_items, bound(0.9), 1e-6);
+  // A p99 at 88 % of the SLO (past 85 %, not 90 %) holds the room where it is.
+  EXPECT_NEAR(overload.at(21.0, 0.176, 4000.0).max_queued_items, bound(0.9), 1e-6);
   // A p99 past 90 % clears the room and leaves κ.
-  overloaded(0.19, 4000.0);
+  EXPECT_NEAR(overload.at(22.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
   EXPECT_EQ(c.latency_fraction(), 0.7);
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s), 1e-6);
-  // Ten seconds on (the p99's span), room again; a window that sheds nothing gives it back.
-  t += 10.0;
-  overloaded(0.08, 4000.0);
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s + 0.02 * 0.2), 1e-6);
-  overloaded(0.08, 0.0);
-  EXPECT_NEAR(knobs.max_queued_items, drained_in_s * (0.7 * 0.2 - best->batch_time_s), 1e-6);
+  // For the p99's span (10 s) nothing moves on it: it still shows the requests before the clear.
+  EXPECT_NEAR(overload.at(27.0, 0.08, 4000.0).max_queued_items, bound(0.7), 1e-6);
+  EXPECT_NEAR(overload.at(31.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
+  EXPECT_EQ(c.latency_fraction(), 0.7);
+  // After it, room again; a window that sheds nothing gives it back.
+  EXPECT_NEAR(overload.at(32.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
+  EXPECT_NEAR(overload.at(33.0, 0.08, 0.0).max_queued_items, bound(0.7), 1e-6);
+}
+
+TEST(Capserve, ABackedOffKappaRecoversUnderOverloadBeforeTheQueueGrows) {
+  CapserveController c(toy_params());
+  Overload overload(c);
+  (void)overload.at(1.0, 0.19, 4000.0);  // no room yet: κ backs off
+  EXPECT_NEAR(c.latency_fraction(), 0.7 * 0.85, 1e-12);
+  // Shedding windows with the p99 far below the SLO, after the hold: κ climbs back 2 % a window.
+  double t = 11.0;
+  (void)overload.at(t, 0.06, 4000.0);
+  EXPECT_NEAR(c.latency_fraction(), 0.7 * 0.85 * 1.02, 1e-12);
+  while (c.latency_fraction() < 0.7 && t < 40.0) (void)overload.at(t += 1.0, 0.06, 4000.0);
+  EXPECT_EQ(c.latency_fraction(), 0.7);
+  // Then the queue's room grows.
+  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(best);
+  EXPECT_NEAR(overload.at(t + 1.0, 0.06, 4000.0).max_queued_items,
+              best->throughput_items_s * (0.72 * 0.2 - best->batch_time_s), 1e-6);
 }
 
 TEST(Capserve, AConfigurationThatCarriesTheLoadQueuesABurstWithinMostOfTheSlo) {
   CapserveController c(toy_params());
-  const auto knobs = c.decide(window(c.initial_knobs(200.0), 200.0, 200.0, 100.0, 0.03));
-  const auto chosen = c.choose(200.0, c.planned_rate(200.0));
+  auto light = [&](double time_s, double p99_s) {
+    auto o = window(c.initial_knobs(200.0), 200.0, 200.0, 100.0, p99_s);
+    o.time_s = time_s;
+    return c.decide(o);
+  };
+  auto knobs = light(1.0, 0.03);
+  auto chosen = c.choose(200.0, c.planned_rate(200.0));
   ASSERT_TRUE(chosen);
   ASSERT_TRUE(chosen->carries_load);
   EXPECT_EQ(knobs.max_batch_size, chosen->batch_cap);
+  EXPECT_NEAR(knobs.max_queued_items,
+              std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (0.9 * 0.2 - chosen->batch_time_s)), 1e-6);
+  // A p99 near the SLO takes the extra room away for the p99's span.
+  knobs = light(2.0, 0.19);
+  chosen = c.choose(200.0, c.planned_rate(200.0));
+  ASSERT_TRUE(chosen);
+  ASSERT_TRUE(chosen->carries_load);
+  const double kappa = c.latency_fraction();
+  EXPECT_LT(kappa, 0.7);
+  EXPECT_NEAR(knobs.max_queued_items,
+              std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (kappa * 0.2 - chosen->batch_time_s)), 1e-6);
+  knobs = light(12.0, 0.03);
+  chosen = c.choose(200.0, c.planned_rate(200.0));
+  ASSERT_TRUE(chosen);
   EXPECT_NEAR(knobs.max_queued_items,
               std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (0.9 * 0.2 - chosen->batch_time_s)), 1e-6);
 }

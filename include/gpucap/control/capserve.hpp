@@ -12,8 +12,8 @@
 //   - latency: a request can wait for the batch in flight and then run in the next one, so
 //     2·s(B, f) + D must stay under a fraction κ of the SLO, where s(B, f) = B / throughput(B, f)
 //     is the batch's time; κ starts at 0.7 and is lowered when the measured p99 comes close to the
-//     SLO (and raised back slowly when it stays far below), at most once per p99_memory_s (the
-//     p99 still shows the requests before a backoff that long);
+//     SLO (and raised back slowly when it stays far below). The p99 covers the last p99_memory_s,
+//     so after a backoff nothing moves on it (κ nor the queue's room) for that long;
 //   - capacity: throughput(B, f) at a utilisation of at most ρ_max = 0.85 must carry the planned
 //     rate: the measured arrival rate plus three Poisson standard deviations of the window.
 // Among the configurations that meet all three it takes the one with the least energy per item
@@ -24,8 +24,9 @@
 // room·SLO)); an arrival beyond that is shed at once with 429 instead of waiting until it times
 // out, so under overload the GPU runs full batches at its capacity and what is admitted meets the
 // SLO. The room grows while requests are shed and the p99 has room (the bursts of a load near the
-// capacity), shrinks when nothing is shed, is cleared first when the p99 nears the SLO, and is
-// whole (κ + room = max_queue_fraction) for a configuration that carries the load. The delay
+// capacity), shrinks when nothing is shed, and is cleared first when the p99 nears the SLO; a
+// configuration that carries the load gets it whole (κ + room = max_queue_fraction) unless the
+// p99 neared the SLO within its span. The delay
 // lets batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is
 // set to the cap as a guard the board enforces within its own control loop, so a cap lowered
 // between two windows is held by the firmware before the next decision. A cap change ends the
@@ -51,7 +52,7 @@ struct CapserveParams {
   double latency_fraction = 0.7;     // κ at the start
   double min_latency_fraction = 0.2;
   double max_queue_fraction = 0.9;   // the queue's budget (κ + room) may grow to this share of the SLO
-  double queue_room_step = 0.02;     // room added per window that shed with the p99 below 0.85 SLO
+  double queue_room_step = 0.02;     // room added per window that shed with the p99 well under the SLO
   double p99_memory_s = 10.0;        // the span the observed p99 covers (the serving loop's latency window)
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
   double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
@@ -112,7 +113,8 @@ class CapserveController final : public ServingController {
   double power_ratio_ = 1.0;
   double last_planned_rps_ = 0.0;
   double last_backoff_s_ = -std::numeric_limits<double>::infinity();
-  double queue_room_ = 0.0;  // share of the SLO the queue's budget holds beyond κ
+  double queue_room_slo_share_ = 0.0;  // share of the SLO the queue's budget holds beyond κ
+  bool latency_pressed_ = false;       // the p99 neared the SLO within its span
 };
 
 }  // namespace gpucap::control
