@@ -22,7 +22,6 @@
 #include "gpucap/runtime/sim_job.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
 #include "gpucap/serve/arrivals.hpp"
-#include "gpucap/serve/latency_stats.hpp"
 #include "gpucap/sim/noise.hpp"
 
 namespace gpucap::bench {
@@ -72,9 +71,10 @@ struct ModelInputs {
   std::shared_ptr<const predict::ProfileModel> profile;  // capserve's and capfit's
 };
 
+// p99_window_s: the span of the p99 the serving loop shows the controller.
 std::unique_ptr<control::ServingController> serving_controller(const std::string& algorithm, const ServeMatrix& matrix,
                                                                const ModelInputs& inputs,
-                                                               const control::PlatformLimits& limits) {
+                                                               const control::PlatformLimits& limits, double p99_window_s) {
   const control::BatcherDefaults batcher{matrix.static_max_batch_size, matrix.static_max_queue_delay_s};
   if (algorithm == kCapserve) {
     control::CapserveParams params;
@@ -82,7 +82,7 @@ std::unique_ptr<control::ServingController> serving_controller(const std::string
     params.slo_s = matrix.slo_s;
     params.max_batch_size = matrix.model_max_batch_size;
     params.limits = limits;
-    params.p99_memory_s = serve::LatencyStatsConfig{}.window_s;  // the serving loop's p99 covers this span
+    params.p99_memory_s = p99_window_s;
     return std::make_unique<control::CapserveController>(params);
   }
   if (algorithm == kStatic) return std::make_unique<control::StaticServing>(batcher, limits);
@@ -98,8 +98,8 @@ ServeRun run_algorithm(const std::string& algorithm, const ServeMatrix& matrix, 
   options.seed = twin_seed;
   options.sample_hz = inputs.twin.sample_hz;
   runtime::SimPlatform platform(*inputs.twin.gpu, *inputs.twin.model, inputs.twin.precision, options);
-  const auto controller = serving_controller(algorithm, matrix, inputs, platform.controller_limits());
   serve::SimulationConfig config;
+  const auto controller = serving_controller(algorithm, matrix, inputs, platform.controller_limits(), config.stats.window_s);
   config.duration_s = matrix.segment_s * static_cast<double>(schedule.steps().size());
   config.drain_s = matrix.drain_s;
   config.cap = schedule;

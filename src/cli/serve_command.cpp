@@ -247,8 +247,9 @@ Served nvml_served(const ServeFlags& f) {
   return s;
 }
 
+// p99_window_s: the span of the p99 the serving loop shows the controller.
 std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
-                                                                     bool gpu_writes) {
+                                                                     bool gpu_writes, double p99_window_s) {
   const auto limits = served.platform->controller_limits();
   const control::BatcherDefaults batcher{f.max_batch_size, f.max_queue_delay_us / 1e6};
   if (f.algorithm == "capserve") {
@@ -257,7 +258,7 @@ std::unique_ptr<control::ServingController> make_serving_controller(const ServeF
     p.slo_s = f.slo_ms / 1e3;
     p.max_batch_size = f.max_batch_size;
     p.limits = limits;
-    p.p99_memory_s = serve::LatencyStatsConfig{}.window_s;  // the serving loop's p99 covers this span
+    p.p99_memory_s = p99_window_s;
     p.lock_clocks = gpu_writes;
     return std::make_unique<control::CapserveController>(p);
   }
@@ -380,7 +381,8 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
                                                 : initial_cap(f);
   serve::CapState cap(schedule, source, served.min_cap_w, limits.power_limit_max_w);
   const bool gpu_writes = twin || f.allow_gpu_control;
-  auto controller = make_serving_controller(f, served, gpu_writes);
+  const serve::LatencyStatsConfig latency_stats;  // the serving loop's p99 and its span
+  auto controller = make_serving_controller(f, served, gpu_writes, latency_stats.window_s);
   const auto& model_name = served.backend->metadata().name;
 
   Exports exports;
@@ -409,6 +411,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   std::atomic<double> last_power_w{std::nan("")};
   serve::RuntimeOptions runtime_options;
   runtime_options.slo_s = f.slo_ms / 1e3;
+  runtime_options.stats = latency_stats;
   runtime_options.batcher = batcher;
   runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
   runtime_options.on_failure = [] { ::kill(::getpid(), SIGUSR2); };

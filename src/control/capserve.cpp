@@ -152,7 +152,6 @@ void CapserveController::learn(const ServingObservation& o) {
   // cascaded: 0.76 -> 0.24 in seven windows in a trial).
   if (o.time_s - last_backoff_s_ < params_.p99_memory_s) return;
   latency_pressed_ = false;
-  const double room_limit = std::max(0.0, params_.max_queue_fraction - kappa_);
   if (o.p99_s > kP99Close * o.slo_s) {
     // The queue's room goes first (it is what lengthened the waits), κ only once it is gone.
     if (queue_room_slo_share_ > 0.0) {
@@ -162,17 +161,19 @@ void CapserveController::learn(const ServingObservation& o) {
     }
     last_backoff_s_ = o.time_s;
     latency_pressed_ = true;
-  } else if (o.answered_rps > 0.0 && o.p99_s < kP99Far * o.slo_s && kappa_ < params_.latency_fraction) {
+    return;
+  }
+  if (o.answered_rps > 0.0 && o.p99_s < kP99Far * o.slo_s && kappa_ < params_.latency_fraction) {
     // A backed-off κ recovers first: under overload a larger batch is more capacity.
     kappa_ = std::min(params_.latency_fraction, kappa_ * kLatencyRecovery);
-  } else if (o.shed_rps > 0.0 && o.answered_rps > 0.0 && o.p99_s < kP99Room * o.slo_s &&
-             queue_room_slo_share_ < room_limit) {
+  } else if (o.shed_rps > 0.0 && o.answered_rps > 0.0 && o.p99_s < kP99Room * o.slo_s) {
     // Requests were shed while the p99 had room: at a load near the capacity the bursts, not the
     // mean, fill the queue, and letting it hold a little more answers them within the SLO.
-    queue_room_slo_share_ = std::min(room_limit, queue_room_slo_share_ + params_.queue_room_step);
-  } else if (o.shed_rps <= 0.0 && queue_room_slo_share_ > 0.0) {
-    queue_room_slo_share_ = std::max(0.0, queue_room_slo_share_ - params_.queue_room_step);
+    queue_room_slo_share_ += params_.queue_room_step;
   }
+  if (o.shed_rps <= 0.0) queue_room_slo_share_ = std::max(0.0, queue_room_slo_share_ - params_.queue_room_step);
+  // κ + room stays within max_queue_fraction, also when κ has just recovered.
+  queue_room_slo_share_ = std::min(queue_room_slo_share_, std::max(0.0, params_.max_queue_fraction - kappa_));
 }
 
 ServingKnobs CapserveController::decide(const ServingObservation& observation) {

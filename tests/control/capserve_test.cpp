@@ -207,6 +207,27 @@ TEST(Capserve, ABackedOffKappaRecoversUnderOverloadBeforeTheQueueGrows) {
               best->throughput_items_s * (0.72 * 0.2 - best->batch_time_s), 1e-6);
 }
 
+TEST(Capserve, TheRoomThatGrewWhileKappaWasBackedOffIsCutWhenKappaRecovers) {
+  CapserveController c(toy_params());
+  Overload overload(c);
+  (void)overload.at(1.0, 0.19, 4000.0);  // κ backs off to 0.595
+  // A p99 at 70 % of the SLO: too high for κ to recover, room enough for the queue to grow, up to
+  // κ + room = 0.9.
+  double t = 11.0;
+  for (; t < 40.0; t += 1.0) (void)overload.at(t, 0.14, 4000.0);
+  const double backed_off = c.latency_fraction();
+  EXPECT_NEAR(backed_off, 0.7 * 0.85, 1e-12);
+  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(best);
+  EXPECT_NEAR(overload.at(t, 0.14, 4000.0).max_queued_items, best->throughput_items_s * (0.9 * 0.2 - best->batch_time_s), 1e-6);
+  // The p99 falls far below: κ recovers, and the room shrinks with it so the budget stays at 0.9.
+  const auto after = overload.at(t + 1.0, 0.06, 4000.0);
+  EXPECT_GT(c.latency_fraction(), backed_off);
+  const auto now_best = c.choose(200.0, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(now_best);
+  EXPECT_NEAR(after.max_queued_items, now_best->throughput_items_s * (0.9 * 0.2 - now_best->batch_time_s), 1e-6);
+}
+
 TEST(Capserve, AConfigurationThatCarriesTheLoadQueuesABurstWithinMostOfTheSlo) {
   CapserveController c(toy_params());
   auto light = [&](double time_s, double p99_s) {
@@ -228,6 +249,10 @@ TEST(Capserve, AConfigurationThatCarriesTheLoadQueuesABurstWithinMostOfTheSlo) {
   ASSERT_TRUE(chosen->carries_load);
   const double kappa = c.latency_fraction();
   EXPECT_LT(kappa, 0.7);
+  EXPECT_NEAR(knobs.max_queued_items,
+              std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (kappa * 0.2 - chosen->batch_time_s)), 1e-6);
+  knobs = light(7.0, 0.03);  // still within the p99's span: κ's budget alone
+  EXPECT_EQ(c.latency_fraction(), kappa);
   EXPECT_NEAR(knobs.max_queued_items,
               std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (kappa * 0.2 - chosen->batch_time_s)), 1e-6);
   knobs = light(12.0, 0.03);

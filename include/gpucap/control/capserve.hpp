@@ -13,7 +13,8 @@
 //     2·s(B, f) + D must stay under a fraction κ of the SLO, where s(B, f) = B / throughput(B, f)
 //     is the batch's time; κ starts at 0.7 and is lowered when the measured p99 comes close to the
 //     SLO (and raised back slowly when it stays far below). The p99 covers the last p99_memory_s,
-//     so after a backoff nothing moves on it (κ nor the queue's room) for that long;
+//     so after a backoff or a clearing of the queue's room nothing moves on it (κ nor the room)
+//     for that long;
 //   - capacity: throughput(B, f) at a utilisation of at most ρ_max = 0.85 must carry the planned
 //     rate: the measured arrival rate plus three Poisson standard deviations of the window.
 // Among the configurations that meet all three it takes the one with the least energy per item
