@@ -50,11 +50,13 @@ P = dict(
                     # maximum_iterations = round(2.0 x source length), tgt_max_len_infer null, 30 tokens
     SIGMA=1.0,      # lognormal spread of kernel sizes
     FIFO_BLOCKED=True,
-    JITTER=0.02,
-    MBV2_HOSTBOUND=0.0,  # >0: hypothesis test, MobileNetV2 training host-paced with this GPU share    # step-to-step and op-to-op variation (the twin's 2 %)
+    JITTER=0.02,    # step-to-step and op-to-op variation (the twin's 2 %)
+    MBV2_HOSTBOUND=0.0,  # >0: hypothesis test, MobileNetV2 training host-paced with this GPU share
     INF_MODE="flops", # BS-1 inference: "gpu" (GPU-paced) or "flops" (host-paced, GPU work = FLOPs / F_EFF)
     F_EFF=5e12,     # FLOP/s a BS-1 inference kernel achieves (INF_MODE flops)
     STAT="mean95",  # Fig. 6 statistic: "p95" (nearest rank of 100) or "mean95" (script: time to 95th / 95)
+    HOST_SHARED=0,  # 1: hypothesis test, the jobs' per-op host work on one shared lane (FIFO), as if
+                    # launches into the one stream were serialised (README, "Tried and rejected")
 )
 
 
@@ -120,6 +122,7 @@ class Sim:
         self.barriers = []            # heap of (target, seq, job)
         self.blocked = deque()        # (job, duration) waiting for a queue slot
         self.busy_by = {}
+        self.host_free = 0.0
 
     def at(self, t, fn, *a):
         self.seq += 1
@@ -137,6 +140,13 @@ class Sim:
         kind = cmd[0]
         if kind == "delay":
             self.at(self.now + cmd[1], self.step, job)
+        elif kind == "host":
+            if self.p["HOST_SHARED"]:
+                start = max(self.now, self.host_free)
+                self.host_free = start + cmd[1]
+                self.at(self.host_free, self.step, job)
+            else:
+                self.at(self.now + cmd[1], self.step, job)
         elif kind == "launch":
             if len(self.stream) < self.p["Q"] and not self.blocked:
                 self.enqueue(job, cmd[1])
@@ -293,7 +303,7 @@ def train_job(prof, p, log, jitter_seed=0):
         yield ("delay", prof["copy"] + p["EPS"])
         f = 1.0 + p["JITTER"] * rng.gauss(0.0, 1.0)           # step-to-step variation
         for d in prof["durs"]:
-            yield ("delay", h * (1.0 + p["JITTER"] * rng.gauss(0.0, 1.0)))
+            yield ("host", h * (1.0 + p["JITTER"] * rng.gauss(0.0, 1.0)))
             yield ("launch", d * f)
         yield ("barrier",)                                    # fetch loss + sync_on_finish
         yield ("delay", p["EPS"])
@@ -309,7 +319,7 @@ def infer_job(prof, p, n, log, seed=7):
         yield ("delay", prof["copy"] + p["EPS"])
         for k, seg in enumerate(prof["segments"]):
             for d in seg:
-                yield ("delay", prof["h"] * (1.0 + p["JITTER"] * rng.gauss(0.0, 1.0)))
+                yield ("host", prof["h"] * (1.0 + p["JITTER"] * rng.gauss(0.0, 1.0)))
                 yield ("launch", d)
             yield ("barrier",)                                # loop-condition / output fetch + sync
             yield ("delay", p["EPS"])
