@@ -18,9 +18,9 @@ constexpr double kPercent = 100.0;
 
 constexpr const char* kMetricsExample = "127.0.0.1:9400";
 
-service::MetricsServer start_server(const std::string& address, monitor::MetricsRegistry& registry) {
+service::MetricsServer start_server(const std::string& address, service::MetricsServer::Render render) {
   const auto [host, port] = service::parse_listen_address(address, "--metrics", kMetricsExample);
-  return service::MetricsServer(host, port, [&registry] { return registry.render(); });
+  return service::MetricsServer(host, port, std::move(render));
 }
 
 }  // namespace
@@ -66,13 +66,26 @@ void LiveFlags::warn_if_unpaced(const char* command) const {
 
 LiveExport::LiveExport(const std::string& command, const std::string& address, monitor::Labels labels, bool simulated,
                        bool windows, const std::function<void(service::MetricsServer&)>& pages)
-    : work_(registry_, std::move(labels), windows), server_(start_server(address, registry_)) {
+    : work_(registry_, std::move(labels), windows), server_(start_server(address, [this] { return scrape(); })) {
   if (pages) pages(server_);
   const int port = server_.start();
   (void)port;
   std::fprintf(stderr, "gpucap %s: metrics at %s%s\n", command.c_str(), server_.url().c_str(),
                simulated ? " (simulated: the twin's figures)" : "");
   std::fflush(stderr);
+}
+
+void LiveExport::set_scrape_hook(std::function<void()> hook) {
+  const std::lock_guard lock(hook_mutex_);
+  hook_ = std::move(hook);
+}
+
+std::string LiveExport::scrape() {
+  {
+    const std::lock_guard lock(hook_mutex_);
+    if (hook_) hook_();
+  }
+  return registry_.render();
 }
 
 monitor::Labels run_labels(const std::string& algorithm, const std::string& model, const std::string& gpu_model,

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,11 +52,19 @@ class LiveExport {
   [[nodiscard]] monitor::MetricsRegistry& registry() { return registry_; }
   [[nodiscard]] monitor::WorkMetrics& work() { return work_; }
   [[nodiscard]] std::string url() const { return server_.url(); }
+  // Runs at each scrape, from the server's threads, before the registry is rendered: for a gauge
+  // whose truth lives elsewhere and is read when it is asked for (gpucap serve's pending requests).
+  // An empty one removes it; set and removed while the server runs.
+  void set_scrape_hook(std::function<void()> hook);
 
  private:
+  [[nodiscard]] std::string scrape();
+
   monitor::MetricsRegistry registry_;
   monitor::WorkMetrics work_;
-  service::MetricsServer server_;
+  std::mutex hook_mutex_;
+  std::function<void()> hook_;
+  service::MetricsServer server_;  // last: its threads use the members above
 };
 
 // The labels of every gpucap_* series of a run: algorithm, model, gpu_model (the GPU's model),

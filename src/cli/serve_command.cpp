@@ -443,6 +443,18 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   };
 
   serve::ServingRuntime runtime(platform, *controller, cap, runtime_options, server.executor(), on_window, on_sample);
+  // The pending requests are counted when a scrape asks: no count left by the last handler can go
+  // stale (after a stalled batch returns, none is left to report its answers). The guard takes the
+  // hook away before the runtime it reads is gone.
+  struct ScrapeHookGuard {
+    LiveExport* live;
+    ~ScrapeHookGuard() {
+      if (live != nullptr) live->set_scrape_hook({});
+    }
+  } scrape_hook_guard{exports.live.get()};
+  if (exports.live) {
+    exports.live->set_scrape_hook([&runtime, &exports] { exports.serve->pending(runtime.pending()); });
+  }
   server.attach(runtime);
   std::unique_ptr<service::AdminServer> admin;
   if (admin_address) {

@@ -230,13 +230,9 @@ void ServingRuntime::gpu_thread() {
   std::unique_lock lock(mutex_);
   const auto emit = [this, &lock](const std::optional<ServingWindow>& window) {
     if (!window || !on_window_) return;
-    auto exported = *window;
-    // Counted here, every window: a request's own handler also reports it, but none is left to
-    // do so after the last answer of a batch whose callers gave up (a stalled GPU).
-    exported.pending_requests = waiting_.size();
     lock.unlock();
     try {
-      on_window_(exported);
+      on_window_(*window);
     } catch (const std::exception& e) {
       spdlog::warn("serve: a window could not be exported: {}", e.what());
     }

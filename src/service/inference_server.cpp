@@ -186,24 +186,17 @@ struct InferenceServer::Impl {
         parsed.timeout_us ? std::optional<double>(static_cast<double>(*parsed.timeout_us) / 1e6) : std::nullopt;
     const auto id = table.add(std::move(parsed));
     auto answered = runtime->submit(id, static_cast<int>(batch), priority, timeout_s, place);
-    if (metrics != nullptr) metrics->pending(runtime->pending());
     // The runtime answers every request it admitted (a queue timeout bounds the wait), unless its
     // GPU stalls in a batch: then the request is answered 503 now rather than holding this thread
     // for as long as the engine hangs.
     const auto [answer, given_up] = await(answered, id);
     if (given_up) {
-      if (metrics != nullptr) {
-        metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
-        metrics->pending(runtime->pending());
-      }
+      if (metrics != nullptr) metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
       send_error(response, status_of(answer), answer.message);
       return;
     }
     auto entry = table.take(id);
-    if (metrics != nullptr) {
-      metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
-      metrics->pending(runtime->pending());
-    }
+    if (metrics != nullptr) metrics->request(answer, batch, seconds_since(started), seconds_since(arrived));
     const int status = status_of(answer);
     if (status != 200) {
       if (answer.kind == serve::AnswerKind::shed) {

@@ -159,7 +159,6 @@ void ServeMetrics::window(const serve::ServingWindow& w) {
   r.set("gpucap_serve_goodput_requests_per_second", labels_, static_cast<double>(w.counts.good) / length_s);
   r.set("gpucap_serve_throughput_requests_per_second", labels_, static_cast<double>(w.counts.answered) / length_s);
   r.set("gpucap_serve_arrival_rate_requests_per_second", labels_, static_cast<double>(w.counts.arrivals) / length_s);
-  r.set("nv_inference_pending_request_count", labels_, static_cast<double>(w.pending_requests));
   r.set("gpucap_serve_batch_cap", labels_, w.knobs.max_batch_size);
   r.set("gpucap_serve_queue_delay_seconds", labels_, w.knobs.max_queue_delay_s);
   r.set_if_known("gpucap_serve_admit_rate_requests_per_second", labels_,

@@ -469,7 +469,11 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   ASSERT_TRUE(live);
   EXPECT_EQ(live->status, 200);
   const auto labels = std::string(R"({model="nasnet_a_large",version="1")");
-  EXPECT_EQ(test::series_value(server.scrape(), "nv_inference_request_failure", labels + R"(,reason="BACKEND"})"), 3.0);
+  const auto stalled_text = server.scrape();
+  EXPECT_EQ(test::series_value(stalled_text, "nv_inference_request_failure", labels + R"(,reason="BACKEND"})"), 3.0);
+  // The request in the stalled batch is still the runtime's until the batch returns, though its
+  // caller has had its 503.
+  EXPECT_EQ(test::series_value(stalled_text, "nv_inference_pending_request_count", labels + "}"), 1.0);
 
   bool ready_again = false;
   for (const auto until = Clock::now() + std::chrono::seconds(30); !ready_again && Clock::now() < until;
@@ -481,6 +485,9 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto text = server.scrape();
   EXPECT_EQ(test::series_value(text, "nv_inference_exec_count", labels + "}"), 1.0) << "the withdrawn request never ran";
+  // Counted at the scrape: no handler is left to report the batch's answer, and the gauge is not
+  // stuck at what the last one saw.
+  EXPECT_EQ(test::series_value(text, "nv_inference_pending_request_count", labels + "}"), 0.0);
   server.process().signal(SIGTERM);
   const auto status = server.process().wait(30.0);
   ASSERT_TRUE(status.has_value());

@@ -74,57 +74,6 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
   (void)runtime.drain();
 }
 
-// Each window says how many requests are still unanswered, so that a gauge fed from it cannot stay
-// at the count of the last request's handler (after a stalled batch, no handler is left to report).
-TEST(ServingRuntime, EachWindowCountsTheRequestsStillUnanswered) {
-  TwinA100 twin;
-  RuntimeOptions options;
-  options.batcher.max_batch_size = 8;
-  std::mutex windows_mutex;
-  std::vector<std::size_t> pending;  // per window, in order
-  const auto executor = [](ServingLoop& loop, const Launch& launch) {
-    // A slow engine: the requests that arrive during a batch are waiting when the window that
-    // batch ends closes.
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    return loop.execute(launch);
-  };
-  const auto on_window = [&](const ServingWindow& w) {
-    const std::lock_guard lock(windows_mutex);
-    pending.push_back(w.pending_requests);
-  };
-  ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor, on_window);
-  std::vector<std::future<Answer>> answers;
-  for (std::uint64_t id = 1; id <= 25; ++id) {  // one every 100 ms for 2.5 s
-    answers.push_back(runtime.submit(id, 1, 0, std::nullopt));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  for (auto& answer : answers) {
-    ASSERT_EQ(answer.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    EXPECT_EQ(answer.get().kind, AnswerKind::ok);
-  }
-  std::size_t windows_at_last_answer = 0;
-  std::size_t most_pending = 0;
-  {
-    const std::lock_guard lock(windows_mutex);
-    windows_at_last_answer = pending.size();
-    for (const auto p : pending) most_pending = std::max(most_pending, p);
-  }
-  // A window after the last answer counts none.
-  const auto give_up = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < give_up) {
-    {
-      const std::lock_guard lock(windows_mutex);
-      if (pending.size() > windows_at_last_answer) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  (void)runtime.drain();
-  EXPECT_GE(most_pending, 1U) << "no window closed while requests waited behind a batch";
-  const std::lock_guard lock(windows_mutex);
-  ASSERT_GT(pending.size(), windows_at_last_answer) << "no window closed after the last answer";
-  EXPECT_EQ(pending.back(), 0U);
-}
-
 // A batch that does not return (a hung engine or driver) must not hold every request: past the
 // batch timeout the runtime says it is stalled, so that waiting callers can give up, new requests
 // are answered `stalled` at once and readiness fails; when the batch returns, it serves again.

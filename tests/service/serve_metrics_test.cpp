@@ -57,23 +57,5 @@ TEST(ServeMetrics, EveryRequestIsInBothHistogramsByOutcome) {
       << text;
 }
 
-// The pending gauge follows every window too, not only the requests' handlers: after a stalled
-// batch returns, no handler is left to report that its requests were answered.
-TEST(ServeMetrics, EachWindowSetsThePendingGauge) {
-  monitor::MetricsRegistry registry;
-  ServeMetrics metrics(registry, "resnet50", "1", 0.1);
-  const monitor::Labels labels = {{"model", "resnet50"}, {"version", "1"}};
-  metrics.pending(3);  // the last handler's report
-  EXPECT_DOUBLE_EQ(registry.value("nv_inference_pending_request_count", labels), 3.0);
-  serve::ServingWindow w;
-  w.end_s = 1.0;
-  w.pending_requests = 0;
-  metrics.window(w);
-  EXPECT_DOUBLE_EQ(registry.value("nv_inference_pending_request_count", labels), 0.0);
-  w.pending_requests = 5;
-  metrics.window(w);
-  EXPECT_DOUBLE_EQ(registry.value("nv_inference_pending_request_count", labels), 5.0);
-}
-
 }  // namespace
 }  // namespace gpucap::service

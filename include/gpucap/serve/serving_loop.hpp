@@ -45,9 +45,6 @@ struct ServingWindow {
   control::ServingKnobs knobs;  // in force during the window
   double sm_clock_mhz = 0.0;    // the clock the GPU ran at (end of window); NaN if unknown
   std::size_t queued_requests = 0;
-  // Admitted and not yet answered at the window's end (queued or in a batch), as the runtime that
-  // serves requests counts them; 0 where the loop runs without one (a simulation).
-  std::size_t pending_requests = 0;
 };
 
 struct ServingTotals {

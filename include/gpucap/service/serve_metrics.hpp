@@ -16,7 +16,8 @@
 //     percentile of them can be read; this one gives the p99 of a 429 or of a binary request),
 //     and gpucap_serve_request_processing_seconds, from the end of its body: the server's own
 //     work without the time the body takes to arrive.
-// Counters are set from the request threads; the window's gauges from the GPU thread.
+// Counters are set from the request threads; the window's gauges from the GPU thread; the pending
+// gauge at each scrape (gpucap serve reads its runtime then).
 
 #include <cstdint>
 #include <string>
@@ -41,7 +42,7 @@ class ServeMetrics {
   // A request the server refused before it reached the queue (a bad body, an unknown input).
   void bad_request(double since_arrival_s, double processing_s);
   void batch(int items);
-  void pending(std::size_t requests);
+  void pending(std::size_t requests);  // admitted, not yet answered
   // The window's figures (on the GPU thread).
   void window(const serve::ServingWindow& window);
   // The cap file: its last read was good (valid) or not; errors are counted.
