@@ -285,10 +285,12 @@ std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f) {
 // What serving exports on --metrics: the GPU's DCGM series (at each power sample), gpucap's window
 // series, Triton's request families and the dashboard.
 struct Exports {
+  // First, so destroyed last: the dashboard's pages read it from live's server threads until live
+  // (and its server) is gone.
+  service::SeriesBuffer series;
   std::unique_ptr<LiveExport> live;
   std::unique_ptr<service::ServeMetrics> serve;
   std::unique_ptr<monitor::GpuExporter> gpu;
-  service::SeriesBuffer series;
 };
 
 void print_summary(const ServeFlags& f, const Served& served, const serve::WindowCounts& c, const serve::LatencySummary& slo,
