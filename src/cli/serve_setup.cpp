@@ -1,0 +1,195 @@
+// `gpucap serve`'s setup before serving (serve_setup.hpp).
+
+#include "serve_setup.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "gpucap/control/capserve.hpp"
+#include "gpucap/core/error.hpp"
+#include "gpucap/core/files.hpp"
+#include "gpucap/core/text.hpp"
+#include "gpucap/engine/torch_plugin.hpp"
+#include "gpucap/runtime/nvml_platform.hpp"
+#include "gpucap/runtime/sim_job.hpp"
+#include "gpucap/runtime/sim_platform.hpp"
+#include "gpucap/serve/cap_state.hpp"
+
+namespace gpucap::cli {
+namespace {
+
+constexpr const char* kNoopModel = "noop";
+// The twin GPU's engine when the model is noop: the loop needs a model to idle the twin with;
+// noop never runs it.
+constexpr const char* kNoopTwinModel = "mobilenet_v1_0.25";
+constexpr int kMaxBatchBound = 4096;
+
+sim::Precision twin_precision(const std::string& text) {
+  if (text == "fp32") return sim::Precision::fp32;
+  if (text == "fp16") return sim::Precision::fp16;
+  throw usage_error(fmt::format("--precision '{}' must be fp32 or fp16 on the twin", text));
+}
+
+// --noop-shape "3,224,224": the noop model's dimensions after the batch.
+std::vector<std::int64_t> noop_dims(const std::string& text) {
+  std::vector<std::int64_t> dims;
+  for (const auto part : split(text, ',')) {
+    const auto value = parse_integer(part);
+    if (!value || *value < 1 || *value > 1'000'000) {
+      throw usage_error(fmt::format("--noop-shape '{}': dimensions are whole numbers from 1 to 1000000", text));
+    }
+    dims.push_back(*value);
+  }
+  return dims;
+}
+
+}  // namespace
+
+Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
+  f.real.reject_on_twin();
+  reject_for_platform(f.allow_gpu_control, "--allow-gpu-control", "twin");
+  Served s;
+  const auto& gpu = catalog.gpu(f.gpu.value_or("a100"));
+  const auto model_id = f.model.value_or("resnet50");
+  const bool noop = model_id == kNoopModel;
+  const auto& model = catalog.model(noop ? kNoopTwinModel : model_id);
+  if (model.training_only()) {
+    throw usage_error(fmt::format("{} is a training workload of Zeus's traces: the twin models its training step only, "
+                                  "not inference (see 'gpucap list models')",
+                                  model.id));
+  }
+  runtime::SimOptions o;
+  o.seed = parse_seed(f.seed);
+  o.sample_hz = f.sample_hz;
+  o.pace = runtime::parse_pace(f.pace);
+  const auto precision = f.precision ? twin_precision(*f.precision) : model.precision;
+  s.platform = std::make_unique<runtime::SimPlatform>(gpu, model, precision, o);
+  s.min_cap_w = std::round(runtime::lowest_loaded_power_w(gpu) * 10.0) / 10.0;
+  if (!noop && f.noop_shape != "16") throw usage_error("--noop-shape goes with --model noop");
+  s.backend = noop ? service::make_noop_backend(f.max_batch_size, noop_dims(f.noop_shape))
+                   : service::make_twin_backend(model.id, model.input_size, f.max_batch_size);
+  s.gpu_id = gpu.id;
+  s.gpu_name = gpu.name;
+  s.identity = monitor::twin_identity(0, gpu.name, monitor::local_hostname());
+  if (f.profile_path) {
+    s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+  } else if (f.algorithm == "capserve" || control::needs_profile(f.algorithm)) {
+    s.profile = runtime::measure_default_profile(catalog, gpu.id, model.id, f.sample_hz,
+                                                 sim::derive_seed(o.seed, runtime::kProfileSeedStream));
+  }
+  if (f.cluster.enabled()) {
+    cluster::TwinCurveOptions curve_options;
+    curve_options.slo_s = f.slo_ms / 1e3;
+    const auto capacity = cluster::twin_capacity(gpu, model, curve_options);
+    if (!capacity) throw usage_error(fmt::format("{} on the {} meets no {:g}-ms SLO under any cap: it cannot join a cluster", model.id, gpu.name, f.slo_ms));
+    s.capacity = cluster::twin_capacity_curve(*capacity, s.min_cap_w);
+  }
+  return s;
+}
+
+Served nvml_served(const ServeFlags& f) {
+  reject_for_platform(f.gpu.has_value(), "--gpu", "nvml (use --device N)");
+  reject_for_platform(f.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
+  if (!f.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  if ((f.algorithm == "capserve" || control::needs_profile(f.algorithm)) && !f.profile_path) {
+    throw usage_error(fmt::format("{} on a real GPU runs from a profile of the model on it: --profile FILE (the JSON of "
+                                  "'gpucap tune --platform nvml --algorithm oracle --json')",
+                                  f.algorithm));
+  }
+  Served s;
+  const auto engine_flags = f.real.engine(f.seed, f.precision);
+  s.platform = std::make_unique<runtime::NvmlPlatform>(
+      f.real.platform(f.allow_gpu_control, f.sample_hz), [&engine_flags](std::function<double()> now_s) {
+        return engine::load_torch_engine(torch_engine_options(engine_flags), std::move(now_s));
+      });
+  auto& nvml = dynamic_cast<runtime::NvmlPlatform&>(*s.platform);
+  // The model's outputs, from one pass on a batch of one: what its metadata declares.
+  engine::TensorData probe;
+  probe.shape = {1, 3, f.real.input_size, f.real.input_size};
+  probe.values.assign(static_cast<std::size_t>(3 * f.real.input_size * f.real.input_size), 0.0F);
+  const auto outputs = nvml.engine().run_data(probe);
+  service::kserve::ModelMetadata m;
+  m.name = std::filesystem::path(*f.real.model_file).stem().string();
+  m.versions = {"1"};
+  m.platform = "pytorch_libtorch";
+  m.max_batch_size = f.max_batch_size;
+  m.inputs = {{"input", service::kserve::Datatype::fp32, {-1, 3, f.real.input_size, f.real.input_size}}};
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    auto shape = outputs[k].shape;
+    if (!shape.empty()) shape.front() = -1;
+    m.outputs.push_back({outputs.size() == 1 ? "output" : fmt::format("output{}", k), service::kserve::Datatype::fp32, shape});
+  }
+  s.backend = service::make_engine_backend(std::move(m), nvml.engine());
+  const auto& info = nvml.gpu().info();
+  s.gpu_id = info.name;
+  s.gpu_name = info.name;
+  s.identity = monitor::nvml_identity(info, monitor::local_hostname());
+  if (f.profile_path) s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+  if (f.cluster.enabled()) {
+    if (!s.profile) throw usage_error("--cluster-etcd on a real GPU needs --profile FILE: the node's curve comes from it");
+    s.capacity = cluster::profile_capacity_curve(*s.profile, f.slo_ms / 1e3, std::max(info.power_limit_min_w, s.min_cap_w),
+                                                 info.power_limit_max_w, info.power_limit_default_w);
+  }
+  return s;
+}
+
+std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
+                                                                     bool gpu_writes, double p99_window_s) {
+  const auto limits = served.platform->controller_limits();
+  const control::BatcherDefaults batcher{f.max_batch_size, f.max_queue_delay_us / 1e6};
+  if (f.algorithm == "capserve") {
+    control::CapserveParams p;
+    p.profile = served.profile;
+    p.slo_s = f.slo_ms / 1e3;
+    p.max_batch_size = f.max_batch_size;
+    p.limits = limits;
+    p.p99_memory_s = p99_window_s;
+    p.lock_clocks = gpu_writes;
+    return std::make_unique<control::CapserveController>(p);
+  }
+  if (f.algorithm == "static") return std::make_unique<control::StaticServing>(batcher, limits, gpu_writes);
+  control::ControllerOptions options;
+  options.profile = served.profile;
+  options.gpu_chooses_clocks = !gpu_writes;
+  return std::make_unique<control::SeedServing>(control::make_controller(f.algorithm, options, limits), batcher);
+}
+
+std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f) {
+  check_power_cap_flag(f.power_cap_w);
+  if (f.cap_schedule) {
+    return {CapSchedule::parse(*f.cap_schedule, f.power_cap_w ? &*f.power_cap_w : nullptr), "schedule"};
+  }
+  if (f.power_cap_w) return {CapSchedule::constant(*f.power_cap_w), "flag"};
+  if (f.cap_file) {
+    return {CapSchedule::constant(serve::parse_cap_file(read_text_file(*f.cap_file), *f.cap_file)), "file"};
+  }
+  throw usage_error("give the cap to start with: --power-cap W, --cap-schedule \"T:W,...\" or --cap-file F");
+}
+
+serve::BatcherConfig batcher_config(const ServeFlags& f) {
+  if (f.max_batch_size < 1 || f.max_batch_size > kMaxBatchBound) {
+    throw usage_error(fmt::format("--max-batch-size {} must be between 1 and {}", f.max_batch_size, kMaxBatchBound));
+  }
+  if (!(f.max_queue_delay_us >= 0.0 && f.max_queue_delay_us <= 60e6)) {
+    throw usage_error(fmt::format("--max-queue-delay-us {:g} must be between 0 and 60000000", f.max_queue_delay_us));
+  }
+  if (!(f.queue_timeout_ms > 0.0 && f.queue_timeout_ms <= 3.6e6)) {
+    throw usage_error(fmt::format("--queue-timeout-ms {:g} must be between 0 and 3600000", f.queue_timeout_ms));
+  }
+  serve::BatcherConfig c;
+  c.max_batch_size = f.max_batch_size;
+  c.preferred_batch_sizes = f.preferred_batch_sizes;
+  c.max_queue_delay_s = f.max_queue_delay_us / 1e6;
+  c.priority_levels = f.priority_levels;
+  c.default_priority_level = f.priority_levels >= 2 ? f.priority_levels : 0;
+  c.default_queue_policy.max_queue_size = f.max_queue_size;
+  // Every request has a queue timeout, so every request is answered within a bound.
+  c.default_queue_policy.default_timeout_s = f.queue_timeout_ms / 1e3;
+  c.default_queue_policy.allow_timeout_override = true;
+  serve::validate(c);
+  return c;
+}
+
+}  // namespace gpucap::cli
