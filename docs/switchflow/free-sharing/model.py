@@ -57,6 +57,9 @@ P = dict(
     STAT="mean95",  # Fig. 6 statistic: "p95" (nearest rank of 100) or "mean95" (script: time to 95th / 95)
     HOST_SHARED=0,  # 1: hypothesis test, the jobs' per-op host work on one shared lane (FIFO), as if
                     # launches into the one stream were serialised (README, "Tried and rejected")
+    HOST_CONTENTION=0.0,  # c > 0: hypothesis test, host-CPU contention: while two jobs run in the process
+                    # (in every panel here one of them a training), every job's per-op host time (H, H_TRAIN,
+                    # a solved per-op h alike) is x (1 + c); step overheads O_STEP / O_INF are not scaled
 )
 
 
@@ -123,6 +126,7 @@ class Sim:
         self.blocked = deque()        # (job, duration) waiting for a queue slot
         self.busy_by = {}
         self.host_free = 0.0
+        self.live = set()             # jobs started and not finished (HOST_CONTENTION)
 
     def at(self, t, fn, *a):
         self.seq += 1
@@ -130,23 +134,31 @@ class Sim:
 
     # jobs are generators yielding ('delay', s) | ('launch', d) | ('barrier',)
     def start(self, job, t=0.0):
-        self.at(t, self.step, job)
+        self.at(t, self.begin, job)
+
+    def begin(self, job):
+        self.live.add(job)
+        self.step(job)
 
     def step(self, job, _=None):
         try:
             cmd = next(job)
         except StopIteration:
+            self.live.discard(job)
             return
         kind = cmd[0]
         if kind == "delay":
             self.at(self.now + cmd[1], self.step, job)
         elif kind == "host":
+            h = cmd[1]
+            if self.p["HOST_CONTENTION"] > 0 and len(self.live) >= 2:
+                h *= 1.0 + self.p["HOST_CONTENTION"]   # hypothesis test (README, "Tried and rejected")
             if self.p["HOST_SHARED"]:
                 start = max(self.now, self.host_free)
-                self.host_free = start + cmd[1]
+                self.host_free = start + h
                 self.at(self.host_free, self.step, job)
             else:
-                self.at(self.now + cmd[1], self.step, job)
+                self.at(self.now + h, self.step, job)
         elif kind == "launch":
             if len(self.stream) < self.p["Q"] and not self.blocked:
                 self.enqueue(job, cmd[1])
@@ -453,6 +465,7 @@ if __name__ == "__main__":
             P[k] = v if isinstance(P[k], str) else (v == "1" if isinstance(P[k], bool) else type(P[k])(float(v)))
     if "--plain" in sys.argv:
         P.update(PLAIN)
-    print("parameters:", {k: v for k, v in P.items()})
+    # HOST_CONTENTION is printed only when set, so that the default output stays results.txt
+    print("parameters:", {k: v for k, v in P.items() if k != "HOST_CONTENTION" or v})
     rows = evaluate(P, quick=quick)
     table(rows, P["STAT"])
