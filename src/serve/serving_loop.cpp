@@ -224,4 +224,11 @@ std::optional<ServingWindow> ServingLoop::finish() {
   return last;
 }
 
+void ServingLoop::abandon() {
+  if (finished_) return;
+  totals_.device_writes = session_->writes();
+  finished_ = true;
+  session_->restore();
+}
+
 }  // namespace gpucap::serve

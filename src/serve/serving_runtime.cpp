@@ -201,7 +201,17 @@ void ServingRuntime::answer(std::uint64_t id, Answer answer) {
   waiting_.erase(it);
 }
 
-void ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>& lock) {
+void ServingRuntime::answer_everyone(AnswerKind kind, const std::string& message) {
+  for (auto& [id, promise] : waiting_) {
+    Answer a;
+    a.kind = kind;
+    a.message = message;
+    promise.set_value(std::move(a));
+  }
+  waiting_.clear();
+}
+
+bool ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>& lock) {
   batch_started_ = std::chrono::steady_clock::now();
   lock.unlock();
   BatchRun run;
@@ -214,6 +224,7 @@ void ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>&
   }
   lock.lock();
   batch_started_.reset();
+  if (abandoned_) return false;  // its requests were answered and the GPU restored meanwhile
   loop_->completed(launch, run);
   for (const auto& r : launch.requests) {
     Answer a;
@@ -224,6 +235,7 @@ void ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>&
     a.batch_items = launch.items;
     answer(r.id, std::move(a));
   }
+  return true;
 }
 
 void ServingRuntime::gpu_thread() {
@@ -239,7 +251,7 @@ void ServingRuntime::gpu_thread() {
     lock.lock();
   };
   try {
-    while (true) {
+    while (!abandoned_) {
       // A wake call made while this thread does not hold the lock (a batch, a sink) must not be
       // lost: the wait below returns at once when one came since this look at the queue.
       const auto calls_seen = wake_calls_;
@@ -253,44 +265,49 @@ void ServingRuntime::gpu_thread() {
         answer(id, std::move(a));
       }
       if (step.launch) {
-        run_one(*step.launch, lock);
+        if (!run_one(*step.launch, lock)) return;
         emit(loop_->poll());
         continue;
       }
       emit(loop_->poll());
+      if (abandoned_) return;  // given up on while a sink ran
       if (draining_ && core_->queued_requests() == 0 && waiting_.empty()) break;
       const double wake = std::min({step.wake_s.value_or(std::numeric_limits<double>::infinity()), loop_->window_due_s(),
                                     cap_.next_change_s(t)});
       (void)wake_.wait_until(lock, wall_at(wake), [this, calls_seen] { return wake_calls_ != calls_seen; });
     }
+    if (abandoned_) return;
     emit(loop_->finish());
     totals_ = loop_->totals();
   } catch (...) {
     if (!lock.owns_lock()) lock.lock();  // an exception from the executor or a sink, thrown unlocked
     batch_started_.reset();
+    if (abandoned_) return;
     failure_ = std::current_exception();
-    for (auto& [id, promise] : waiting_) {
-      Answer a;
-      a.kind = AnswerKind::failed;
-      a.message = "the serving loop failed";
-      promise.set_value(std::move(a));
-    }
-    waiting_.clear();
+    answer_everyone(AnswerKind::failed, "the serving loop failed");
     stopped_ = true;
+    stopped_cv_.notify_all();
     lock.unlock();
     if (options_.on_failure) options_.on_failure();
     return;
   }
   stopped_ = true;
+  stopped_cv_.notify_all();
 }
 
-ServingTotals ServingRuntime::drain() {
+ServingTotals ServingRuntime::drain(std::optional<std::chrono::steady_clock::time_point> give_up_at) {
   {
-    const std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     draining_ = true;
     ++wake_calls_;
+    wake_.notify_one();
+    if (give_up_at && !abandoned_ && !stopped_cv_.wait_until(lock, *give_up_at, [this] { return stopped_; })) {
+      abandon_locked();
+    }
+    // Given up: the GPU thread stays in its batch. A drain without a time to give up at (the
+    // destructor's) waits for that batch and joins the thread.
+    if (give_up_at && abandoned_) return totals_;
   }
-  wake_.notify_one();
   if (thread_.joinable()) thread_.join();
   if (failure_) {
     auto failure = failure_;
@@ -298,6 +315,25 @@ ServingTotals ServingRuntime::drain() {
     std::rethrow_exception(failure);
   }
   return totals_;
+}
+
+bool ServingRuntime::abandoned() const {
+  const std::lock_guard lock(mutex_);
+  return abandoned_;
+}
+
+void ServingRuntime::abandon_locked() {
+  abandoned_ = true;
+  stopped_ = true;
+  answer_everyone(AnswerKind::stopping, "the server stopped before this request's batch ended");
+  ++wake_calls_;
+  wake_.notify_one();  // an idle GPU thread (between batches) leaves at once
+  try {
+    loop_->abandon();
+  } catch (const std::exception& e) {
+    spdlog::error("serve: restoring the GPU's settings failed: {}", e.what());
+  }
+  totals_ = loop_->totals();
 }
 
 }  // namespace gpucap::serve

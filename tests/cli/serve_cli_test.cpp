@@ -39,10 +39,11 @@ using test::expect_error;
 // A `gpucap serve` child on free ports, with the URLs it announced.
 class Server {
  public:
-  explicit Server(std::vector<std::string> extra) {
+  // `merge_stderr`: what the server says on stderr comes on the same pipe (read_line).
+  explicit Server(std::vector<std::string> extra, bool merge_stderr = false) {
     std::vector<std::string> argv = {GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "serve", "--listen", "127.0.0.1:0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<test::ChildProcess>(argv);
+    child_ = std::make_unique<test::ChildProcess>(argv, merge_stderr);
     static const std::regex inference(R"(inference \(KServe v2\)\s+http://127\.0\.0\.1:([0-9]+)/)");
     static const std::regex metrics(R"(metrics\s+http://127\.0\.0\.1:([0-9]+)/metrics)");
     static const std::regex admin(R"(admin\s+http://127\.0\.0\.1:([0-9]+)/v1/power)");
@@ -494,8 +495,43 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 }
 
+// SIGTERM while a batch does not return: the drain waits --exit-timeout-s (Triton's
+// --exit-timeout-secs), then gpucap answers what is left, puts the GPU's settings back and exits
+// with a device error (6) instead of waiting for the batch — here about 20 s of wall time, a
+// NASNet-A Large batch of eight on the twin P40 at a pace of 1/100.
+TEST(ServeCli, SigtermBesideAHungBatchExitsAtTheExitTimeout) {
+  Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "100000", "--algorithm",
+                 "static", "--max-batch-size", "8", "--pace", "0.01", "--batch-timeout-s", "1", "--exit-timeout-s",
+                 "0.5", "--json"},
+                /*merge_stderr=*/true);
+  ASSERT_TRUE(server.started());
+  const std::vector<float> images(8 * 3 * 331 * 331, 0.1F);
+  const auto [body, header_length] = binary_request(images, {8, 3, 331, 331});
+  auto in_the_batch = std::async(std::launch::async, [&server, &body, &header_length] {
+    auto c = server.client();
+    const auto r = infer(c, "nasnet_a_large", body, header_length);
+    return r ? r->status : -1;
+  });
+  EXPECT_EQ(in_the_batch.get(), 503) << "answered when the GPU counted as stalled";
+
+  using Clock = std::chrono::steady_clock;
+  const auto signalled = Clock::now();
+  server.process().signal(SIGTERM);
+  const auto status = server.process().wait(20.0);
+  ASSERT_TRUE(status.has_value()) << "the drain waited for the hung batch";
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - signalled).count(), 10.0);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 6) << "wait status " << *status;
+  std::string said;
+  while (const auto line = server.process().read_line(5.0)) said += *line + "\n";
+  EXPECT_NE(said.find("did not finish its batch within the exit timeout (0.5 s)"), std::string::npos) << said;
+  EXPECT_NE(said.find("every GPU setting was restored"), std::string::npos) << said;
+  EXPECT_NE(said.find("\"arrivals\": 1"), std::string::npos) << "the summary is printed first: " << said;
+}
+
 TEST(ServeCli, BadFlagsAreOneLineBeforeAnythingStarts) {
   expect_error({"serve", "--model", "noop"}, 2, "give the cap to start with");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--exit-timeout-s", "-1"}, 2,
+               "--exit-timeout-s -1 must be between 0 and 86400");
   expect_error({"serve", "--model", "noop", "--power-cap", "250", "--admin", "127.0.0.1:0"}, 2,
                "--admin needs --admin-token-file");
   expect_error({"serve", "--model", "noop", "--power-cap", "250", "--listen", "nowhere"}, 2, "--listen 'nowhere'");

@@ -71,7 +71,9 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
   EXPECT_LT(std::chrono::duration<double>(waited).count(), 0.25)
       << "the request waited for the GPU thread's next wake time";
   EXPECT_EQ(answer.get().kind, AnswerKind::ok);
-  (void)runtime.drain();
+  // A drain that ends before its time to give up is an ordinary one.
+  (void)runtime.drain(Clock::now() + std::chrono::seconds(30));
+  EXPECT_FALSE(runtime.abandoned());
 }
 
 // A batch that does not return (a hung engine or driver) must not hold every request: past the
@@ -141,6 +143,56 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   (void)runtime.drain();
   const std::lock_guard lock(launched_mutex);
   EXPECT_EQ(launched, (std::vector<std::uint64_t>{1, 2, 4})) << "the withdrawn request never ran";
+}
+
+// SIGTERM beside a batch that does not return: past its time to give up (Triton's exit timeout) the
+// drain answers every admitted request, puts the GPU's settings back while the batch still runs,
+// and leaves the GPU thread in it; the batch, when it returns, touches nothing.
+TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHungBatch) {
+  TwinA100 twin;
+  RuntimeOptions options;
+  options.batcher.max_batch_size = 1;
+
+  std::promise<void> entered;
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<int> batches{0};
+  const auto executor = [&, released](ServingLoop& loop, const Launch& launch) {
+    ++batches;
+    if (launch.requests.front().id == 1) {
+      entered.set_value();
+      released.wait();
+    }
+    return loop.execute(launch);
+  };
+  {
+    ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor);
+    auto in_batch = runtime.submit(1, 1, 0, std::nullopt);
+    ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    auto queued = runtime.submit(2, 1, 0, std::nullopt);
+    // The GPU thread is in the executor: the twin is the test's to read.
+    EXPECT_TRUE(twin.platform.twin().power_limit_set()) << "the static setting puts the power limit at the cap";
+
+    const auto asked = Clock::now();
+    (void)runtime.drain(asked + std::chrono::milliseconds(300));
+    const double waited_s = std::chrono::duration<double>(Clock::now() - asked).count();
+    EXPECT_GE(waited_s, 0.29);
+    EXPECT_LT(waited_s, 5.0);
+    EXPECT_TRUE(runtime.abandoned());
+    for (auto* answer : {&in_batch, &queued}) {
+      ASSERT_EQ(answer->wait_for(std::chrono::seconds(0)), std::future_status::ready);
+      const auto a = answer->get();
+      EXPECT_EQ(a.kind, AnswerKind::stopping);
+      EXPECT_NE(a.message.find("stopped before this request's batch ended"), std::string::npos) << a.message;
+    }
+    EXPECT_FALSE(twin.platform.twin().power_limit_set()) << "the GPU's settings were not put back";
+    EXPECT_EQ(runtime.submit(3, 1, 0, std::nullopt).get().kind, AnswerKind::stopping);
+    EXPECT_FALSE(runtime.serving());
+
+    release.set_value();  // the batch returns; the destructor joins the GPU thread
+  }
+  EXPECT_EQ(batches.load(), 1) << "a request queued behind the hung batch ran after the drain gave up";
+  EXPECT_FALSE(twin.platform.twin().power_limit_set());
 }
 
 TEST(ServingRuntime, RefusesABatchTimeoutThatIsNotPositive) {

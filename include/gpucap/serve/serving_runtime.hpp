@@ -8,7 +8,11 @@
 // or a real engine on the requests' data, which the caller keeps by request id.
 //
 // Stopping: drain() refuses new requests (answered `stopping`), runs what is queued and in
-// flight to its end, then puts the GPU's settings back; nothing admitted is dropped.
+// flight to its end, then puts the GPU's settings back; nothing admitted is dropped. Given a time
+// to give up at (Triton's exit timeout), a drain that has not ended by then — a batch that does not
+// return — answers what is left `stopping`, puts the GPU's settings back at once and leaves the GPU
+// thread in its batch (abandoned()): the owner then ends the process without destroying the
+// runtime, whose destructor would wait for that batch.
 
 #include <chrono>
 #include <condition_variable>
@@ -124,8 +128,13 @@ class ServingRuntime {
   // decision.
   void cap_changed();
   // Refuses new requests, answers everything admitted, stops the GPU thread and restores the GPU.
-  // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread.
-  ServingTotals drain();
+  // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread. With `give_up_at`:
+  // if the GPU thread has not stopped by then, every request still admitted is answered
+  // `stopping`, the GPU's settings are restored while its batch runs on, and the totals so far
+  // (without the last, unfinished window) are returned; abandoned() is then true.
+  ServingTotals drain(std::optional<std::chrono::steady_clock::time_point> give_up_at = std::nullopt);
+  // A drain gave up on a batch that had not returned: the GPU thread may still be in it.
+  [[nodiscard]] bool abandoned() const;
   [[nodiscard]] bool draining() const;
   // Neither draining, nor stopped by a failure of the GPU thread, nor stalled: what a readiness
   // probe asks.
@@ -144,7 +153,10 @@ class ServingRuntime {
   void gpu_thread();
   void give_back_place();
   void answer(std::uint64_t id, Answer answer);
-  void run_one(const Launch& launch, std::unique_lock<std::mutex>& lock);
+  void answer_everyone(AnswerKind kind, const std::string& message);  // every admitted request
+  // False when the drain gave up while the batch ran: the loop is no longer the GPU thread's.
+  [[nodiscard]] bool run_one(const Launch& launch, std::unique_lock<std::mutex>& lock);
+  void abandon_locked();
   [[nodiscard]] std::chrono::steady_clock::time_point wall_at(double t_s) const;
   [[nodiscard]] bool stalled_locked() const;  // stalled(), with mutex_ held
 
@@ -156,12 +168,14 @@ class ServingRuntime {
   std::chrono::steady_clock::time_point start_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable stopped_cv_;  // notified when stopped_ turns true
   std::uint64_t wake_calls_ = 0;  // submissions, cap changes and the drain that called wake_
   std::unique_ptr<ServingCore> core_;
   std::unique_ptr<ServingLoop> loop_;
   std::map<std::uint64_t, std::promise<Answer>> waiting_;  // admitted, not answered
   bool draining_ = false;
   bool stopped_ = false;
+  bool abandoned_ = false;  // a drain gave up on the GPU thread (see drain())
   std::optional<std::chrono::steady_clock::time_point> batch_started_;  // while the executor runs
   std::exception_ptr failure_;
   ServingTotals totals_;
