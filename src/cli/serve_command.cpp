@@ -108,15 +108,19 @@ void print_summary(const ServeFlags& f, const Served& served, const serve::Windo
 }
 
 // The drain gave up on a batch that has not returned (a hung engine or driver): every request was
-// answered and every GPU setting put back, but the GPU thread is still in the batch, and
+// answered and the GPU's settings put back, but the GPU thread is still in the batch, and
 // destroying what it uses (the runtime, the engine, the platform) would wait for it or pull them
 // from under it. So the process ends here, without unwinding; the exit code is main's mapping of
 // a device error.
-[[noreturn]] void exit_beside_a_hung_batch(double exit_timeout_s) {
+[[noreturn]] void exit_beside_a_hung_batch(double batch_timeout_s, const std::optional<std::string>& restore_error) {
+  const auto restored = restore_error ? fmt::format("restoring the GPU's settings failed ({}); the next start restores "
+                                                    "them from the journal",
+                                                    *restore_error)
+                                      : std::string("every GPU setting was restored");
   fmt::print(stderr,
-             "gpucap: error: the GPU did not finish its batch within the exit timeout ({:g} s): its requests were "
-             "answered 503 and every GPU setting was restored; exiting without it\n",
-             exit_timeout_s);
+             "gpucap: error: the GPU has not finished its batch in {:g} s (--batch-timeout-s): the requests left were "
+             "answered 503 and {}; exiting without the batch\n",
+             batch_timeout_s, restored);
   std::cout.flush();
   std::fflush(stdout);
   std::fflush(stderr);
@@ -139,9 +143,6 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   if (f.threads < 2 || f.threads > 4096) throw usage_error(fmt::format("--threads {} must be between 2 and 4096", f.threads));
   if (!(f.batch_timeout_s > 0.0 && f.batch_timeout_s <= 86'400.0)) {
     throw usage_error(fmt::format("--batch-timeout-s {:g} must be above 0 and at most 86400", f.batch_timeout_s));
-  }
-  if (!(f.exit_timeout_s >= 0.0 && f.exit_timeout_s <= 86'400.0)) {
-    throw usage_error(fmt::format("--exit-timeout-s {:g} must be between 0 and 86400", f.exit_timeout_s));
   }
   const auto [listen_host, listen_port] = service::parse_listen_address(f.listen, "--listen", kServeListenDefault);
   if (f.metrics) (void)service::parse_listen_address(*f.metrics, "--metrics", "127.0.0.1:9400");
@@ -299,20 +300,23 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   while (signal < 0) signal = sigwaitinfo(&signals, nullptr);
   fmt::print(stderr, "gpucap serve: {}: draining\n",
              signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "the serving loop failed");
-  const auto give_up_at = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                              std::chrono::duration<double>(f.exit_timeout_s));
   server.stop();  // no new connections; the handlers in flight wait for their answers
   http.join();
   // The queue drains under the node's allocation (still counted); then the node leaves (0 W).
-  const auto totals = runtime.drain(give_up_at);
-  cluster_node = nullptr;
-  node.reset();
-  watcher.reset();
-  if (admin) admin->stop();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  print_summary(f, served, runtime.counts(), runtime.slo(), totals, seconds);
-  if (runtime.abandoned()) exit_beside_a_hung_batch(f.exit_timeout_s);
+  const auto totals = runtime.drain(serve::ServingRuntime::HungBatch::give_up);
+  const bool hung = runtime.abandoned();
+  try {
+    cluster_node = nullptr;
+    node.reset();
+    watcher.reset();
+    if (admin) admin->stop();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    print_summary(f, served, runtime.counts(), runtime.slo(), totals, seconds);
+  } catch (const std::exception& e) {
+    if (!hung) throw;
+    fmt::print(stderr, "gpucap serve: {}\n", e.what());  // unwinding would wait for the hung batch
+  }
+  if (hung) exit_beside_a_hung_batch(f.batch_timeout_s, runtime.abandoned_restore_error());
   if (serve_failure) std::rethrow_exception(serve_failure);
 }
 
@@ -376,11 +380,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--batch-timeout-s", flags->batch_timeout_s,
                   "Wall seconds a batch may run before the GPU counts as stalled: until it returns, requests get 503 "
-                  "and /v2/health/ready says 503")
-      ->capture_default_str();
-  cmd->add_option("--exit-timeout-s", flags->exit_timeout_s,
-                  "Triton's --exit-timeout-secs: seconds after SIGTERM/SIGINT that the drain may take; past it, what "
-                  "is left is answered 503, the GPU's settings are restored and gpucap exits with code 6")
+                  "and /v2/health/ready says 503; SIGTERM/SIGINT then restores the GPU and exits with code 6 without "
+                  "waiting for the batch")
       ->capture_default_str();
   cmd->add_option("--max-request-mib", flags->max_request_mib, "The largest inference request body, MiB (larger: 413)")
       ->capture_default_str();

@@ -52,7 +52,6 @@ struct ServeFlags {
   std::size_t max_queue_size = 0;
   double queue_timeout_ms = 30'000.0;
   double batch_timeout_s = 60.0;
-  double exit_timeout_s = 30.0;  // Triton's --exit-timeout-secs
   double max_request_mib = 64.0;
   std::size_t threads = 128;
   std::string hostname_label = monitor::kHostnameLabel;

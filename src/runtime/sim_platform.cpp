@@ -62,8 +62,8 @@ SimPlatform::SimPlatform(const sim::GpuSpec& gpu, const sim::ModelSpec& model, s
                          const SimOptions& options)
     : twin_(gpu, model, precision, options.seed, options.pipeline),
       clock_(twin_),
-      engine_(twin_),
-      device_(twin_, options.writes_permitted),
+      engine_(twin_, &twin_guard_),
+      device_(twin_, options.writes_permitted, &twin_guard_),
       meter_(twin_.sensor(), options.sample_hz, spawned_sampler(gpu, options)) {
   twin_.set_autotune_new_shapes(options.autotune_new_shapes);
   twin_.set_spawned_sampler(spawned_sampler(gpu, options));

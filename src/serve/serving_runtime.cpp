@@ -295,18 +295,24 @@ void ServingRuntime::gpu_thread() {
   stopped_cv_.notify_all();
 }
 
-ServingTotals ServingRuntime::drain(std::optional<std::chrono::steady_clock::time_point> give_up_at) {
+ServingTotals ServingRuntime::drain(HungBatch hung) {
   {
     std::unique_lock lock(mutex_);
     draining_ = true;
     ++wake_calls_;
     wake_.notify_one();
-    if (give_up_at && !abandoned_ && !stopped_cv_.wait_until(lock, *give_up_at, [this] { return stopped_; })) {
-      abandon_locked();
+    // Only a batch past its timeout is given up on: the GPU thread is then in the executor, away
+    // from the loop, the core and the window sinks, and stays there whatever else this thread does.
+    // The stall is a matter of time, so it is looked at every 50 ms.
+    while (hung == HungBatch::give_up && !stopped_) {
+      if (stalled_locked()) {
+        abandon_locked();
+        break;
+      }
+      (void)stopped_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stopped_; });
     }
-    // Given up: the GPU thread stays in its batch. A drain without a time to give up at (the
-    // destructor's) waits for that batch and joins the thread.
-    if (give_up_at && abandoned_) return totals_;
+    // Given up: a drain that waits (the destructor's) joins the thread once the batch returns.
+    if (hung == HungBatch::give_up && abandoned_) return totals_;
   }
   if (thread_.joinable()) thread_.join();
   if (failure_) {
@@ -331,9 +337,15 @@ void ServingRuntime::abandon_locked() {
   try {
     loop_->abandon();
   } catch (const std::exception& e) {
+    abandoned_restore_error_ = e.what();
     spdlog::error("serve: restoring the GPU's settings failed: {}", e.what());
   }
   totals_ = loop_->totals();
+}
+
+std::optional<std::string> ServingRuntime::abandoned_restore_error() const {
+  const std::lock_guard lock(mutex_);
+  return abandoned_restore_error_;
 }
 
 }  // namespace gpucap::serve

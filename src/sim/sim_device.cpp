@@ -6,7 +6,12 @@
 
 namespace gpucap::device {
 
-SimDevice::SimDevice(sim::GpuTwin& twin, bool writes_permitted) : twin_(twin), writes_permitted_(writes_permitted) {}
+SimDevice::SimDevice(sim::GpuTwin& twin, bool writes_permitted, std::mutex* guard)
+    : twin_(twin), writes_permitted_(writes_permitted), guard_(guard) {}
+
+std::unique_lock<std::mutex> SimDevice::lock() const {
+  return guard_ ? std::unique_lock(*guard_) : std::unique_lock<std::mutex>();
+}
 
 std::string SimDevice::name() const { return fmt::format("{} (simulated)", twin_.gpu().name); }
 
@@ -16,6 +21,7 @@ bool SimDevice::has_signal(Signal signal) const {
 }
 
 double SimDevice::read(Signal signal) {
+  const auto held = lock();
   const auto& gpu = twin_.gpu();
   switch (signal) {
     case Signal::power_w: return twin_.sensor().latest().power_w;
@@ -51,6 +57,7 @@ ControlRange SimDevice::range(Control control) const {
 }
 
 ControlValue SimDevice::read_control(Control control) {
+  const auto held = lock();
   switch (control) {
     case Control::sm_clock_lock_mhz: return twin_.sm_clock_lock_mhz();
     case Control::memory_clock_lock_mhz: return twin_.memory_clock_lock_mhz();
@@ -64,6 +71,7 @@ void SimDevice::write_control(Control control, ControlValue value) {
   if (!writes_permitted_) {
     throw Error(ErrorCode::device, fmt::format("{}: write of {} refused (no permission)", name(), describe(control).name));
   }
+  const auto held = lock();
   switch (control) {
     case Control::sm_clock_lock_mhz: twin_.lock_sm_clock(value); return;
     case Control::memory_clock_lock_mhz: twin_.lock_memory_clock(value); return;

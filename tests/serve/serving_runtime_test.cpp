@@ -9,6 +9,7 @@
 #include <chrono>
 #include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -36,6 +37,14 @@ struct TwinA100 {
   control::StaticServing controller{control::BatcherDefaults{8, 0.0}, platform.controller_limits()};
   CapState cap{CapSchedule::constant(250.0), "flag", 100.0, 400.0};
 };
+
+// Each request its own batch, and the batch timeout after which the GPU counts as stalled.
+RuntimeOptions one_request_batches(double batch_timeout_s) {
+  RuntimeOptions options;
+  options.batcher.max_batch_size = 1;
+  options.batch_timeout_s = batch_timeout_s;
+  return options;
+}
 
 // A request submitted while the GPU thread runs a sink (without the runtime's lock) must be
 // launched as soon as the sink returns: the thread's wake call must not be lost while it does not
@@ -71,9 +80,7 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
   EXPECT_LT(std::chrono::duration<double>(waited).count(), 0.25)
       << "the request waited for the GPU thread's next wake time";
   EXPECT_EQ(answer.get().kind, AnswerKind::ok);
-  // A drain that ends before its time to give up is an ordinary one.
-  (void)runtime.drain(Clock::now() + std::chrono::seconds(30));
-  EXPECT_FALSE(runtime.abandoned());
+  (void)runtime.drain();
 }
 
 // A batch that does not return (a hung engine or driver) must not hold every request: past the
@@ -81,9 +88,7 @@ TEST(ServingRuntime, ARequestSubmittedWhileAWindowIsExportedIsLaunchedAtOnce) {
 // are answered `stalled` at once and readiness fails; when the batch returns, it serves again.
 TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   TwinA100 twin;
-  RuntimeOptions options;
-  options.batcher.max_batch_size = 1;
-  options.batch_timeout_s = 2.0;
+  const auto options = one_request_batches(2.0);
 
   std::promise<void> entered;
   std::promise<void> release;
@@ -145,16 +150,17 @@ TEST(ServingRuntime, ABatchPastItsTimeoutStallsTheRuntimeUntilItReturns) {
   EXPECT_EQ(launched, (std::vector<std::uint64_t>{1, 2, 4})) << "the withdrawn request never ran";
 }
 
-// SIGTERM beside a batch that does not return: past its time to give up (Triton's exit timeout) the
-// drain answers every admitted request, puts the GPU's settings back while the batch still runs,
-// and leaves the GPU thread in it; the batch, when it returns, touches nothing.
+// SIGTERM beside a batch that does not return: once the batch is past its timeout, a drain told to
+// give up answers every admitted request, puts the GPU's settings back while the batch still runs,
+// and leaves the GPU thread in it; the batch, when it returns, touches nothing more.
 TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHungBatch) {
   TwinA100 twin;
-  RuntimeOptions options;
-  options.batcher.max_batch_size = 1;
+  const auto options = one_request_batches(0.3);
 
   std::promise<void> entered;
   std::promise<void> release;
+  std::once_flag released_once;
+  const auto release_batch = [&] { std::call_once(released_once, [&] { release.set_value(); }); };
   auto released = release.get_future().share();
   std::atomic<int> batches{0};
   const auto executor = [&, released](ServingLoop& loop, const Launch& launch) {
@@ -165,20 +171,29 @@ TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHun
     }
     return loop.execute(launch);
   };
+  // A drain that never gives up would hold the test: the batch is let go after 20 s regardless,
+  // and the checks below then fail instead.
+  std::promise<void> test_done;
+  std::thread watchdog([&, done = test_done.get_future()] {
+    if (done.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) release_batch();
+  });
   {
     ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor);
+    // Declared after the runtime, so run before its destructor joins the GPU thread, also when an
+    // ASSERT below returns early.
+    const std::shared_ptr<void> let_go(nullptr, [&](void*) { release_batch(); });
     auto in_batch = runtime.submit(1, 1, 0, std::nullopt);
     ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
     auto queued = runtime.submit(2, 1, 0, std::nullopt);
-    // The GPU thread is in the executor: the twin is the test's to read.
+    // The GPU thread is in the executor, before the twin: the twin is the test's to read.
     EXPECT_TRUE(twin.platform.twin().power_limit_set()) << "the static setting puts the power limit at the cap";
 
     const auto asked = Clock::now();
-    (void)runtime.drain(asked + std::chrono::milliseconds(300));
+    (void)runtime.drain(ServingRuntime::HungBatch::give_up);
     const double waited_s = std::chrono::duration<double>(Clock::now() - asked).count();
-    EXPECT_GE(waited_s, 0.29);
-    EXPECT_LT(waited_s, 5.0);
+    EXPECT_LT(waited_s, 5.0) << "the drain waited for the hung batch";
     EXPECT_TRUE(runtime.abandoned());
+    EXPECT_EQ(runtime.abandoned_restore_error(), std::nullopt);
     for (auto* answer : {&in_batch, &queued}) {
       ASSERT_EQ(answer->wait_for(std::chrono::seconds(0)), std::future_status::ready);
       const auto a = answer->get();
@@ -188,11 +203,32 @@ TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHun
     EXPECT_FALSE(twin.platform.twin().power_limit_set()) << "the GPU's settings were not put back";
     EXPECT_EQ(runtime.submit(3, 1, 0, std::nullopt).get().kind, AnswerKind::stopping);
     EXPECT_FALSE(runtime.serving());
-
-    release.set_value();  // the batch returns; the destructor joins the GPU thread
   }
+  test_done.set_value();
+  watchdog.join();
   EXPECT_EQ(batches.load(), 1) << "a request queued behind the hung batch ran after the drain gave up";
   EXPECT_FALSE(twin.platform.twin().power_limit_set());
+}
+
+// A drain told to give up on a hung batch waits for one that is only slow: within its timeout the
+// batch returns and the drain ends as an ordinary one.
+TEST(ServingRuntime, ADrainThatMayGiveUpStillWaitsForASlowBatch) {
+  TwinA100 twin;
+  const auto options = one_request_batches(5.0);
+  std::promise<void> entered;
+  const auto executor = [&](ServingLoop& loop, const Launch& launch) {
+    entered.set_value();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return loop.execute(launch);
+  };
+  ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor);
+  auto answer = runtime.submit(1, 1, 0, std::nullopt);
+  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const auto totals = runtime.drain(ServingRuntime::HungBatch::give_up);
+  EXPECT_FALSE(runtime.abandoned());
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(answer.get().kind, AnswerKind::ok);
+  EXPECT_GE(totals.windows, 1) << "the last window is closed as in any drain";
 }
 
 TEST(ServingRuntime, RefusesABatchTimeoutThatIsNotPositive) {

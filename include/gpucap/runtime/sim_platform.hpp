@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "gpucap/runtime/pacer.hpp"
@@ -86,6 +87,9 @@ class SimPlatform final : public Platform {
   };
 
   sim::GpuTwin twin_;
+  // Held by the engine's batches and the device's reads and writes: serving's drain may restore
+  // the GPU's settings from its own thread while a batch is still running (ServingRuntime).
+  std::mutex twin_guard_;
   VirtualClock clock_;
   engine::SimEngine engine_;
   device::SimDevice device_;

@@ -100,9 +100,10 @@ class ServingLoop {
   [[nodiscard]] const CapReading& cap() const { return cap_; }
   // Closes the last, partial window (if it holds a sample) and puts every GPU setting back.
   std::optional<ServingWindow> finish();
-  // Gives up on a batch that another thread still runs (a drain past its exit timeout): puts every
-  // GPU setting back now, without collecting samples or closing the window (the platform is in the
-  // batch's hands); the totals keep the windows closed so far. Nothing else may be called after.
+  // Gives up on a batch that another thread still runs (a drain beside a hung batch): puts every
+  // GPU setting back now, without collecting samples or closing the window; the totals keep the
+  // windows closed so far. The batch may go on in execute()/execute_with() and now_s(); nothing
+  // else may be called after.
   void abandon();
   [[nodiscard]] const ServingTotals& totals() const { return totals_; }
 

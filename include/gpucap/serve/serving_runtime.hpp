@@ -8,11 +8,11 @@
 // or a real engine on the requests' data, which the caller keeps by request id.
 //
 // Stopping: drain() refuses new requests (answered `stopping`), runs what is queued and in
-// flight to its end, then puts the GPU's settings back; nothing admitted is dropped. Given a time
-// to give up at (Triton's exit timeout), a drain that has not ended by then — a batch that does not
-// return — answers what is left `stopping`, puts the GPU's settings back at once and leaves the GPU
-// thread in its batch (abandoned()): the owner then ends the process without destroying the
-// runtime, whose destructor would wait for that batch.
+// flight to its end, then puts the GPU's settings back; nothing admitted is dropped. A drain told
+// to give up on a hung batch does so once the batch running has passed the batch timeout (the GPU
+// is stalled): it answers what is left `stopping`, puts the GPU's settings back at once and leaves
+// the GPU thread in its batch (abandoned()). The owner then ends the process without destroying
+// the runtime, whose destructor would wait for that batch.
 
 #include <chrono>
 #include <condition_variable>
@@ -127,14 +127,23 @@ class ServingRuntime {
   // Wakes the GPU thread to look at the cap now (after a source set it), rather than at its next
   // decision.
   void cap_changed();
+  // What drain() does with a batch that does not return.
+  enum class HungBatch {
+    wait,     // wait for it (the destructor's drain)
+    give_up,  // once the GPU is stalled (RuntimeOptions::batch_timeout_s), leave the GPU thread in it
+  };
   // Refuses new requests, answers everything admitted, stops the GPU thread and restores the GPU.
-  // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread. With `give_up_at`:
-  // if the GPU thread has not stopped by then, every request still admitted is answered
-  // `stopping`, the GPU's settings are restored while its batch runs on, and the totals so far
-  // (without the last, unfinished window) are returned; abandoned() is then true.
-  ServingTotals drain(std::optional<std::chrono::steady_clock::time_point> give_up_at = std::nullopt);
+  // Returns the loop's totals. Idempotent. Rethrows a failure of the GPU thread. HungBatch::give_up:
+  // if the batch running is or becomes stalled before the thread stops, every request still
+  // admitted is answered `stopping`, the GPU's settings are restored while the batch runs on (the
+  // platform's engine and device must allow that from two threads: NVML does, the twin's
+  // SimPlatform guards its twin), and the totals so far (without the last, unfinished window)
+  // are returned; abandoned() is then true.
+  ServingTotals drain(HungBatch hung = HungBatch::wait);
   // A drain gave up on a batch that had not returned: the GPU thread may still be in it.
   [[nodiscard]] bool abandoned() const;
+  // When the drain gave up: why the GPU's settings could not be put back (nullopt: they were).
+  [[nodiscard]] std::optional<std::string> abandoned_restore_error() const;
   [[nodiscard]] bool draining() const;
   // Neither draining, nor stopped by a failure of the GPU thread, nor stalled: what a readiness
   // probe asks.
@@ -176,6 +185,7 @@ class ServingRuntime {
   bool draining_ = false;
   bool stopped_ = false;
   bool abandoned_ = false;  // a drain gave up on the GPU thread (see drain())
+  std::optional<std::string> abandoned_restore_error_;
   std::optional<std::chrono::steady_clock::time_point> batch_started_;  // while the executor runs
   std::exception_ptr failure_;
   ServingTotals totals_;

@@ -2,6 +2,8 @@
 // The engine of the simulated platform: each batch's latency comes from the twin's
 // performance model, and running it advances virtual time.
 
+#include <mutex>
+
 #include "gpucap/engine/engine.hpp"
 #include "gpucap/sim/gpu_twin.hpp"
 
@@ -9,7 +11,10 @@ namespace gpucap::engine {
 
 class SimEngine final : public Engine {
  public:
-  explicit SimEngine(sim::GpuTwin& twin) : twin_(twin) {}
+  // `guard`: held while a batch runs on the twin, so that another thread's SimDevice over the same
+  // twin (one given the same guard) may write its controls meanwhile (a drain that restores the GPU
+  // beside a hung batch); nullptr: the twin is used from one thread only.
+  explicit SimEngine(sim::GpuTwin& twin, std::mutex* guard = nullptr) : twin_(twin), guard_(guard) {}
 
   [[nodiscard]] std::string name() const override;
   BatchResult run_batch(int batch_size) override;
@@ -17,6 +22,7 @@ class SimEngine final : public Engine {
 
  private:
   sim::GpuTwin& twin_;
+  std::mutex* guard_;
 };
 
 }  // namespace gpucap::engine
