@@ -296,6 +296,7 @@ void ServingRuntime::gpu_thread() {
 }
 
 ServingTotals ServingRuntime::drain(HungBatch hung) {
+  bool gave_up = false;
   {
     std::unique_lock lock(mutex_);
     draining_ = true;
@@ -312,8 +313,9 @@ ServingTotals ServingRuntime::drain(HungBatch hung) {
       (void)stopped_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stopped_; });
     }
     // Given up: a drain that waits (the destructor's) joins the thread once the batch returns.
-    if (hung == HungBatch::give_up && abandoned_) return totals_;
+    gave_up = hung == HungBatch::give_up && abandoned_;
   }
+  if (gave_up) return restore_beside_the_hung_batch();
   if (thread_.joinable()) thread_.join();
   if (failure_) {
     auto failure = failure_;
@@ -333,14 +335,24 @@ void ServingRuntime::abandon_locked() {
   stopped_ = true;
   answer_everyone(AnswerKind::stopping, "the server stopped before this request's batch ended");
   ++wake_calls_;
-  wake_.notify_one();  // an idle GPU thread (between batches) leaves at once
+  wake_.notify_one();
+}
+
+ServingTotals ServingRuntime::restore_beside_the_hung_batch() {
+  // Without the runtime's lock: the GPU thread, once abandoned, never touches the loop again, and a
+  // restore through a driver that hangs as well must not hold the HTTP threads (submissions,
+  // scrapes) behind it.
+  std::optional<std::string> error;
   try {
     loop_->abandon();
   } catch (const std::exception& e) {
-    abandoned_restore_error_ = e.what();
+    error = e.what();
     spdlog::error("serve: restoring the GPU's settings failed: {}", e.what());
   }
+  const std::lock_guard lock(mutex_);
+  if (error) abandoned_restore_error_ = error;
   totals_ = loop_->totals();
+  return totals_;
 }
 
 std::optional<std::string> ServingRuntime::abandoned_restore_error() const {

@@ -174,9 +174,11 @@ TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHun
   // A drain that never gives up would hold the test: the batch is let go after 20 s regardless,
   // and the checks below then fail instead.
   std::promise<void> test_done;
-  std::thread watchdog([&, done = test_done.get_future()] {
+  const std::jthread watchdog([&, done = test_done.get_future()] {
     if (done.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) release_batch();
   });
+  // Destroyed before the watchdog, which it lets go, also when an ASSERT below returns early.
+  const std::shared_ptr<void> done(nullptr, [&](void*) { test_done.set_value(); });
   {
     ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor);
     // Declared after the runtime, so run before its destructor joins the GPU thread, also when an
@@ -204,8 +206,6 @@ TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHun
     EXPECT_EQ(runtime.submit(3, 1, 0, std::nullopt).get().kind, AnswerKind::stopping);
     EXPECT_FALSE(runtime.serving());
   }
-  test_done.set_value();
-  watchdog.join();
   EXPECT_EQ(batches.load(), 1) << "a request queued behind the hung batch ran after the drain gave up";
   EXPECT_FALSE(twin.platform.twin().power_limit_set());
 }

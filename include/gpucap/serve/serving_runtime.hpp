@@ -165,7 +165,8 @@ class ServingRuntime {
   void answer_everyone(AnswerKind kind, const std::string& message);  // every admitted request
   // False when the drain gave up while the batch ran: the loop is no longer the GPU thread's.
   [[nodiscard]] bool run_one(const Launch& launch, std::unique_lock<std::mutex>& lock);
-  void abandon_locked();
+  void abandon_locked();  // answers everyone and marks the GPU thread given up on (mutex_ held)
+  ServingTotals restore_beside_the_hung_batch();  // then, without mutex_: the GPU's settings back
   [[nodiscard]] std::chrono::steady_clock::time_point wall_at(double t_s) const;
   [[nodiscard]] bool stalled_locked() const;  // stalled(), with mutex_ held
 
