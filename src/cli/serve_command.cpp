@@ -108,7 +108,8 @@ void print_summary(const ServeFlags& f, const Served& served, const serve::Windo
 }
 
 // The drain gave up on a batch that has not returned (a hung engine or driver): every request was
-// answered and the GPU's settings put back, but the GPU thread is still in the batch, and
+// answered and the GPU's settings put back (or the failure to is reported below), but the GPU
+// thread is still in the batch, and
 // destroying what it uses (the runtime, the engine, the platform) would wait for it or pull them
 // from under it. So the process ends here, without unwinding; the exit code is main's mapping of
 // a device error.
