@@ -20,7 +20,9 @@ constexpr double kFig6Ratio = 0.30;
 constexpr double kFig7 = 0.20;
 constexpr double kTable1 = 0.20;
 constexpr double kFig10 = 0.25;  // the issue names no bound for Figs. 8–10; the Fig. 6 bars' is used
-constexpr double kWarmupS = 2.0;  // the background trains alone this long before the other job comes
+constexpr double kWarmupS = 2.0;
+// The role of a row that shows a bar under another reading of the paper's statistic: not counted.
+constexpr const char* kOtherReading = "other reading";  // the background trains alone this long before the other job comes
 
 std::string short_name(const std::string& model) { return model.starts_with("keras_") ? model.substr(6) : model; }
 
@@ -55,6 +57,24 @@ double throughput_within(const sched::ShareResult& r, const std::string& job, in
 
 // --- Fig. 6 ---
 
+// Fig. 6's statistic, as SwitchFlow's public script measures it: it times 100 back-to-back
+// requests and prints the time until the 95th has finished ("95% total time"), which over 95 is
+// the mean of the first 95 requests' latencies (switchflow-results.md §2.3). The paper labels it
+// p95; a nearest-rank p95 is reported beside it (docs/simulator.md, "Free sharing").
+std::optional<double> script_reading_ms(const sched::ShareResult& r, int warmup) {
+  constexpr int kTimed = 95;
+  if (outcome(r, "fg").out_of_memory) return std::nullopt;
+  double total_s = 0.0;
+  int timed = 0;
+  for (const auto& s : r.steps) {
+    if (s.job != "fg" || s.step < warmup || timed == kTimed) continue;
+    total_s += s.end_s - s.start_s;
+    ++timed;
+  }
+  if (timed < kTimed) throw Error(ErrorCode::internal, "fewer than 95 timed requests in a Fig. 6 run");
+  return 1e3 * total_s / kTimed;
+}
+
 void fig6_case(const sim::ShareTwin& twin, const JsonFields& setup, const std::string& panel, const std::string& inference,
                const std::string& background, double tf_ms, double sf_ms, const std::string& sf_role, std::vector<PaperRow>& rows) {
   const auto gpu = setup.string("gpu");
@@ -71,16 +91,21 @@ void fig6_case(const sim::ShareTwin& twin, const JsonFields& setup, const std::s
     if (fg.out_of_memory) return std::nullopt;
     return 1e3 * fg.latencies.percentile(95);
   };
-  const auto tf = p95(threads);
-  const auto sf = p95(flow);
+  const auto tf = script_reading_ms(threads, warmup);
+  const auto sf = script_reading_ms(flow, warmup);
   const auto name = fmt::format("{} inference / {} training", short_name(inference), short_name(background));
-  // The launch windows (and the decoder's sync points) were fitted to the TF bars of 6(a), 6(b), 6(d).
-  rows.push_back({panel, name, "TF p95 ms", tf_ms, tf, kFig6Bar, "fit"});
-  rows.push_back({panel, name, "SwitchFlow p95 ms", sf_ms, sf, kFig6Bar, sf_role});
+  // The stream's launch-queue depth is the one parameter of free sharing fitted to a figure: to
+  // 6(d)'s TF bars, where each of the decoder's 60 syncs waits for the queue (docs/simulator.md,
+  // "Free sharing"). The other TF bars check.
+  rows.push_back({panel, name, "TF ms", tf_ms, tf, kFig6Bar, panel == "6d" ? "fit" : ""});
+  rows.push_back({panel, name, "SwitchFlow ms", sf_ms, sf, kFig6Bar, sf_role});
   std::optional<double> ratio;
   if (tf && sf && *sf > 0) ratio = *tf / *sf;
-  // A ratio of two bars that both set or fitted a parameter follows from them: not a check.
-  rows.push_back({panel, name, "TF / SwitchFlow", tf_ms / sf_ms, ratio, kFig6Ratio, sf_role.empty() ? "" : "derived"});
+  // The ratio follows from the TF bar (a check, counted once) and the SwitchFlow bar (set, fitted
+  // or returned): not a second check.
+  rows.push_back({panel, name, "TF / SwitchFlow", tf_ms / sf_ms, ratio, kFig6Ratio, "derived"});
+  // The other reading of "p95", shown for every bar and counted in none.
+  rows.push_back({panel, name, "TF p95 ms", tf_ms, p95(threads), kFig6Bar, kOtherReading});
 }
 
 void run_fig6(const sim::ShareTwin& twin, const JsonFields& paper, std::vector<PaperRow>& rows) {
@@ -301,7 +326,7 @@ void run_fig10(const sim::ShareTwin& twin, const JsonFields& paper, std::vector<
 
 const char* title(SwitchflowExperiment e) {
   switch (e) {
-    case SwitchflowExperiment::fig6: return "Fig. 6 — p95 latency of a high-priority BS-1 inference beside a training job";
+    case SwitchflowExperiment::fig6: return "Fig. 6 — latency of a high-priority BS-1 inference beside a training job";
     case SwitchflowExperiment::fig7: return "Fig. 7 — two training jobs on one GPU";
     case SwitchflowExperiment::table1: return "Table 1 — state transfer 2080 Ti → 1080 Ti";
     case SwitchflowExperiment::fig10: return "Fig. 10 — interleaving the executors of independent models (JPEG input)";

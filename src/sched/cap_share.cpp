@@ -14,6 +14,7 @@ constexpr double kMarginStep = 0.02;    // a window over the cap: 2 % more of it
 constexpr double kMarginDecay = 0.005;  // a quiet window: 0.5 % less
 constexpr double kMarginMin = 0.03;
 constexpr double kMarginMax = 0.30;
+constexpr double kDrainQuantile = 0.99;  // the SLO is a p99
 
 const JobSpec* find_foreground(const ShareScenario& s) {
   const JobSpec* best = nullptr;
@@ -35,7 +36,40 @@ double dynamic(const DeviceInfo& gpu, double busy_w, const ClockScaling& s) {
   return gpu.idle_power_w + (busy_w - gpu.idle_power_w) * s.dynamic_power;
 }
 
+double kernels_s(const StepProfile& p, double time_scale) {
+  double total = 0.0;
+  for (const double k : p.kernels_s) total += k * time_scale;
+  return total;
+}
+
+// P(drain > x) for drain_quantile_s: kernel i is in flight with probability k_i / K, its
+// residual uniform in [0, k_i], and k_{i+1} (0 after the last) waits behind it.
+double drain_exceeds(const std::vector<double>& kernels_s, double total_s, double x) {
+  double p = 0.0;
+  for (std::size_t i = 0; i < kernels_s.size(); ++i) {
+    const double next = i + 1 < kernels_s.size() ? kernels_s[i + 1] : 0.0;
+    p += std::clamp(kernels_s[i] - std::max(0.0, x - next), 0.0, kernels_s[i]);
+  }
+  return p / total_s;
+}
+
 }  // namespace
+
+double drain_quantile_s(const std::vector<double>& kernels_s, double quantile) {
+  double total = 0.0;
+  double hi = 0.0;
+  for (std::size_t i = 0; i < kernels_s.size(); ++i) {
+    total += kernels_s[i];
+    hi = std::max(hi, kernels_s[i] + (i + 1 < kernels_s.size() ? kernels_s[i + 1] : 0.0));
+  }
+  if (!(total > 0.0)) return 0.0;
+  double lo = 0.0;
+  for (int i = 0; i < 60; ++i) {  // P(drain > x) falls with x
+    const double mid = 0.5 * (lo + hi);
+    (drain_exceeds(kernels_s, total, mid) > 1.0 - quantile ? lo : hi) = mid;
+  }
+  return hi;
+}
 
 CapShareTable build_cap_share_table(const ShareScenario& scenario, const StepModel& model, int min_batch) {
   const auto* fg = find_foreground(scenario);
@@ -61,15 +95,17 @@ CapShareTable build_cap_share_table(const ShareScenario& scenario, const StepMod
     spec.batch_size = b;
     bg_profiles.push_back(model.step(spec, scenario.gpu, 0));
   }
+  std::vector<double> drains;
+  for (const auto& p : bg_profiles) drains.push_back(drain_quantile_s(p.kernels_s, kDrainQuantile));
   for (const double f : levels) {
     const auto fs = model.clock_scaling(scenario.gpu, Mode::inference, f);
-    const double fg_gpu = fg_profile.device_s() * fs.time;
-    t.fg.push_back({f, fg_profile.host_s + fg_gpu, fg_gpu, dynamic(scenario.gpu, fg_profile.busy_power_w, fs)});
+    const double fg_gpu = fg_profile.device_s(fs.time);
+    t.fg.push_back({f, fg_profile.host_s + fg_gpu, fg_gpu, kernels_s(fg_profile, fs.time), dynamic(scenario.gpu, fg_profile.busy_power_w, fs)});
     const auto bs = model.clock_scaling(scenario.gpu, Mode::training, f);
     for (std::size_t i = 0; i < batches.size(); ++i) {
       const auto& p = bg_profiles[i];
-      const double largest = p.kernels_s.empty() ? 0.0 : *std::max_element(p.kernels_s.begin(), p.kernels_s.end());
-      t.bg.push_back({f, batches[i], p.host_s, p.device_s() * bs.time, largest * bs.time, dynamic(scenario.gpu, p.busy_power_w, bs)});
+      t.bg.push_back({f, batches[i], p.host_s, p.device_s(bs.time), kernels_s(p, bs.time), drains[i] * bs.time,
+                      dynamic(scenario.gpu, p.busy_power_w, bs)});
     }
   }
   return t;
@@ -83,14 +119,16 @@ std::optional<CapShareController::Choice> CapShareController::best(double cap_w,
     if (fg_util >= 1.0) continue;
     // What a background batch costs at this clock: its power and the foreground's worst latency.
     const auto fits = [&](const CapShareBackground& bg, double* items, double* power, bool check_slo) {
-      // The foreground's worst request: a drain of the background's launched kernels, then itself.
-      if (check_slo && foreground_live &&
-          fg.latency_s + kCapShareBackgroundWindow * bg.largest_kernel_s > kSloHeadroom * table_.slo_s) {
+      // The foreground's slow requests: a drain of the background's launched kernels, then itself.
+      if (check_slo && foreground_live && fg.latency_s + bg.drain_p99_s > kSloHeadroom * table_.slo_s) {
         return false;
       }
       const double bg_util = std::min(bg.gpu_s / (bg.host_s + bg.gpu_s), 1.0 - fg_util);
-      *power = table_.idle_power_w + fg_util * (fg.busy_power_w - table_.idle_power_w) +
-               bg_util * (bg.busy_power_w - table_.idle_power_w);
+      // Busy power only while kernels run: a host-paced request holds the GPU but mostly idles it.
+      const double fg_busy = foreground_live ? table_.foreground_rate_per_s * fg.busy_s : 0.0;
+      const double bg_busy = bg_util * bg.busy_s / bg.gpu_s;
+      *power = table_.idle_power_w + fg_busy * (fg.busy_power_w - table_.idle_power_w) +
+               bg_busy * (bg.busy_power_w - table_.idle_power_w);
       *items = bg.batch_size * bg_util / bg.gpu_s;
       return cap_w <= 0.0 || *power <= cap_w * (1.0 - margin);
     };

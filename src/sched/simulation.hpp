@@ -60,6 +60,8 @@ struct Run {
   std::size_t completed = 0;
   double last_launch_s = 0.0;
   bool launch_pending = false;         // a launch event is scheduled
+  bool launch_blocked = false;         // its launch waits for room in the stream's launch queue
+  bool at_barrier = false;             // its device stage waits for the stream to run what is queued
   bool preempted = false;              // told to stop launching; its launched kernels drain
   bool suspended = false;              // preempted mid-step, to go on from its next kernel
   bool awaiting_group_input = false;   // input reuse: waiting for the group's shared pipeline
@@ -84,6 +86,13 @@ struct Device {
   std::deque<int> waiting;             // exclusive: asked and waiting, in the order they are served
   std::deque<int> stream;              // streams: the job of each launched kernel not yet started
   int running = kNone;                 // streams: the job whose kernel runs
+  int queue_depth = 0;                 // streams: kernels the launch queue holds, running included (0: no limit)
+  std::deque<int> blocked;             // streams: jobs whose launch waits for room, in the order they blocked
+  std::uint64_t kernels_entered = 0;   // streams: kernels launched into it so far
+  std::uint64_t kernels_finished = 0;  // streams: of those, run to the end (in order: a prefix)
+  // Streams: jobs waiting until the stream has run every kernel launched before they asked
+  // (kernels_finished reaches the number), in the order they asked.
+  std::deque<std::pair<std::uint64_t, int>> barrier;
   std::uint64_t kernel_token = 0;
   std::vector<int> active;             // sharing: jobs with work on it
   std::uint64_t token = 0;             // sharing: changes whenever `active` does
@@ -188,6 +197,17 @@ class Simulation {
   void try_launch(int j);
 
   void launch_kernel(int j);
+
+  // The kernel enters the stream (the launch queue has room).
+  void enter_stream(int j);
+
+  static bool queue_full(const Device& d);
+
+  // A kernel left the stream: jobs at a barrier it ends go on, then blocked launches enter.
+  void stream_advanced(int device);
+
+  // The device stage's first launch, once the stream has run what others queued before it.
+  void begin_launching(int j);
 
   void start_next_kernel(int device);
 

@@ -35,7 +35,7 @@ void Simulation::ask_device(int j) {
     case Discipline::sharing:
       r.phase = Phase::device;
       update_sharing(d);
-      r.remaining_s = r.profile.device_s() * scaling_for(r, d).time;
+      r.remaining_s = r.profile.device_s(scaling_for(r, d).time);
       d.active.push_back(j);
       reschedule_sharing(r.device);
       break;
@@ -93,11 +93,28 @@ void Simulation::start_kernels(int j) {
   }
   r.preempted = false;
   r.launch_pending = false;
-  r.last_launch_s = now_;
+  Device& d = device_at(r.device);
+  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
+  r.launch_blocked = false;
   if (r.profile.kernels_s.empty()) {  // nothing on the device: the step is its host stage
     end_of_kernels(r.device, j);
     return;
   }
+  // The step's fed input waits for the stream: TensorFlow copies it to the GPU only once the
+  // compute stream has run everything queued on it, whichever job queued it (docs/simulator.md,
+  // "Free sharing"). Under an exclusive policy the stream is empty when the job gets it.
+  if (d.kernels_finished < d.kernels_entered) {
+    r.at_barrier = true;
+    d.barrier.emplace_back(d.kernels_entered, j);
+    return;
+  }
+  begin_launching(j);
+}
+
+void Simulation::begin_launching(int j) {
+  Run& r = run_at(j);
+  r.at_barrier = false;
+  r.last_launch_s = now_;
   try_launch(j);
 }
 
@@ -106,7 +123,7 @@ void Simulation::start_kernels(int j) {
 void Simulation::try_launch(int j) {
   Run& r = run_at(j);
   const std::size_t total = r.profile.kernels_s.size();
-  if (r.launch_pending || r.preempted || r.launched >= total) return;
+  if (r.launch_pending || r.launch_blocked || r.at_barrier || r.preempted || r.launched >= total) return;
   const auto window = static_cast<std::size_t>(std::max(0, r.profile.launch_window));
   if (window > 0 && r.launched - r.completed >= window) return;
   const auto sync = static_cast<std::size_t>(std::max(0, r.profile.sync_every));
@@ -120,11 +137,46 @@ void Simulation::launch_kernel(int j) {
   Run& r = run_at(j);
   if (r.preempted || r.phase != Phase::device) return;
   Device& d = device_at(r.device);
+  // A launch into a full queue blocks the host thread, and it enters after the launches that
+  // blocked before it (of any job).
+  if (d.queue_depth > 0 && (queue_full(d) || !d.blocked.empty())) {
+    r.launch_blocked = true;
+    d.blocked.push_back(j);
+    return;
+  }
+  enter_stream(j);
+}
+
+void Simulation::enter_stream(int j) {
+  Run& r = run_at(j);
+  Device& d = device_at(r.device);
   ++r.launched;
   r.last_launch_s = now_;
   d.stream.push_back(j);
+  ++d.kernels_entered;
   if (d.running == kNone) start_next_kernel(r.device);
   try_launch(j);
+}
+
+bool Simulation::queue_full(const Device& d) {
+  const std::size_t held = d.stream.size() + (d.running != kNone ? 1U : 0U);
+  return d.queue_depth > 0 && held >= static_cast<std::size_t>(d.queue_depth);
+}
+
+void Simulation::stream_advanced(int device) {
+  Device& d = device_at(device);
+  while (!d.barrier.empty() && d.barrier.front().first <= d.kernels_finished) {
+    const int j = d.barrier.front().second;
+    d.barrier.pop_front();
+    begin_launching(j);
+  }
+  while (!d.blocked.empty() && !queue_full(d)) {
+    const int j = d.blocked.front();
+    d.blocked.pop_front();
+    Run& r = run_at(j);
+    r.launch_blocked = false;
+    if (!r.preempted && r.phase == Phase::device) enter_stream(j);  // a preempted job launches no more
+  }
 }
 
 void Simulation::start_next_kernel(int device) {
@@ -144,20 +196,20 @@ void Simulation::kernel_done(int device) {
   Device& d = device_at(device);
   const int j = d.running;
   d.running = kNone;
+  ++d.kernels_finished;
   set_power(d, d.info.idle_power_w);
   Run& r = run_at(j);
-  if (r.phase == Phase::done) {
-    start_next_kernel(device);
-    return;
+  if (r.phase != Phase::done) {
+    ++r.completed;
+    if (r.completed == r.profile.kernels_s.size()) {
+      end_of_kernels(device, j);
+    } else if (r.preempted && r.completed == r.launched) {
+      drained(device, j);
+    } else {
+      try_launch(j);
+    }
   }
-  ++r.completed;
-  if (r.completed == r.profile.kernels_s.size()) {
-    end_of_kernels(device, j);
-  } else if (r.preempted && r.completed == r.launched) {
-    drained(device, j);
-  } else {
-    try_launch(j);
-  }
+  stream_advanced(device);
   start_next_kernel(device);
 }
 
@@ -173,6 +225,8 @@ void Simulation::drained(int device, int j) {
   r.preempted = false;
   ++r.token;  // its pending launch, if any, is void
   r.launch_pending = false;
+  r.launch_blocked = false;
+  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
   d.owner = kNone;
   serve_next(device);
   if (scenario_.resume_preempted && !migration_target(j)) {

@@ -70,11 +70,13 @@ Device Simulation::make_device(const DeviceInfo& info, bool is_lpu) const {
     d.discipline = Discipline::sharing;  // the restricted pool, shared by the jobs on it
   } else if (scenario_.policy == Policy::threads) {
     d.discipline = Discipline::stream;
+    d.queue_depth = model_.stream_queue_depth();
   } else if (scenario_.policy == Policy::mps) {
     d.discipline = Discipline::sharing;
     d.capacity = model_.mps_capacity();
   } else {
     d.discipline = Discipline::exclusive;
+    d.queue_depth = model_.stream_queue_depth();
     d.preemptive = scenario_.policy == Policy::switchflow && !is_lpu;
   }
   return d;
@@ -430,7 +432,13 @@ void Simulation::leave_device(int j) {
   }
   Device& d = device_at(r.device);
   d.waiting.erase(std::remove(d.waiting.begin(), d.waiting.end(), j), d.waiting.end());
-  d.stream.erase(std::remove(d.stream.begin(), d.stream.end(), j), d.stream.end());  // a process that died
+  // A process that died: its queued kernels never run (they count as finished for the barriers;
+  // under threads an out-of-memory death ends every job of the process at once).
+  const auto queued = static_cast<std::uint64_t>(std::count(d.stream.begin(), d.stream.end(), j));
+  d.stream.erase(std::remove(d.stream.begin(), d.stream.end(), j), d.stream.end());
+  d.kernels_finished += queued;
+  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
+  d.barrier.erase(std::remove_if(d.barrier.begin(), d.barrier.end(), [j](const auto& b) { return b.second == j; }), d.barrier.end());
   if (d.discipline == Discipline::sharing) {
     if (std::find(d.active.begin(), d.active.end(), j) != d.active.end()) {
       update_sharing(d);

@@ -6,6 +6,8 @@
 
 #include "gpucap/sched/simulator.hpp"
 
+#include "gpucap/sched/stream_chain.hpp"
+
 #include "simulation.hpp"
 
 #include <fmt/format.h>
@@ -38,14 +40,16 @@ Policy parse_policy(const std::string& name) {
 
 double StepModel::input_pipelines_at_once() const { return 0.0; }
 
+int StepModel::stream_queue_depth() const { return 0; }
+
 std::vector<double> StepModel::clock_levels_mhz(const DeviceInfo& /*device*/) const { return {}; }
 
 ClockScaling StepModel::clock_scaling(const DeviceInfo& /*device*/, Mode /*mode*/, double /*clock_mhz*/) const { return {}; }
 
-double StepProfile::device_s() const {
-  double total = 0.0;
-  for (const double k : kernels_s) total += std::max(k, launch_s);
-  return total;
+double StepProfile::device_s(double kernel_time_scale) const {
+  std::vector<double> kernels = kernels_s;
+  for (auto& k : kernels) k *= kernel_time_scale;
+  return stream_chain_s(kernels, launch_s, sync_every);
 }
 
 CapFigures cap_figures(const ShareScenario& scenario, const ShareResult& result) {

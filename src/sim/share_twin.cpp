@@ -9,6 +9,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/json_file.hpp"
 #include "gpucap/sim/noise.hpp"
+#include "gpucap/sched/stream_chain.hpp"
 
 namespace gpucap::sim {
 
@@ -33,12 +34,16 @@ struct ShareTwin::Calibration {
   double backward_factor = 2.0;
   double kernel_spread_sigma = 1.0;
   double step_jitter = 0.0;
-  double launch_s = 0.0;
-  int train_window = 0;                        // kernels a training job keeps launched, by default
-  std::map<std::string, int> train_window_by_model;
-  int infer_window = 0;
+  // Free sharing (docs/simulator.md): the stream's launch queue, a training op's host dispatch,
+  // and how a BS-1 inference splits its time between the GPU (its FLOPs at infer_flop_rate, at
+  // most infer_max_gpu_share of it) and the host's per-op dispatch (the rest).
+  int queue_depth = 0;
+  double train_launch_s = 0.0;
+  double infer_flop_rate = 1.0;
+  double infer_max_gpu_share = 1.0;
   int nmt_decode_steps = 1;
-  double session_overhead_s = 0.0;
+  double session_overhead_s = 0.0;        // an inference's session.run
+  double train_session_overhead_s = 0.0;  // a training step's (the Keras fit loop around it)
   double pcie_bytes_per_s = 1.0;
   double cpu_job_slowdown = 0.0;
   double transfer_fixed_s = 0.0;
@@ -123,16 +128,14 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
   c.kernel_spread_sigma = step.non_negative("kernel_spread_sigma");
   c.step_jitter = step.non_negative("step_jitter_fraction");
   const auto stream = top.object("stream");
-  c.launch_s = stream.non_negative("launch_s");
-  c.train_window = static_cast<int>(stream.integer("train_window_kernels"));
-  if (stream.has("train_window_kernels_by_model")) {
-    for (const auto& [id, n] : number_map(stream, "train_window_kernels_by_model", 1.0)) c.train_window_by_model[id] = static_cast<int>(n);
-  }
-  c.infer_window = static_cast<int>(stream.integer("infer_window_kernels"));
+  c.queue_depth = static_cast<int>(stream.positive_integer("queue_depth_ops"));
+  c.train_launch_s = stream.non_negative("train_launch_s");
+  c.infer_flop_rate = stream.positive("infer_flop_rate");
+  c.infer_max_gpu_share = stream.fraction("infer_max_gpu_share");
   c.nmt_decode_steps = static_cast<int>(stream.positive_integer("nmt_decode_steps"));
-  if (c.train_window < 0 || c.infer_window < 0) throw stream.error("train_window_kernels", "windows must be >= 0");
   const auto host = top.object("host");
   c.session_overhead_s = host.non_negative("session_overhead_s");
+  c.train_session_overhead_s = host.non_negative("train_session_overhead_s");
   c.pcie_bytes_per_s = host.positive("pcie_bytes_per_s");
   c.cpu_job_slowdown = host.non_negative("cpu_job_slowdown");
   const auto transfer = top.object("transfer");
@@ -191,6 +194,7 @@ std::map<std::string, ShareModelFacts> read_models(const std::string& file, int 
     f.infer_activation_bytes_per_image = m.non_negative("infer_peak_activation_mib_per_image") * kMiB;
     f.kernels_per_train_step = static_cast<int>(number_or_zero("gpu_kernels_per_train_step"));
     f.kernels_per_inference = static_cast<int>(m.positive("gpu_kernels_per_inference"));
+    f.gmacs_per_image = m.has("gmacs_per_image") ? number_or_zero("gmacs_per_image") : 0.0;
     if (f.input_size > 0 && f.input_size != input_size) {
       if (input_size != 224 || !m.has("at_input_224")) {
         throw m.error("input_size", fmt::format("has no figures at the {} × {} input the twin runs", input_size, input_size));
@@ -199,6 +203,7 @@ std::map<std::string, ShareModelFacts> read_models(const std::string& file, int 
       f.input_size = 224;
       f.train_activation_bytes_per_image = at.non_negative("train_activation_mib_per_image") * kMiB;
       f.infer_activation_bytes_per_image = at.non_negative("infer_peak_activation_mib_per_image") * kMiB;
+      if (at.has("gmacs_per_image")) f.gmacs_per_image = at.non_negative("gmacs_per_image");
     }
     out[id] = f;
   }
@@ -349,9 +354,9 @@ std::optional<double> jpeg_host_s_per_image(const ShareTwin::Calibration& c, con
 }
 
 // Host stage of a step: the synthetic batch's copy to the GPU and the session's own overhead.
-double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, int batch, bool on_cpu) {
+double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, int batch, bool training, bool on_cpu) {
   const double input_bytes = 4.0 * 3.0 * m.input_size * m.input_size * batch;
-  return c.session_overhead_s + (on_cpu ? 0.0 : input_bytes / c.pcie_bytes_per_s);
+  return (training ? c.train_session_overhead_s : c.session_overhead_s) + (on_cpu ? 0.0 : input_bytes / c.pcie_bytes_per_s);
 }
 
 }  // namespace
@@ -359,7 +364,7 @@ double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, i
 // The step's host stage: a JPEG pipeline (Fig. 3) or the synthetic batch's copy.
 double step_host_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, const sched::JobSpec& job, const std::string& gpu,
                    bool on_cpu) {
-  if (!job.jpeg_input) return host_stage_s(c, m, job.batch_size, on_cpu);
+  if (!job.jpeg_input) return host_stage_s(c, m, job.batch_size, job.mode == sched::Mode::training, on_cpu);
   return *jpeg_host_s_per_image(c, job.model, gpu, job.mode == sched::Mode::training) * job.batch_size;
 }
 
@@ -392,12 +397,12 @@ double ShareTwin::device_stage_s(const sched::JobSpec& job, const sched::DeviceI
   const double scale = on_cpu ? c.cpu_slowdown : 1.0;
   const auto& m = model(job.model);
   // The figures are end to end: a step's host stage (input copy, session overhead) is taken out.
-  const double t1 = std::max(0.1 * *infer_bs1_s(c, job.model, gpu), *infer_bs1_s(c, job.model, gpu) - host_stage_s(c, m, 1, false));
+  const double t1 = std::max(0.1 * *infer_bs1_s(c, job.model, gpu), *infer_bs1_s(c, job.model, gpu) - host_stage_s(c, m, 1, false, false));
   if (job.model == kNmt) return t1 * scale;
   // A forward pass: t1 + (b − 1)·t_img, with t_img such that (1 + backward) forwards at BS 32
   // make the calibrated training step.
   const double passes = 1.0 + c.backward_factor;
-  const double t32 = *train_step_s(c, job.model, gpu) - host_stage_s(c, m, kCalibratedBatch, false);
+  const double t32 = *train_step_s(c, job.model, gpu) - host_stage_s(c, m, kCalibratedBatch, true, false);
   double per_image = std::max(0.0, (t32 / passes - t1) / (kCalibratedBatch - 1));
   // Inference where Fig. 3 gives a BS-128 GPU time: the line through BS 1 and BS 128 instead.
   if (job.mode == sched::Mode::inference) {
@@ -413,29 +418,13 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
   const bool training = job.mode == sched::Mode::training;
   const bool on_cpu = device.kind == sched::DeviceKind::cpu;
   sched::StepProfile p;
-  const double stage_s = device_stage_s(job, device);
-
-  // Kernels: a fixed, seeded spread of sizes per model and mode (large convolutions and many
-  // small element-wise ops), scaled to the stage's time; each step varies by the jitter.
-  const int count = std::max(1, training ? m.kernels_per_train_step : m.kernels_per_inference);
-  Noise shape(name_seed(job.model + (training ? "/train" : "/infer")));
-  std::vector<double> weights(static_cast<std::size_t>(count));
-  double total = 0.0;
-  for (auto& w : weights) {
-    w = std::exp(c.kernel_spread_sigma * shape.gaussian());
-    total += w;
-  }
+  const Feed& feed = feed_for(job, device);
   Noise jitter(derive_seed(seed_ ^ name_seed(job.name + "/" + job.model), static_cast<std::uint64_t>(step)));
   const double step_scale = std::max(0.5, 1.0 + c.step_jitter * jitter.gaussian());
-  p.kernels_s.reserve(weights.size());
-  for (const double w : weights) p.kernels_s.push_back(stage_s * step_scale * w / total);
-
-  if (!on_cpu) {
-    p.launch_s = c.launch_s;
-    const auto window = c.train_window_by_model.find(job.model);
-    p.launch_window = !training ? c.infer_window : window != c.train_window_by_model.end() ? window->second : c.train_window;
-    if (job.model == kNmt) p.sync_every = std::max(1, count / c.nmt_decode_steps);
-  }
+  p.kernels_s.reserve(feed.kernels_s.size());
+  for (const double k : feed.kernels_s) p.kernels_s.push_back(k * step_scale);
+  p.launch_s = feed.launch_s;
+  p.sync_every = feed.sync_every;
   p.host_s = step_host_s(c, m, job, on_cpu ? c.cpu_relative_to : device.id, on_cpu);
   p.input_pipeline = job.jpeg_input;
   if (training && job.jpeg_input) {
@@ -463,6 +452,47 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
   }
   return p;
 }
+
+// Kernels: a fixed, seeded spread of sizes per model and mode (large convolutions and many small
+// element-wise ops). How the stage's time splits between them and the host's per-op dispatch
+// (docs/simulator.md, "Free sharing"): a training step keeps the GPU busy, its ops dispatched
+// every train_launch_s; a BS-1 inference is host-paced, its GPU work its FLOPs at
+// infer_flop_rate and the rest of its time dispatch. Either way the job alone takes its
+// calibrated stage time. Solved once per (model, mode, batch, device).
+const ShareTwin::Feed& ShareTwin::feed_for(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
+  const bool training = job.mode == sched::Mode::training;
+  const std::string key = fmt::format("{}/{}/{}/{}", job.model, training ? "train" : "infer", job.batch_size, device.id);
+  const std::lock_guard lock(feeds_mutex_);
+  if (const auto it = feeds_.find(key); it != feeds_.end()) return it->second;
+  const auto& c = *calibration_;
+  const auto& m = model(job.model);
+  const double stage_s = device_stage_s(job, device);
+  const int count = std::max(1, training ? m.kernels_per_train_step : m.kernels_per_inference);
+  Noise noise(name_seed(job.model + (training ? "/train" : "/infer")));
+  std::vector<double> shape(static_cast<std::size_t>(count));
+  double total = 0.0;
+  for (auto& w : shape) {
+    w = std::exp(c.kernel_spread_sigma * noise.gaussian());
+    total += w;
+  }
+  Feed feed;
+  if (device.kind == sched::DeviceKind::cpu) {  // chunks of the work, nothing to launch
+    for (const double w : shape) feed.kernels_s.push_back(stage_s * w / total);
+  } else if (training) {
+    feed.launch_s = std::min(c.train_launch_s, 0.5 * stage_s / count);  // stays GPU-paced
+    feed.kernels_s = sched::kernels_for_chain(shape, feed.launch_s, stage_s);
+  } else {
+    if (job.model == kNmt) feed.sync_every = std::max(1, count / c.nmt_decode_steps);
+    const double flops = 2e9 * m.gmacs_per_image * job.batch_size;
+    const double gpu_s = flops > 0.0 ? std::min(c.infer_max_gpu_share * stage_s, flops / c.infer_flop_rate)
+                                     : c.infer_max_gpu_share * stage_s;
+    for (const double w : shape) feed.kernels_s.push_back(gpu_s * w / total);
+    feed.launch_s = sched::launch_for_chain(feed.kernels_s, feed.sync_every, stage_s);
+  }
+  return feeds_.emplace(key, std::move(feed)).first->second;
+}
+
+int ShareTwin::stream_queue_depth() const { return calibration_->queue_depth; }
 
 double ShareTwin::transfer_s(const sched::JobSpec& job, const sched::DeviceInfo& from, const sched::DeviceInfo& to) const {
   if (job.mode != sched::Mode::training || from.id == to.id) return 0.0;

@@ -42,12 +42,12 @@ TEST(SwitchflowPaper, Fig6SwitchflowBarsWithinTwentyFivePercent) {
   const auto r = report(SwitchflowExperiment::fig6);
   int within = 0;
   for (const auto& row : r.rows) {
-    if (row.quantity == "SwitchFlow p95 ms") {
+    if (row.quantity == "SwitchFlow ms") {
       EXPECT_TRUE(row.within()) << row.panel << " " << row.case_name;
     }
     within += row.within() ? 1 : 0;
   }
-  EXPECT_GE(within, 45) << to_markdown(r);  // 49 of 63 when this was written
+  EXPECT_GE(within, 45) << to_markdown(r);  // 49 of 84 when this was written
 }
 
 // Issue 39: every number is marked by what it did to the twin, and the report's first count is of
@@ -84,20 +84,28 @@ TEST(SwitchflowPaper, EveryNumberIsMarkedByWhatItDidToTheTwin) {
   EXPECT_NE(to_markdown(fig7).find(fmt::format("**Independent checks: {} of {} within tolerance.**", checks_within, checks)),
             std::string::npos)
       << to_markdown(fig7);
-  // Fig. 6's panels (a), (b), (d): the TF bars are fitted; the SwitchFlow bars set the BS-1 times
-  // (6(b), 6(a)'s ResNet50), are fitted (6(d)) or return the time 6(b) set (6(a)'s others: the
-  // inference runs alone); the ratios follow from those. None is an independent check.
+  // Fig. 6's panels (a), (b), (d): the launch-queue depth is fitted to 6(d)'s TF bars, so the TF
+  // bars of 6(a) and 6(b) are the checks; the SwitchFlow bars set the BS-1 times (6(b), 6(a)'s
+  // ResNet50), are fitted (6(d)) or return the time 6(b) set (6(a)'s others: the inference runs
+  // alone); the ratios follow from the bars; the nearest-rank p95 is another reading, not counted.
   const auto fig6 = report(SwitchflowExperiment::fig6);
+  int fig6_checks = 0;
   for (const auto& row : fig6.rows) {
     if (row.quantity == "TF / SwitchFlow") {
       EXPECT_EQ(row.role, "derived") << row.panel << " " << row.case_name;
     }
-    if (row.quantity == "SwitchFlow p95 ms" && row.panel == "6a" && row.case_name.starts_with("vgg16")) {
+    if (row.quantity == "SwitchFlow ms" && row.panel == "6a" && row.case_name.starts_with("vgg16")) {
       EXPECT_EQ(row.role, "derived");
     }
-    EXPECT_FALSE(row.role.empty()) << row.panel << " " << row.case_name << " " << row.quantity;
+    if (row.quantity == "TF ms") {
+      EXPECT_EQ(row.role, row.panel == "6d" ? "fit" : "") << row.panel << " " << row.case_name;
+    }
+    if (row.quantity == "TF p95 ms") {
+      EXPECT_EQ(row.role, "other reading");
+    }
+    fig6_checks += row.role.empty() ? 1 : 0;
   }
-  EXPECT_NE(to_markdown(fig6).find("**No independent check"), std::string::npos);
+  EXPECT_EQ(fig6_checks, 14);  // the TF bars of 6(a) and 6(b)
 }
 
 TEST(SwitchflowPaper, Fig10ReportsBothDefinitionsOfImprovement) {

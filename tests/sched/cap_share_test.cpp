@@ -32,6 +32,28 @@ TEST(CapShare, TheTableHasEveryClockAndHalvedBatches) {
   EXPECT_LT(t.fg.front().busy_power_w, t.fg.back().busy_power_w);
 }
 
+TEST(CapShare, TheDrainAtAQuantileIsTheKernelInFlightPlusTheOneBehindIt) {
+  // Two kernels of 1 s: half the time the first runs (left: uniform in 0–1 s, the second behind
+  // it: 1–2 s), half the time the last (0–1 s, nothing behind). P(drain > x) = (2 − x) / 2 on 1–2.
+  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 0.99), 1.98, 1e-9);
+  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 0.75), 1.5, 1e-9);
+  // One long kernel among short ones is hit in proportion to its length.
+  const std::vector<double> kernels = {0.001, 0.001, 0.1, 0.001, 0.001};
+  EXPECT_GT(drain_quantile_s(kernels, 0.99), 0.09);
+  EXPECT_DOUBLE_EQ(drain_quantile_s({}, 0.99), 0.0);
+}
+
+TEST(CapShare, AHostPacedRequestHoldsTheGpuLongerThanItsKernelsRun) {
+  const sim::ShareTwin twin(test::data_dir());
+  const auto t = build_cap_share_table(scenario(twin, kJobs), twin);
+  // ResNet50 BS-1 on the twin: its 7.7 GFLOP at 5 TFLOP/s, the rest of its 8.25 ms dispatch.
+  EXPECT_LT(t.fg.back().busy_s, 0.3 * t.fg.back().gpu_s);
+  for (const auto& bg : t.bg) {
+    EXPECT_GT(bg.busy_s, 0.9 * bg.gpu_s);  // training keeps the GPU busy
+    EXPECT_GT(bg.drain_p99_s, 0.0);
+  }
+}
+
 TEST(CapShare, ATighterCapOrALiveForegroundNeverGetsMoreBackground) {
   const sim::ShareTwin twin(test::data_dir());
   const CapShareController c(build_cap_share_table(scenario(twin, kJobs), twin));

@@ -76,18 +76,20 @@ constexpr double eps = 1e-9;
 // slowdown, no process overhead, no MPS gain; `pipelines_at_once` as StepModel's.
 class ScriptedModel final : public StepModel {
  public:
-  explicit ScriptedModel(std::function<StepProfile(const JobSpec&)> profile, double pipelines_at_once = 0.0)
-      : profile_(std::move(profile)), pipelines_at_once_(pipelines_at_once) {}
+  explicit ScriptedModel(std::function<StepProfile(const JobSpec&)> profile, double pipelines_at_once = 0.0, int queue_depth = 0)
+      : profile_(std::move(profile)), pipelines_at_once_(pipelines_at_once), queue_depth_(queue_depth) {}
   StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override { return profile_(job); }
   double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
   double host_slowdown_with_cpu_job() const override { return 0; }
   double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
   double mps_capacity() const override { return 1; }
   double input_pipelines_at_once() const override { return pipelines_at_once_; }
+  int stream_queue_depth() const override { return queue_depth_; }
 
  private:
   std::function<StepProfile(const JobSpec&)> profile_;
   double pipelines_at_once_;
+  int queue_depth_;
 };
 
 // Every job: a 10 ms input pipeline, then one 1 ms kernel, on a host that runs one pipeline at
@@ -155,17 +157,49 @@ TEST(ShareSwitchflow, APreemptionDuringTheLastKernelsLetsTheStepFinish) {
   EXPECT_EQ(job(r, "bg").steps_done, 20);
 }
 
-TEST(ShareThreads, KernelsOfBothJobsAlternateInTheOneStream) {
-  // fg's four kernels enter the stream at 0.0905 s behind bg's kernel 7 (running until 0.092)
-  // and kernel 8 (launched): they run 0.097–0.101. bg's kernel 9, launched at 0.092, comes after.
+TEST(ShareThreads, ARequestsFeedWaitsForTheStreamAndItsKernelsQueueBehindTheOthers) {
+  // fg's input is ready at 0.0905 s, when bg's kernel 7 runs (until 0.092) and kernel 8 is
+  // launched: its feed waits for both (0.097). Meanwhile bg launched kernel 9 (at 0.092, its
+  // window of 2 free again): fg's four kernels run after it, 0.102–0.106.
   const auto r = simulate_share(
       scenario(Policy::threads, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
   const auto& fg = job(r, "fg");
   ASSERT_EQ(fg.latencies.samples().size(), 5U);
-  EXPECT_NEAR(fg.latencies.samples()[0], 0.011, eps);
+  EXPECT_NEAR(fg.latencies.samples()[0], 0.016, eps);
   EXPECT_TRUE(r.preemptions.empty());
   EXPECT_EQ(job(r, "bg").steps_redone, 0);
   EXPECT_EQ(job(r, "bg").steps_done, 20);
+}
+
+// A launch queue of three kernels, shared: bg (ten kernels of 1 ms, launched as fast as the host
+// can, no window of its own) fills it at 0; its fourth launch blocks. fg (two kernels of 0.1 ms)
+// is ready at 0.5 ms: its feed waits for bg's three queued kernels (until 3 ms). Its launches then
+// take turns with bg's blocked ones, in the order they blocked: fg's first enters at 4 ms (bg's
+// sixth entered at 3), bg's seventh at 5, fg's second at 6; fg's kernels run 6–6.1 and 7.1–7.2.
+TEST(ShareThreads, TheLaunchQueueIsSharedAndBlockedLaunchesEnterInTurn) {
+  const ScriptedModel queued(
+      [](const JobSpec& job) {
+        StepProfile p;
+        p.kernels_s.assign(job.mode == Mode::training ? 10 : 2, job.mode == Mode::training ? 0.001 : 0.0001);
+        return p;
+      },
+      0.0, 3);
+  const auto r = simulate_share(
+      scenario(Policy::threads, {"bg=train:a:steps=1", "fg=infer:b:batch=1:priority=high:requests=1:start=0.0005"}), queued);
+  const auto& fg = job(r, "fg");
+  ASSERT_EQ(fg.latencies.samples().size(), 1U);
+  EXPECT_NEAR(fg.latencies.samples()[0], 0.0072 - 0.0005, eps);
+  EXPECT_NEAR(job(r, "bg").end_s, 0.0102, eps);  // ten kernels and fg's two in between
+  // Without a queue limit bg launches all ten at once, and fg's kernels wait behind them all.
+  const ScriptedModel unlimited(
+      [](const JobSpec& job) {
+        StepProfile p;
+        p.kernels_s.assign(job.mode == Mode::training ? 10 : 2, job.mode == Mode::training ? 0.001 : 0.0001);
+        return p;
+      });
+  const auto u = simulate_share(
+      scenario(Policy::threads, {"bg=train:a:steps=1", "fg=infer:b:batch=1:priority=high:requests=1:start=0.0005"}), unlimited);
+  EXPECT_NEAR(job(u, "fg").latencies.samples()[0], 0.0102 - 0.0005, eps);
 }
 
 TEST(ShareThreads, EachSyncPointWaitsBehindWhatTheOthersLaunched) {

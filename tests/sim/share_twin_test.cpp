@@ -17,9 +17,35 @@ TEST(ShareTwin, TrainingStepsMatchTheCalibratedThroughputEndToEnd) {
   // Fig. 7(b): 222.8 img/s solo, host stage included (within the 2 % step-to-step variation).
   EXPECT_NEAR(32.0 / (p.host_s + p.device_s()), 222.8, 222.8 * 0.06);
   EXPECT_EQ(p.kernels_s.size(), 1124U);
-  EXPECT_GT(p.launch_window, 0);
+  // GPU-paced: dispatched at 27 µs an op, its kernels fill the device stage.
+  EXPECT_DOUBLE_EQ(p.launch_s, 2.7e-5);
+  double kernels = 0.0;
+  for (const double k : p.kernels_s) kernels += k;
+  EXPECT_GT(kernels, 0.95 * p.device_s());
+  EXPECT_EQ(p.launch_window, 0);  // no window of its own: the stream's launch queue bounds it
+  EXPECT_EQ(twin.stream_queue_depth(), 256);
   EXPECT_GT(p.state_bytes, 195.0 * 1024 * 1024);
   EXPECT_EQ(p.state_variables, 320 + 214);
+}
+
+TEST(ShareTwin, ABatchOneInferenceIsHostPacedAndAloneTakesItsCalibratedTime) {
+  const ShareTwin twin(test::data_dir());
+  const auto gpu = twin.device("rtx2080ti");
+  const auto j = job("a=infer:keras_densenet121:batch=1");
+  const auto p = twin.step(j, gpu, 0);
+  double kernels = 0.0;
+  for (const double k : p.kernels_s) kernels += k;
+  // Its GPU work is its FLOPs (2 × 2.834 GMAC) at 5 TFLOP/s; the rest of its 13.92 ms is the
+  // host dispatching 430 ops.
+  EXPECT_NEAR(kernels, 2.0 * 2.8342e9 / 5e12, 1e-4);
+  EXPECT_EQ(p.kernels_s.size(), 430U);
+  EXPECT_GT(p.launch_s * 430, 0.8 * twin.device_stage_s(j, gpu));
+  // Alone, the request (host stage, launches and kernels) takes the Fig. 6 SwitchFlow bar, within
+  // the step-to-step variation of its kernels.
+  EXPECT_NEAR(p.host_s + p.device_s(), 13.92e-3, 13.92e-3 * 0.01);
+  // NMT's decoder syncs at each of its 60 decode steps.
+  const auto nmt = twin.step(job("a=infer:nmt_wmt16:batch=1"), gpu, 0);
+  EXPECT_EQ(nmt.sync_every, static_cast<int>(nmt.kernels_s.size()) / 60);
 }
 
 TEST(ShareTwin, TheCpuIsTwelveTimesSlowerThanThe1080Ti) {

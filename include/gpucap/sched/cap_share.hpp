@@ -22,7 +22,8 @@ namespace gpucap::sched {
 struct CapShareForeground {
   double clock_mhz = 0.0;
   double latency_s = 0.0;     // one request alone: host stage + kernels
-  double gpu_s = 0.0;         // its kernels
+  double gpu_s = 0.0;         // its device stage: it holds the GPU this long (launches and kernels)
+  double busy_s = 0.0;        // of which its kernels run (the GPU draws busy power only then)
   double busy_power_w = 0.0;  // while they run
 };
 
@@ -30,8 +31,12 @@ struct CapShareBackground {
   double clock_mhz = 0.0;
   int batch_size = 0;
   double host_s = 0.0;
-  double gpu_s = 0.0;          // one step's kernels
-  double largest_kernel_s = 0.0;
+  double gpu_s = 0.0;          // one step's device stage (launches and kernels)
+  double busy_s = 0.0;         // of which its kernels run
+  // What a preemption waits for, at the 99th percentile: the kernel in flight (hit in
+  // proportion to its length, a uniform part of it left) and the one launched behind it (the
+  // background's launch window of kCapShareBackgroundWindow).
+  double drain_p99_s = 0.0;
   double busy_power_w = 0.0;
 };
 
@@ -53,6 +58,11 @@ struct CapShareTable {
 
 // The launch window the background gets.
 inline constexpr int kCapShareBackgroundWindow = 2;
+
+// The drain a request arriving at a random moment of a step of `kernels_s` (launched two at a
+// time, back to back) waits for, at `quantile` (0..1): the residual of the kernel in flight plus
+// the kernel after it.
+[[nodiscard]] double drain_quantile_s(const std::vector<double>& kernels_s, double quantile);
 
 class CapShareController final : public ShareController {
  public:

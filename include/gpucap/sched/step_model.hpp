@@ -29,7 +29,8 @@ struct StepProfile {
   // (a preemption waits for the chunk in flight, as it waits for a kernel).
   std::vector<double> kernels_s;
   // How the framework feeds a GPU's one stream: it launches the step's kernels one every launch_s
-  // (host dispatch), keeping at most launch_window of them queued or running (0: no limit), and
+  // (host dispatch per op), keeping at most launch_window of them queued or running (0: no limit
+  // of its own; the stream's launch queue, StepModel::stream_queue_depth, still bounds it), and
   // after every sync_every kernels (0: never) waits for the GPU to finish before launching more
   // (a while loop on the host, as in a recurrent decoder). Kernels already launched cannot be
   // recalled: a preemption waits for them to drain.
@@ -47,8 +48,10 @@ struct StepProfile {
   double state_bytes = 0.0;       // what a migration moves (the persistent variables)
   int state_variables = 0;        // how many tensors that is
 
-  // The device stage alone: kernels back to back, none shorter than its launch.
-  [[nodiscard]] double device_s() const;
+  // The device stage alone, with every kernel taking kernel_time_scale times as long (a clock
+  // other than the GPU's own): its launches and kernels as the simulator runs them
+  // (stream_chain.hpp).
+  [[nodiscard]] double device_s(double kernel_time_scale = 1.0) const;
 };
 
 // What a GPU clock other than the GPU's own does to a job's kernels: their time, and the part of
@@ -81,6 +84,10 @@ class StepModel {
   // How many input pipelines the host runs at full speed at once (0: as many as there are): with
   // n running, each takes max(1, n / this) times as long. SwitchFlow Fig. 10.
   [[nodiscard]] virtual double input_pipelines_at_once() const;
+  // How many kernels a GPU stream's launch queue holds, queued and running (0: no limit). A
+  // launch into a full queue blocks the launching host thread; blocked launches enter in the
+  // order they blocked, whichever job they are of (docs/simulator.md, "Free sharing").
+  [[nodiscard]] virtual int stream_queue_depth() const;
   // The SM clocks a controller may lock `device` at, ascending (empty: none; the default), and
   // what a clock does to a job's kernels (the default: nothing).
   [[nodiscard]] virtual std::vector<double> clock_levels_mhz(const DeviceInfo& device) const;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct ShareModelFacts {
   double infer_activation_bytes_per_image = 0.0;
   int kernels_per_train_step = 0;
   int kernels_per_inference = 0;
+  double gmacs_per_image = 0.0;  // at the twin's input size (0: not known)
 };
 
 struct ShareDeviceFacts {
@@ -61,6 +63,7 @@ class ShareTwin final : public sched::StepModel {
   [[nodiscard]] double process_overhead_bytes(const sched::DeviceInfo& device) const override;
   [[nodiscard]] double mps_capacity() const override;
   [[nodiscard]] double input_pipelines_at_once() const override;
+  [[nodiscard]] int stream_queue_depth() const override;
   [[nodiscard]] std::vector<double> clock_levels_mhz(const sched::DeviceInfo& device) const override;
   [[nodiscard]] sched::ClockScaling clock_scaling(const sched::DeviceInfo& device, sched::Mode mode,
                                                   double clock_mhz) const override;
@@ -75,6 +78,16 @@ class ShareTwin final : public sched::StepModel {
   std::map<std::string, ShareDeviceFacts> devices_;
   std::shared_ptr<const Calibration> calibration_;
   std::uint64_t seed_ = 1;
+
+  // A step's kernels before its jitter, and its host's dispatch (ShareTwin::step).
+  struct Feed {
+    std::vector<double> kernels_s;
+    double launch_s = 0.0;
+    int sync_every = 0;
+  };
+  const Feed& feed_for(const sched::JobSpec& job, const sched::DeviceInfo& device) const;
+  mutable std::mutex feeds_mutex_;
+  mutable std::map<std::string, Feed> feeds_;  // by model, mode, batch and device; never erased
 };
 
 }  // namespace gpucap::sim
