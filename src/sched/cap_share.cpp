@@ -42,31 +42,40 @@ double kernels_s(const StepProfile& p, double time_scale) {
   return total;
 }
 
-// P(drain > x) for drain_quantile_s: kernel i is in flight with probability k_i / K, its
-// residual uniform in [0, k_i], and k_{i+1} (0 after the last) waits behind it.
-double drain_exceeds(const std::vector<double>& kernels_s, double total_s, double x) {
-  double p = 0.0;
+// The kernels launched behind kernel i within a window: i + 1 … i + window − 1 (of the step).
+std::vector<double> behind_s(const std::vector<double>& kernels_s, int window) {
+  std::vector<double> behind(kernels_s.size(), 0.0);
   for (std::size_t i = 0; i < kernels_s.size(); ++i) {
-    const double next = i + 1 < kernels_s.size() ? kernels_s[i + 1] : 0.0;
-    p += std::clamp(kernels_s[i] - std::max(0.0, x - next), 0.0, kernels_s[i]);
+    for (std::size_t k = i + 1; k < kernels_s.size() && k < i + static_cast<std::size_t>(std::max(1, window)); ++k) {
+      behind[i] += kernels_s[k];
+    }
   }
+  return behind;
+}
+
+// P(drain > x) for drain_quantile_s: kernel i is in flight with probability k_i / K, its
+// residual uniform in [0, k_i], and `behind[i]` waits after it.
+double drain_exceeds(const std::vector<double>& kernels_s, const std::vector<double>& behind, double total_s, double x) {
+  double p = 0.0;
+  for (std::size_t i = 0; i < kernels_s.size(); ++i) p += std::clamp(kernels_s[i] - std::max(0.0, x - behind[i]), 0.0, kernels_s[i]);
   return p / total_s;
 }
 
 }  // namespace
 
-double drain_quantile_s(const std::vector<double>& kernels_s, double quantile) {
+double drain_quantile_s(const std::vector<double>& kernels_s, int window, double quantile) {
+  const auto behind = behind_s(kernels_s, window);
   double total = 0.0;
   double hi = 0.0;
   for (std::size_t i = 0; i < kernels_s.size(); ++i) {
     total += kernels_s[i];
-    hi = std::max(hi, kernels_s[i] + (i + 1 < kernels_s.size() ? kernels_s[i + 1] : 0.0));
+    hi = std::max(hi, kernels_s[i] + behind[i]);
   }
   if (!(total > 0.0)) return 0.0;
   double lo = 0.0;
   for (int i = 0; i < 60; ++i) {  // P(drain > x) falls with x
     const double mid = 0.5 * (lo + hi);
-    (drain_exceeds(kernels_s, total, mid) > 1.0 - quantile ? lo : hi) = mid;
+    (drain_exceeds(kernels_s, behind, total, mid) > 1.0 - quantile ? lo : hi) = mid;
   }
   return hi;
 }
@@ -94,9 +103,10 @@ CapShareTable build_cap_share_table(const ShareScenario& scenario, const StepMod
     JobSpec spec = *bg;
     spec.batch_size = b;
     bg_profiles.push_back(model.step(spec, scenario.gpu, 0));
+    bg_profiles.back().launch_window = kCapShareBackgroundWindow;  // as the controller runs it
   }
   std::vector<double> drains;
-  for (const auto& p : bg_profiles) drains.push_back(drain_quantile_s(p.kernels_s, kDrainQuantile));
+  for (const auto& p : bg_profiles) drains.push_back(drain_quantile_s(p.kernels_s, kCapShareBackgroundWindow, kDrainQuantile));
   for (const double f : levels) {
     const auto fs = model.clock_scaling(scenario.gpu, Mode::inference, f);
     const double fg_gpu = fg_profile.device_s(fs.time);

@@ -89,7 +89,7 @@ struct Device {
   int queue_depth = 0;                 // streams: kernels the launch queue holds, running included (0: no limit)
   std::deque<int> blocked;             // streams: jobs whose launch waits for room, in the order they blocked
   std::uint64_t kernels_entered = 0;   // streams: kernels launched into it so far
-  std::uint64_t kernels_finished = 0;  // streams: of those, run to the end (in order: a prefix)
+  std::uint64_t kernels_finished = 0;  // streams: of those, run to the end or dropped with a job that died
   // Streams: jobs waiting until the stream has run every kernel launched before they asked
   // (kernels_finished reaches the number), in the order they asked.
   std::deque<std::pair<std::uint64_t, int>> barrier;
@@ -202,6 +202,10 @@ class Simulation {
   void enter_stream(int j);
 
   static bool queue_full(const Device& d);
+
+  // The job no longer waits for room in the launch queue or at a barrier (a new stage, a drain,
+  // the job's end).
+  void leave_stream_queues(Device& d, int j);
 
   // A kernel left the stream: jobs at a barrier it ends go on, then blocked launches enter.
   void stream_advanced(int device);

@@ -94,8 +94,7 @@ void Simulation::start_kernels(int j) {
   r.preempted = false;
   r.launch_pending = false;
   Device& d = device_at(r.device);
-  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
-  r.launch_blocked = false;
+  leave_stream_queues(d, j);
   if (r.profile.kernels_s.empty()) {  // nothing on the device: the step is its host stage
     end_of_kernels(r.device, j);
     return;
@@ -158,6 +157,14 @@ void Simulation::enter_stream(int j) {
   try_launch(j);
 }
 
+void Simulation::leave_stream_queues(Device& d, int j) {
+  Run& r = run_at(j);
+  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
+  d.barrier.erase(std::remove_if(d.barrier.begin(), d.barrier.end(), [j](const auto& b) { return b.second == j; }), d.barrier.end());
+  r.launch_blocked = false;
+  r.at_barrier = false;
+}
+
 bool Simulation::queue_full(const Device& d) {
   const std::size_t held = d.stream.size() + (d.running != kNone ? 1U : 0U);
   return d.queue_depth > 0 && held >= static_cast<std::size_t>(d.queue_depth);
@@ -168,7 +175,7 @@ void Simulation::stream_advanced(int device) {
   while (!d.barrier.empty() && d.barrier.front().first <= d.kernels_finished) {
     const int j = d.barrier.front().second;
     d.barrier.pop_front();
-    begin_launching(j);
+    if (run_at(j).at_barrier && run_at(j).phase == Phase::device) begin_launching(j);
   }
   while (!d.blocked.empty() && !queue_full(d)) {
     const int j = d.blocked.front();
@@ -225,8 +232,7 @@ void Simulation::drained(int device, int j) {
   r.preempted = false;
   ++r.token;  // its pending launch, if any, is void
   r.launch_pending = false;
-  r.launch_blocked = false;
-  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
+  leave_stream_queues(d, j);
   d.owner = kNone;
   serve_next(device);
   if (scenario_.resume_preempted && !migration_target(j)) {

@@ -432,13 +432,13 @@ void Simulation::leave_device(int j) {
   }
   Device& d = device_at(r.device);
   d.waiting.erase(std::remove(d.waiting.begin(), d.waiting.end(), j), d.waiting.end());
-  // A process that died: its queued kernels never run (they count as finished for the barriers;
-  // under threads an out-of-memory death ends every job of the process at once).
+  // A process that died: its queued kernels never run. They count as finished for the barriers,
+  // which may then open a kernel or two early for a job still waiting (none does today: under
+  // threads an out-of-memory death ends every job of the process at once).
   const auto queued = static_cast<std::uint64_t>(std::count(d.stream.begin(), d.stream.end(), j));
   d.stream.erase(std::remove(d.stream.begin(), d.stream.end(), j), d.stream.end());
   d.kernels_finished += queued;
-  d.blocked.erase(std::remove(d.blocked.begin(), d.blocked.end(), j), d.blocked.end());
-  d.barrier.erase(std::remove_if(d.barrier.begin(), d.barrier.end(), [j](const auto& b) { return b.second == j; }), d.barrier.end());
+  leave_stream_queues(d, j);
   if (d.discipline == Discipline::sharing) {
     if (std::find(d.active.begin(), d.active.end(), j) != d.active.end()) {
       update_sharing(d);

@@ -49,7 +49,7 @@ ClockScaling StepModel::clock_scaling(const DeviceInfo& /*device*/, Mode /*mode*
 double StepProfile::device_s(double kernel_time_scale) const {
   std::vector<double> kernels = kernels_s;
   for (auto& k : kernels) k *= kernel_time_scale;
-  return stream_chain_s(kernels, launch_s, sync_every);
+  return stream_chain_s(kernels, launch_s, sync_every, launch_window);
 }
 
 CapFigures cap_figures(const ShareScenario& scenario, const ShareResult& result) {

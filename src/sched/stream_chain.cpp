@@ -10,14 +10,17 @@ constexpr int kBisections = 60;  // halves the bracket to ~1e-18 of its width: e
 
 }  // namespace
 
-double stream_chain_s(const std::vector<double>& kernels_s, double launch_s, int sync_every) {
+double stream_chain_s(const std::vector<double>& kernels_s, double launch_s, int sync_every, int window) {
+  std::vector<double> ends(kernels_s.size());
   double last_launch = 0.0;
   double end = 0.0;
   for (std::size_t i = 0; i < kernels_s.size(); ++i) {
     double at = last_launch + launch_s;
     if (sync_every > 0 && i > 0 && i % static_cast<std::size_t>(sync_every) == 0) at = std::max(at, end);
+    if (window > 0 && i >= static_cast<std::size_t>(window)) at = std::max(at, ends[i - static_cast<std::size_t>(window)]);
     last_launch = at;
     end = std::max(end, at) + kernels_s[i];
+    ends[i] = end;
   }
   return end;
 }

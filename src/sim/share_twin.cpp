@@ -417,6 +417,7 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
   const auto& m = model(job.model);
   const bool training = job.mode == sched::Mode::training;
   const bool on_cpu = device.kind == sched::DeviceKind::cpu;
+  check(job, device);  // the feed's cache is by model, mode, batch and device only
   sched::StepProfile p;
   const Feed& feed = feed_for(job, device);
   Noise jitter(derive_seed(seed_ ^ name_seed(job.name + "/" + job.model), static_cast<std::uint64_t>(step)));

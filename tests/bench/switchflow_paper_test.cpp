@@ -45,9 +45,9 @@ TEST(SwitchflowPaper, Fig6SwitchflowBarsWithinTwentyFivePercent) {
     if (row.quantity == "SwitchFlow ms") {
       EXPECT_TRUE(row.within()) << row.panel << " " << row.case_name;
     }
-    within += row.within() ? 1 : 0;
+    if (row.role != "other reading") within += row.within() ? 1 : 0;
   }
-  EXPECT_GE(within, 45) << to_markdown(r);  // 49 of 84 when this was written
+  EXPECT_GE(within, 38) << to_markdown(r);  // 42 of 63 when this was written (the p95 rows left out)
 }
 
 // Issue 39: every number is marked by what it did to the twin, and the report's first count is of

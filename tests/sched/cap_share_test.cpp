@@ -35,12 +35,16 @@ TEST(CapShare, TheTableHasEveryClockAndHalvedBatches) {
 TEST(CapShare, TheDrainAtAQuantileIsTheKernelInFlightPlusTheOneBehindIt) {
   // Two kernels of 1 s: half the time the first runs (left: uniform in 0–1 s, the second behind
   // it: 1–2 s), half the time the last (0–1 s, nothing behind). P(drain > x) = (2 − x) / 2 on 1–2.
-  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 0.99), 1.98, 1e-9);
-  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 0.75), 1.5, 1e-9);
+  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 2, 0.99), 1.98, 1e-9);
+  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 2, 0.75), 1.5, 1e-9);
   // One long kernel among short ones is hit in proportion to its length.
   const std::vector<double> kernels = {0.001, 0.001, 0.1, 0.001, 0.001};
-  EXPECT_GT(drain_quantile_s(kernels, 0.99), 0.09);
-  EXPECT_DOUBLE_EQ(drain_quantile_s({}, 0.99), 0.0);
+  EXPECT_GT(drain_quantile_s(kernels, 2, 0.99), 0.09);
+  EXPECT_DOUBLE_EQ(drain_quantile_s({}, 2, 0.99), 0.0);
+  // A window of 1: only the kernel in flight, uniform over 0–1 s.
+  EXPECT_NEAR(drain_quantile_s({1.0, 1.0}, 1, 0.9), 0.9, 1e-9);
+  // A window of 3 over three kernels: the first in flight has both others behind it (2–3 s).
+  EXPECT_NEAR(drain_quantile_s({1.0, 1.0, 1.0}, 3, 0.99), 2.97, 1e-9);
 }
 
 TEST(CapShare, AHostPacedRequestHoldsTheGpuLongerThanItsKernelsRun) {

@@ -9,88 +9,13 @@
 #include <map>
 
 #include "gpucap/core/error.hpp"
+#include "hand_models.hpp"
 
 namespace gpucap::sched {
 namespace {
 
-// "train": 1 ms of host work, then 10 kernels of 5 ms; "infer": 0.5 ms host, 4 kernels of 1 ms;
-// "pure": 10 kernels of 5 ms and no host work. Training jobs keep two kernels launched (window 2),
-// inference launches all at once; launches take no time. GPU "slow" runs kernels 1.5× longer, the
-// CPU 12×.
-class HandModel final : public StepModel {
- public:
-  StepProfile step(const JobSpec& job, const DeviceInfo& device, std::int64_t) const override {
-    StepProfile p;
-    const double scale = device.kind == DeviceKind::cpu ? 12.0 : device.id == "slow" ? 1.5 : 1.0;
-    if (job.model == "rnn") {  // 4 decode steps of 5 kernels, the host waiting after each
-      p.kernels_s.assign(20, 0.0001 * scale);
-      p.sync_every = 5;
-      p.busy_power_w = 120.0;
-    } else if (job.model == "infer") {
-      p.host_s = 0.0005;
-      p.kernels_s.assign(4, 0.001 * scale);
-      p.busy_power_w = 150.0;
-      p.persistent_bytes = 1e8;
-      p.activation_bytes = 1e8;
-    } else {
-      p.host_s = job.model == "pure" ? 0.0 : 0.001;
-      p.kernels_s.assign(10, 0.005 * scale);
-      p.launch_window = 2;
-      p.busy_power_w = 200.0;
-      p.persistent_bytes = 1e9;
-      p.activation_bytes = 2e9;
-      p.state_bytes = 1e9;
-      p.state_variables = 100;
-    }
-    return p;
-  }
-  double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0.01 + 1e9 / 10e9; }
-  double host_slowdown_with_cpu_job() const override { return 0.5; }
-  double process_overhead_bytes(const DeviceInfo&) const override { return 0.5e9; }
-  double mps_capacity() const override { return 1.4; }
-};
+using namespace test;  // NOLINT(google-build-using-namespace): the hand models and helpers
 
-DeviceInfo gpu(const std::string& id = "fast", double memory = 11e9) { return {id, DeviceKind::gpu, memory, 50.0, 250.0}; }
-DeviceInfo cpu() { return {"cpu", DeviceKind::cpu, 0.0, 100.0, 300.0}; }
-
-ShareScenario scenario(Policy policy, std::vector<std::string> jobs, std::optional<DeviceInfo> lpu = std::nullopt) {
-  ShareScenario s;
-  s.gpu = gpu();
-  s.lpu = std::move(lpu);
-  s.policy = policy;
-  for (const auto& text : jobs) s.jobs.push_back(parse_job_spec(text));
-  return s;
-}
-
-const JobOutcome& job(const ShareResult& r, const std::string& name) {
-  for (const auto& j : r.jobs) {
-    if (j.name == name) return j;
-  }
-  throw std::runtime_error("no job " + name);
-}
-
-const HandModel model;
-constexpr double eps = 1e-9;
-
-// A step model for one test: `profile` answers every step of a job; no transfers, no host
-// slowdown, no process overhead, no MPS gain; `pipelines_at_once` as StepModel's.
-class ScriptedModel final : public StepModel {
- public:
-  explicit ScriptedModel(std::function<StepProfile(const JobSpec&)> profile, double pipelines_at_once = 0.0, int queue_depth = 0)
-      : profile_(std::move(profile)), pipelines_at_once_(pipelines_at_once), queue_depth_(queue_depth) {}
-  StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override { return profile_(job); }
-  double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-  double host_slowdown_with_cpu_job() const override { return 0; }
-  double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
-  double mps_capacity() const override { return 1; }
-  double input_pipelines_at_once() const override { return pipelines_at_once_; }
-  int stream_queue_depth() const override { return queue_depth_; }
-
- private:
-  std::function<StepProfile(const JobSpec&)> profile_;
-  double pipelines_at_once_;
-  int queue_depth_;
-};
 
 // Every job: a 10 ms input pipeline, then one 1 ms kernel, on a host that runs one pipeline at
 // full speed.
@@ -155,68 +80,6 @@ TEST(ShareSwitchflow, APreemptionDuringTheLastKernelsLetsTheStepFinish) {
   EXPECT_NEAR(r.preemptions[0].latency_s, 0.0095, eps);
   EXPECT_EQ(job(r, "bg").steps_redone, 0);
   EXPECT_EQ(job(r, "bg").steps_done, 20);
-}
-
-TEST(ShareThreads, ARequestsFeedWaitsForTheStreamAndItsKernelsQueueBehindTheOthers) {
-  // fg's input is ready at 0.0905 s, when bg's kernel 7 runs (until 0.092) and kernel 8 is
-  // launched: its feed waits for both (0.097). Meanwhile bg launched kernel 9 (at 0.092, its
-  // window of 2 free again): fg's four kernels run after it, 0.102–0.106.
-  const auto r = simulate_share(
-      scenario(Policy::threads, {"bg=train:train:steps=20", "fg=infer:infer:batch=1:priority=high:requests=5:start=0.09"}), model);
-  const auto& fg = job(r, "fg");
-  ASSERT_EQ(fg.latencies.samples().size(), 5U);
-  EXPECT_NEAR(fg.latencies.samples()[0], 0.016, eps);
-  EXPECT_TRUE(r.preemptions.empty());
-  EXPECT_EQ(job(r, "bg").steps_redone, 0);
-  EXPECT_EQ(job(r, "bg").steps_done, 20);
-}
-
-// A launch queue of three kernels, shared: bg (ten kernels of 1 ms, launched as fast as the host
-// can, no window of its own) fills it at 0; its fourth launch blocks. fg (two kernels of 0.1 ms)
-// is ready at 0.5 ms: its feed waits for bg's three queued kernels (until 3 ms). Its launches then
-// take turns with bg's blocked ones, in the order they blocked: fg's first enters at 4 ms (bg's
-// sixth entered at 3), bg's seventh at 5, fg's second at 6; fg's kernels run 6–6.1 and 7.1–7.2.
-TEST(ShareThreads, TheLaunchQueueIsSharedAndBlockedLaunchesEnterInTurn) {
-  const ScriptedModel queued(
-      [](const JobSpec& job) {
-        StepProfile p;
-        p.kernels_s.assign(job.mode == Mode::training ? 10 : 2, job.mode == Mode::training ? 0.001 : 0.0001);
-        return p;
-      },
-      0.0, 3);
-  const auto r = simulate_share(
-      scenario(Policy::threads, {"bg=train:a:steps=1", "fg=infer:b:batch=1:priority=high:requests=1:start=0.0005"}), queued);
-  const auto& fg = job(r, "fg");
-  ASSERT_EQ(fg.latencies.samples().size(), 1U);
-  EXPECT_NEAR(fg.latencies.samples()[0], 0.0072 - 0.0005, eps);
-  EXPECT_NEAR(job(r, "bg").end_s, 0.0102, eps);  // ten kernels and fg's two in between
-  // Without a queue limit bg launches all ten at once, and fg's kernels wait behind them all.
-  const ScriptedModel unlimited(
-      [](const JobSpec& job) {
-        StepProfile p;
-        p.kernels_s.assign(job.mode == Mode::training ? 10 : 2, job.mode == Mode::training ? 0.001 : 0.0001);
-        return p;
-      });
-  const auto u = simulate_share(
-      scenario(Policy::threads, {"bg=train:a:steps=1", "fg=infer:b:batch=1:priority=high:requests=1:start=0.0005"}), unlimited);
-  EXPECT_NEAR(job(u, "fg").latencies.samples()[0], 0.0102 - 0.0005, eps);
-}
-
-TEST(ShareThreads, EachSyncPointWaitsBehindWhatTheOthersLaunched) {
-  const auto threads = simulate_share(
-      scenario(Policy::threads, {"bg=train:pure:steps=400", "fg=infer:rnn:batch=1:priority=high:requests=20:start=0.0021"}),
-      model);
-  const auto flow = simulate_share(scenario(Policy::switchflow,
-                                            {"bg=train:pure:steps=400", "fg=infer:rnn:batch=1:priority=high:requests=20:start=0.0021"},
-                                            gpu("slow")),
-                                   model);
-  // Under threads each of the 4 segments enters the stream behind at least one 5 ms bg kernel.
-  for (const double latency : job(threads, "fg").latencies.samples()) EXPECT_GE(latency, 4 * 0.005);
-  // Under switchflow fg holds the GPU through its sync points, and bg has moved to the LPU: after
-  // the first request's drain, 2 ms each.
-  const auto& fg = job(flow, "fg");
-  EXPECT_LE(fg.latencies.samples()[0], 0.002 + 0.010 + eps);
-  for (std::size_t i = 1; i < fg.latencies.samples().size(); ++i) EXPECT_NEAR(fg.latencies.samples()[i], 0.002, eps) << i;
 }
 
 TEST(ShareSwitchflow, ALaunchBoundJobRunsNoFasterThanItsLaunches) {

@@ -28,6 +28,15 @@ TEST(StreamChain, ASyncPointHoldsTheNextLaunchUntilTheGpuIsDone) {
   EXPECT_NEAR(stream_chain_s({5.0, 0.1, 0.1, 0.1}, 1.0, 0), 6.3, 1e-12);
 }
 
+TEST(StreamChain, ALaunchWindowHoldsALaunchUntilTheKernelThatManyBeforeItEnds) {
+  // Window 1: launch 1 runs 1–6; launch 2 waits for it (6–6.1); launch 3 at max(7, 6.1): 7–7.1.
+  EXPECT_NEAR(stream_chain_s({5.0, 0.1, 0.1}, 1.0, 0, 1), 7.1, 1e-12);
+  // Window 2: launches at 1 and 2; the third waits for the first (6: runs 6.1–6.2); the fourth at
+  // max(7, the second's end 6.1): 7–7.1.
+  EXPECT_NEAR(stream_chain_s({5.0, 0.1, 0.1, 0.1}, 1.0, 0, 2), 7.1, 1e-12);
+  EXPECT_NEAR(stream_chain_s({5.0, 0.1, 0.1}, 1.0, 0, 0), 6.2, 1e-12);
+}
+
 TEST(StreamChain, KernelsAreScaledToTheTargetAndStayInShape) {
   const auto k = kernels_for_chain({1.0, 3.0}, 0.5, 10.0);
   ASSERT_EQ(k.size(), 2U);

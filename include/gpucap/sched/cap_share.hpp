@@ -31,11 +31,10 @@ struct CapShareBackground {
   double clock_mhz = 0.0;
   int batch_size = 0;
   double host_s = 0.0;
-  double gpu_s = 0.0;          // one step's device stage (launches and kernels)
+  double gpu_s = 0.0;          // one step's device stage (launches and kernels), in its launch window
   double busy_s = 0.0;         // of which its kernels run
-  // What a preemption waits for, at the 99th percentile: the kernel in flight (hit in
-  // proportion to its length, a uniform part of it left) and the one launched behind it (the
-  // background's launch window of kCapShareBackgroundWindow).
+  // What a preemption waits for, at the 99th percentile, with the background's launch window of
+  // kCapShareBackgroundWindow (drain_quantile_s).
   double drain_p99_s = 0.0;
   double busy_power_w = 0.0;
 };
@@ -59,10 +58,11 @@ struct CapShareTable {
 // The launch window the background gets.
 inline constexpr int kCapShareBackgroundWindow = 2;
 
-// The drain a request arriving at a random moment of a step of `kernels_s` (launched two at a
-// time, back to back) waits for, at `quantile` (0..1): the residual of the kernel in flight plus
-// the kernel after it.
-[[nodiscard]] double drain_quantile_s(const std::vector<double>& kernels_s, double quantile);
+// The drain a request arriving at a random moment of a step of `kernels_s` (run back to back,
+// `window` of them launched at a time) waits for, at `quantile` (0..1): the residual of the kernel
+// in flight (hit in proportion to its length, a uniform part of it left) plus the window − 1
+// kernels launched behind it.
+[[nodiscard]] double drain_quantile_s(const std::vector<double>& kernels_s, int window, double quantile);
 
 class CapShareController final : public ShareController {
  public:

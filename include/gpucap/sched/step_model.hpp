@@ -49,8 +49,8 @@ struct StepProfile {
   int state_variables = 0;        // how many tensors that is
 
   // The device stage alone, with every kernel taking kernel_time_scale times as long (a clock
-  // other than the GPU's own): its launches and kernels as the simulator runs them
-  // (stream_chain.hpp).
+  // other than the GPU's own): its launches, launch window, sync points and kernels as the
+  // simulator runs them on a stream of its own (stream_chain.hpp).
   [[nodiscard]] double device_s(double kernel_time_scale = 1.0) const;
 };
 
