@@ -35,8 +35,8 @@ struct ShareTwin::Calibration {
   double kernel_spread_sigma = 1.0;
   double step_jitter = 0.0;
   // Free sharing (docs/simulator.md): the stream's launch queue, a training op's host dispatch,
-  // and how a BS-1 inference splits its time between the GPU (its FLOPs at infer_flop_rate, at
-  // most infer_max_gpu_share of it) and the host's per-op dispatch (the rest).
+  // and how an inference splits its time between the GPU (its FLOPs at infer_flop_rate, at most
+  // infer_max_gpu_share of it) and the host's per-op dispatch (the rest).
   int queue_depth = 0;
   double train_launch_s = 0.0;
   double infer_flop_rate = 1.0;
@@ -457,9 +457,10 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
 // Kernels: a fixed, seeded spread of sizes per model and mode (large convolutions and many small
 // element-wise ops). How the stage's time splits between them and the host's per-op dispatch
 // (docs/simulator.md, "Free sharing"): a training step keeps the GPU busy, its ops dispatched
-// every train_launch_s; a BS-1 inference is host-paced, its GPU work its FLOPs at
-// infer_flop_rate and the rest of its time dispatch. Either way the job alone takes its
-// calibrated stage time. Solved once per (model, mode, batch, device).
+// every train_launch_s (at most half its time per op); an inference's GPU work is its FLOPs at
+// infer_flop_rate (at most infer_max_gpu_share of its time) and the rest is dispatch, so a BS-1
+// request is host-paced. Either way the job alone takes its calibrated stage time. Solved once
+// per (model, mode, batch, device).
 const ShareTwin::Feed& ShareTwin::feed_for(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
   const bool training = job.mode == sched::Mode::training;
   const std::string key = fmt::format("{}/{}/{}/{}", job.model, training ? "train" : "infer", job.batch_size, device.id);
