@@ -325,6 +325,39 @@ void run_fig10(const sim::ShareTwin& twin, const JsonFields& paper, std::vector<
   }
 }
 
+// --- The real H200 run (docs/measurements/2026-11-26-NVIDIA_H200, §3) ---
+
+// gpucap's own LibTorch run: a BS-1 MobileNetV2 inference alone, then beside a ResNet-18 training
+// job under free sharing and under switchflow. The twin runs the same jobs on its h200; the
+// preempted job waits on the GPU (the twin's CPU is the paper's server's, which has no figures for
+// these models), where the real run moved it to the CPU.
+void run_h200(const sim::ShareTwin& twin, const JsonFields& paper, std::vector<PaperRow>& rows) {
+  const auto real = paper.object("real_h200");
+  const auto gpu = real.string("gpu");
+  const auto lpu = real.string("lpu");
+  const auto fg = fmt::format("fg=infer:{}:batch=1:priority=high:requests={}:warmup={}:start={}", real.string("inference"),
+                              real.positive_integer("requests"), real.integer("warmup_requests"), real.non_negative("start_s"));
+  const auto bg = fmt::format("bg=train:{}:batch=32:until=fg", real.string("background"));
+  const auto solo = outcome(run(twin, gpu, std::nullopt, sched::Policy::threads, {fg}), "fg");
+  const auto threads = run(twin, gpu, std::nullopt, sched::Policy::threads, {bg, fg});
+  const auto flow = outcome(run(twin, gpu, lpu == "none" ? std::nullopt : std::optional(lpu), sched::Policy::switchflow, {bg, fg}), "fg");
+  const auto ms = [](const sched::JobOutcome& j, double p) { return 1e3 * j.latencies.percentile(p); };
+  const auto measured = [&](const char* policy, const char* key) { return real.object(policy).positive(key); };
+  const std::string name = fmt::format("{} inference / {} training", real.string("inference"), real.string("background"));
+  const auto& tf = outcome(threads, "fg");
+  const double solo_p95 = measured("solo", "p95_ms");
+  // The solo median sets the request's time (calibration.json, gpus.h200); the training job's
+  // throughput over its run sets its step. Everything else checks.
+  rows.push_back({"H200", name, "solo p50 ms", measured("solo", "p50_ms"), ms(solo, 50), kFig6Bar, "set"});
+  rows.push_back({"H200", name, "solo p95 ms", solo_p95, ms(solo, 95), kFig6Bar, ""});
+  rows.push_back({"H200", name, "threads p50 ms", measured("threads", "p50_ms"), ms(tf, 50), kFig6Bar, ""});
+  rows.push_back({"H200", name, "threads p95 / solo p95", measured("threads", "p95_ms") / solo_p95, ms(tf, 95) / ms(solo, 95), kFig6Bar, ""});
+  rows.push_back({"H200", name, "switchflow p95 / solo p95", measured("switchflow", "p95_ms") / solo_p95, ms(flow, 95) / ms(solo, 95),
+                  kFig6Bar, ""});
+  rows.push_back({"H200", "threads", "background img/s", measured("threads", "background_img_s"),
+                  throughput_within(threads, "bg", 32, 0.0, outcome(threads, "bg").end_s), kFig6Bar, "set"});
+}
+
 const char* title(SwitchflowExperiment e) {
   switch (e) {
     case SwitchflowExperiment::fig6: return "Fig. 6 — latency of a high-priority BS-1 inference beside a training job";
@@ -333,6 +366,7 @@ const char* title(SwitchflowExperiment e) {
     case SwitchflowExperiment::fig10: return "Fig. 10 — interleaving the executors of independent models (JPEG input)";
     case SwitchflowExperiment::fig8: return "Fig. 8 — input reuse between two identical models (JPEG input)";
     case SwitchflowExperiment::fig9: return "Fig. 9 — input reuse among two or three different models, V100 inference";
+    case SwitchflowExperiment::h200: return "A BS-1 inference beside training on a real H200 (gpucap share --platform torch)";
   }
   return "";
 }
@@ -348,11 +382,12 @@ std::optional<SwitchflowExperiment> parse_switchflow_matrix(const std::string& n
   if (name == "switchflow-fig10") return SwitchflowExperiment::fig10;
   if (name == "switchflow-fig8") return SwitchflowExperiment::fig8;
   if (name == "switchflow-fig9") return SwitchflowExperiment::fig9;
+  if (name == "switchflow-h200") return SwitchflowExperiment::h200;
   return std::nullopt;
 }
 
 std::vector<std::string> switchflow_matrix_names() {
-  return {"switchflow-fig6", "switchflow-fig7", "switchflow-table1", "switchflow-fig8", "switchflow-fig9", "switchflow-fig10"};
+  return {"switchflow-fig6", "switchflow-fig7", "switchflow-table1", "switchflow-fig8", "switchflow-fig9", "switchflow-fig10", "switchflow-h200"};
 }
 
 bool PaperRow::within() const {
@@ -377,12 +412,17 @@ PaperReport run_switchflow_experiment(SwitchflowExperiment experiment, const sim
     case SwitchflowExperiment::fig10: run_fig10(twin, paper, report.rows); break;
     case SwitchflowExperiment::fig8: run_reuse(twin, paper, "fig8", "8", report.rows); break;
     case SwitchflowExperiment::fig9: run_reuse(twin, paper, "fig9", "9 ", report.rows); break;
+    case SwitchflowExperiment::h200: run_h200(twin, paper, report.rows); break;
   }
   return report;
 }
 
 std::string to_markdown(const PaperReport& report) {
-  std::string md = fmt::format("# {} (SwitchFlow, Middleware'21) — paper against the share twin\n\n", title(report.experiment));
+  const bool real = report.experiment == SwitchflowExperiment::h200;  // gpucap's own measurement, not the paper's
+  std::string md = real ? fmt::format("# {} — the real run against the share twin\n\nThe \"paper\" column is gpucap's own "
+                                      "measurement (real, docs/measurements/2026-11-26-NVIDIA_H200, section 3).\n\n",
+                                      title(report.experiment))
+                        : fmt::format("# {} (SwitchFlow, Middleware'21) — paper against the share twin\n\n", title(report.experiment));
   md += "Every twin figure is simulated. Each number is marked by what it did to the twin. (set): it sets a parameter\n"
         "of the twin by itself; (fit): a parameter shared by several numbers was fitted to it and its neighbours\n"
         "(docs/simulator.md); (derived): it follows from set or fitted numbers by the twin's construction (a ratio of\n"
@@ -431,9 +471,10 @@ void write_switchflow_svg(const PaperReport& report, const std::string& svg) {
   const std::size_t rows = (panels.size() + columns - 1) / columns;
   std::string script = fmt::format(
       "set terminal svg size {},{} dynamic enhanced font 'sans,10'\nset output '{}'\n"
-      "set multiplot layout {},{} title '{} — share twin (simulated) against the paper' noenhanced\n"
+      "set multiplot layout {},{} title '{} — share twin (simulated) against the {}' noenhanced\n"
       "set logscale xy\nset grid\nset key top left\nset xlabel 'paper'\nset ylabel 'twin'\n",
-      380 * columns, 340 * rows, svg, rows, columns, title(report.experiment));
+      380 * columns, 340 * rows, svg, rows, columns, title(report.experiment),
+      report.experiment == SwitchflowExperiment::h200 ? "real run" : "paper");
   constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
   for (const auto& panel : panels) {
     std::vector<std::string> quantities;

@@ -141,6 +141,7 @@ void list_matrices(const std::string& data_dir, bool json) {
       {"switchflow-fig8", "SwitchFlow Fig. 8: two identical models sharing one JPEG input pipeline"},
       {"switchflow-fig9", "SwitchFlow Fig. 9: two or three different models sharing one input pipeline (V100)"},
       {"switchflow-fig10", "SwitchFlow Fig. 10: interleaving independent models with JPEG input pipelines"},
+      {"switchflow-h200", "The share twin's h200 against gpucap's real H200 run: a BS-1 inference beside training"},
       {"switchflow-cap", "gpucap's capshare against SwitchFlow and the best static setting under a stepping cap"}};
   for (const auto& [id, description] : share) {
     if (json) {
@@ -172,7 +173,7 @@ void list_share(const std::string& data_dir, bool json) {
     if (json) {
       out["devices"].push_back({{"id", id}, {"kind", gpu ? "gpu" : "cpu"}, {"memory_bytes", d.memory_bytes}, {"max_power_w", d.max_power_w}});
     } else {
-      fmt::print("  {:<10} {}{}\n", id, gpu ? "GPU" : "CPU", gpu ? fmt::format(", {:.1f} GiB for TF, {:g} W", d.memory_bytes / (1024.0 * 1024 * 1024), d.max_power_w) : "");
+      fmt::print("  {:<10} {}{}\n", id, gpu ? "GPU" : "CPU", gpu ? fmt::format(", {:.1f} GiB usable, {:g} W", d.memory_bytes / (1024.0 * 1024 * 1024), d.max_power_w) : "");
     }
   }
   if (json) std::cout << out.dump(2) << "\n";

@@ -310,7 +310,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--lpu-threads", flags->lpu_threads, "torch: intra-op threads of a job moved to a CPU LPU")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--gpu", flags->gpu, "The shared GPU: rtx2080ti, gtx1080ti or v100")->capture_default_str();
+  cmd->add_option("--gpu", flags->gpu, "The shared GPU: rtx2080ti, gtx1080ti, v100 (the paper's, Keras models) or h200 (torch_resnet18, torch_mobilenet_v2)")->capture_default_str();
   cmd->add_option("--lpu", flags->lpu,
                   "Where switchflow moves a preempted job: another GPU, cpu, or none (it waits); torch: a device string")
       ->capture_default_str();

@@ -16,6 +16,9 @@ namespace gpucap::sim {
 struct ShareTwin::Calibration {
   struct Gpu {
     std::map<std::string, double> train_img_s;   // BS 32
+    // A BS-32 step's GPU time, where it is known apart from the step: the rest of the step is its
+    // host stage (LibTorch's trainer draws its batch on the CPU), not the synthetic copy.
+    std::map<std::string, double> train_gpu_s;
     std::map<std::string, double> infer_bs1_s;
     std::string relative_to;                     // figures missing here: that GPU's, / relative_speed
     double relative_speed = 1.0;
@@ -97,6 +100,13 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
     ShareTwin::Calibration::Gpu gpu;
     gpu.train_img_s = number_map(g, "train_bs32_img_s", 1.0);
     if (g.has("infer_bs1_ms")) gpu.infer_bs1_s = number_map(g, "infer_bs1_ms", 1e-3);
+    if (g.has("train_bs32_gpu_ms")) gpu.train_gpu_s = number_map(g, "train_bs32_gpu_ms", 1e-3);
+    for (const auto& [model, gpu_s] : gpu.train_gpu_s) {
+      const auto step = gpu.train_img_s.find(model);
+      if (step == gpu.train_img_s.end() || gpu_s >= kCalibratedBatch / step->second) {
+        throw g.error("train_bs32_gpu_ms", fmt::format("{}: needs a train_bs32_img_s whose step is longer than its GPU time", model));
+      }
+    }
     gpu.relative_to = g.string_or("relative_to", "");
     gpu.relative_speed = g.positive_or("relative_speed", 1.0);
     c.gpus[id] = std::move(gpu);
@@ -225,9 +235,10 @@ std::map<std::string, ShareDeviceFacts> read_devices(const std::string& file) {
     f.info.id = id;
     f.info.kind = sched::DeviceKind::gpu;
     f.name = g.string_or("name", id);
-    f.info.memory_bytes = memory.has("tf_memory_limit_bytes_switchflow_server")
-                              ? memory.positive("tf_memory_limit_bytes_switchflow_server")
-                              : memory.positive("tf_memory_limit_gib_estimate") * kGiB;
+    // What the framework may allocate: TF's limit on the paper's servers, else an estimate.
+    f.info.memory_bytes = memory.has("tf_memory_limit_bytes_switchflow_server") ? memory.positive("tf_memory_limit_bytes_switchflow_server")
+                          : memory.has("usable_gib_estimate")                   ? memory.positive("usable_gib_estimate") * kGiB
+                                                                                 : memory.positive("tf_memory_limit_gib_estimate") * kGiB;
     f.info.idle_power_w = power.has("idle_with_cuda_context_w") ? power.positive("idle_with_cuda_context_w")
                                                                  : power.positive("idle_power_w");
     f.info.max_power_w = power.positive("default_power_limit_w");
@@ -353,8 +364,16 @@ std::optional<double> jpeg_host_s_per_image(const ShareTwin::Calibration& c, con
   return std::nullopt;
 }
 
-// Host stage of a step: the synthetic batch's copy to the GPU and the session's own overhead.
-double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, int batch, bool training, bool on_cpu) {
+// Host stage of a step: the synthetic batch's copy to the GPU and the session's own overhead —
+// or, where the GPU's table gives a training step's GPU time, the rest of that step (per image).
+double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, int batch, bool training, bool on_cpu,
+                    const std::string& gpu) {
+  if (training && !on_cpu) {
+    const auto& g = c.gpus.at(gpu);
+    if (const auto it = g.train_gpu_s.find(m.id); it != g.train_gpu_s.end()) {
+      return (kCalibratedBatch / g.train_img_s.at(m.id) - it->second) * batch / kCalibratedBatch;
+    }
+  }
   const double input_bytes = 4.0 * 3.0 * m.input_size * m.input_size * batch;
   return (training ? c.train_session_overhead_s : c.session_overhead_s) + (on_cpu ? 0.0 : input_bytes / c.pcie_bytes_per_s);
 }
@@ -364,7 +383,7 @@ double host_stage_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, i
 // The step's host stage: a JPEG pipeline (Fig. 3) or the synthetic batch's copy.
 double step_host_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, const sched::JobSpec& job, const std::string& gpu,
                    bool on_cpu) {
-  if (!job.jpeg_input) return host_stage_s(c, m, job.batch_size, job.mode == sched::Mode::training, on_cpu);
+  if (!job.jpeg_input) return host_stage_s(c, m, job.batch_size, job.mode == sched::Mode::training, on_cpu, gpu);
   return *jpeg_host_s_per_image(c, job.model, gpu, job.mode == sched::Mode::training) * job.batch_size;
 }
 
@@ -397,12 +416,12 @@ double ShareTwin::device_stage_s(const sched::JobSpec& job, const sched::DeviceI
   const double scale = on_cpu ? c.cpu_slowdown : 1.0;
   const auto& m = model(job.model);
   // The figures are end to end: a step's host stage (input copy, session overhead) is taken out.
-  const double t1 = std::max(0.1 * *infer_bs1_s(c, job.model, gpu), *infer_bs1_s(c, job.model, gpu) - host_stage_s(c, m, 1, false, false));
+  const double t1 = std::max(0.1 * *infer_bs1_s(c, job.model, gpu), *infer_bs1_s(c, job.model, gpu) - host_stage_s(c, m, 1, false, false, gpu));
   if (job.model == kNmt) return t1 * scale;
   // A forward pass: t1 + (b − 1)·t_img, with t_img such that (1 + backward) forwards at BS 32
   // make the calibrated training step.
   const double passes = 1.0 + c.backward_factor;
-  const double t32 = *train_step_s(c, job.model, gpu) - host_stage_s(c, m, kCalibratedBatch, true, false);
+  const double t32 = *train_step_s(c, job.model, gpu) - host_stage_s(c, m, kCalibratedBatch, true, false, gpu);
   double per_image = std::max(0.0, (t32 / passes - t1) / (kCalibratedBatch - 1));
   // Inference where Fig. 3 gives a BS-128 GPU time: the line through BS 1 and BS 128 instead.
   if (job.mode == sched::Mode::inference) {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "gpucap/core/error.hpp"
 #include "support/paths.hpp"
 
@@ -100,6 +104,42 @@ TEST(ShareTwin, KernelTimesVaryFromStepToStepButNotBetweenRuns) {
   const auto j = job("a=train:keras_inception_v3:batch=32");
   EXPECT_EQ(a.step(j, gpu, 3).kernels_s, b.step(j, gpu, 3).kernels_s);
   EXPECT_NE(a.step(j, gpu, 3).kernels_s, a.step(j, gpu, 4).kernels_s);
+}
+
+// The H200 of gpucap's real LibTorch run: a training step's GPU time is given apart from the step
+// (7.02 ms of its 37.1 ms at 862.6 img/s), and the rest is its host stage — the batch drawn on
+// the CPU — not the synthetic copy.
+TEST(ShareTwin, AnH200TrainingStepIsItsGpuTimeAfterItsHostStage) {
+  const ShareTwin twin(test::data_dir());
+  const auto gpu = twin.device("h200");
+  const auto p = twin.step(job("a=train:torch_resnet18:batch=32"), gpu, 0);
+  EXPECT_NEAR(p.device_s(), 7.02e-3, 7.02e-3 * 0.03);  // the step-to-step variation of its kernels
+  EXPECT_NEAR(p.host_s, 32.0 / 862.6 - 7.02e-3, 1e-9);
+  EXPECT_EQ(p.kernels_s.size(), 429U);  // models.json: the LibTorch rule of scripts/sched_model_facts.py
+  const auto half = twin.step(job("a=train:torch_resnet18:batch=16"), gpu, 0);
+  EXPECT_NEAR(half.host_s, p.host_s / 2.0, 1e-9);  // drawn per image
+  const auto request = twin.step(job("a=infer:torch_mobilenet_v2:batch=1"), gpu, 0);
+  EXPECT_NEAR(request.host_s + request.device_s(), 3.27e-3, 3.27e-3 * 0.01);
+  // The paper's GPUs have no figures for the torchvision models, nor the H200 for Keras's.
+  EXPECT_THROW(twin.check(job("a=train:torch_resnet18"), twin.device("rtx2080ti")), Error);
+  EXPECT_THROW(twin.check(job("a=train:keras_resnet50"), gpu), Error);
+}
+
+TEST(ShareTwin, AGpuTimeLongerThanItsStepIsBadData) {
+  const test::TempDir dir;
+  const std::filesystem::path root(dir.path());
+  std::filesystem::copy(test::data_dir() + "/sched", root / "sched");
+  const auto file = root / "sched" / "calibration.json";
+  auto json = nlohmann::json::parse(std::ifstream(file));
+  json["gpus"]["h200"]["train_bs32_gpu_ms"]["torch_resnet18"] = 40.0;  // its step is 37.1 ms
+  std::ofstream(file) << json.dump();
+  try {
+    const ShareTwin twin(dir.path());
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find("train_bs32_gpu_ms"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ShareTwin, UnknownOrUnmodelledJobsAreUsageErrors) {

@@ -14,7 +14,7 @@
 
 namespace gpucap::bench {
 
-enum class SwitchflowExperiment { fig6, fig7, table1, fig8, fig9, fig10 };
+enum class SwitchflowExperiment { fig6, fig7, table1, fig8, fig9, fig10, h200 };
 
 // "switchflow-fig6" → fig6 ...; nullopt for another name.
 [[nodiscard]] std::optional<SwitchflowExperiment> parse_switchflow_matrix(const std::string& name);
