@@ -147,16 +147,47 @@ def capped_section(out, sweeps, twin):
     print()
 
 
-def share_section(out):
+# The share twin knows one GPU of gpucap's real runs, with the torchvision models those runs train.
+SHARE_TWIN_GPUS = {"h200": "h200"}
+
+
+def share_twin_run(gpucap, gpu, policy, specs):
+    """The share twin's run of the measured jobs (torch_<model>); None where it cannot."""
+    if not gpucap or not gpu:
+        return None
+    jobs = []
+    for spec in specs:
+        name, rest = spec.split("=", 1)
+        mode, model, *keys = rest.split(":")
+        jobs += ["--job", ":".join([f"{name}={mode}", f"torch_{model}", *keys])]
+    # switchflow: the preempted job waits on the GPU (the twin's CPU is the paper's server's).
+    command = [gpucap, "share", "--gpu", gpu, "--policy", "threads" if policy == "solo" else policy, "--lpu", "none",
+               "--json", *jobs]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    return next(j for j in json.loads(done.stdout)["jobs"] if j["name"] == "fg")["latency_ms"]
+
+
+def share_section(out, gpucap, twin_gpu):
     solo = load(os.path.join(out, "share-solo.json"))
     if not solo:
         return
     solo_p95 = next(j for j in solo["jobs"] if j["name"] == "fg")["latency_ms"]["p95"]
+    share_gpu = SHARE_TWIN_GPUS.get(twin_gpu) if gpucap else None
     print("## 3. A BS-1 MobileNetV2 inference (high priority) beside ResNet18 training (BS 32)\n")
-    print("`gpucap share --platform torch`; the low-priority device of switchflow is the CPU. The share twin models "
-          "the paper's GPUs (1080 Ti, 2080 Ti, V100) and Keras models only: no twin column.\n")
-    print("| policy | fg p50 ms | fg p95 ms | fg p99 ms | p95 / solo | background img/s |")
-    print("|---|---:|---:|---:|---:|---:|")
+    if share_gpu:
+        print("`gpucap share --platform torch`; the low-priority device of switchflow is the CPU. **twin**: the share "
+              f"twin's `{share_gpu}` with the same jobs (`torch_*` models); under switchflow its preempted job waits on "
+              "the GPU (`--lpu none`: the twin's CPU is the paper's server's). `gpucap bench --matrix switchflow-h200` "
+              "compares the two.\n")
+    else:
+        print("`gpucap share --platform torch`; the low-priority device of switchflow is the CPU. The share twin "
+              "knows the paper's GPUs and the H200 only: no twin column.\n")
+    print("| policy | fg p50 ms | fg p95 ms | fg p99 ms | p95 / solo | background img/s | twin p50 ms | twin p95 ms "
+          "| twin p95 / solo |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    twin_solo = None
     for policy in ("solo", "threads", "switchflow"):
         r = load(os.path.join(out, f"share-{policy}.json"))
         if not r:
@@ -165,8 +196,13 @@ def share_section(out):
         bg = next((j for j in r["jobs"] if j["name"] == "bg"), None)
         lat = fg["latency_ms"]
         background = f"{bg['throughput_img_s']:.1f}" if bg else "–"
+        tw = share_twin_run(gpucap, share_gpu, policy, [j["spec"] for j in r["jobs"]])
+        if policy == "solo":
+            twin_solo = tw
+        twin_cols = (f"{tw['p50']:.2f} | {tw['p95']:.2f} | {tw['p95'] / twin_solo['p95']:.2f}" if tw and twin_solo
+                     else "– | – | –")
         print(f"| {policy} | {lat['p50']:.2f} | {lat['p95']:.2f} | {lat['p99']:.2f} | {lat['p95'] / solo_p95:.2f} | "
-              f"{background} |")
+              f"{background} | {twin_cols} |")
     print()
 
 
@@ -198,7 +234,7 @@ def main():
         print(notes.split("\n\n", 1)[1] + "\n")
     sweeps_section(out, sweeps, twin, twin_cap_w)
     capped_section(out, sweeps, twin)
-    share_section(out)
+    share_section(out, args.gpucap, twin_gpu)
 
 
 if __name__ == "__main__":
