@@ -147,8 +147,8 @@ def capped_section(out, sweeps, twin):
     print()
 
 
-# The share twin knows one GPU of gpucap's real runs, with the torchvision models those runs train.
-SHARE_TWIN_GPUS = {"h200": "h200"}
+# The GPUs of gpucap's real runs the share twin knows, with the torchvision models those runs train.
+SHARE_TWIN_GPUS = {"h200"}
 
 
 def share_twin_run(gpucap, gpu, policy, specs):
@@ -163,10 +163,12 @@ def share_twin_run(gpucap, gpu, policy, specs):
     # switchflow: the preempted job waits on the GPU (the twin's CPU is the paper's server's).
     command = [gpucap, "share", "--gpu", gpu, "--policy", "threads" if policy == "solo" else policy, "--lpu", "none",
                "--json", *jobs]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        jobs = json.loads(done.stdout)["jobs"] if done.returncode == 0 else []
+    except (subprocess.TimeoutExpired, ValueError, KeyError):
         return None
-    return next(j for j in json.loads(done.stdout)["jobs"] if j["name"] == "fg")["latency_ms"]
+    return next((j["latency_ms"] for j in jobs if j["name"] == "fg"), None)
 
 
 def share_section(out, gpucap, twin_gpu):
@@ -174,7 +176,7 @@ def share_section(out, gpucap, twin_gpu):
     if not solo:
         return
     solo_p95 = next(j for j in solo["jobs"] if j["name"] == "fg")["latency_ms"]["p95"]
-    share_gpu = SHARE_TWIN_GPUS.get(twin_gpu) if gpucap else None
+    share_gpu = twin_gpu if gpucap and twin_gpu in SHARE_TWIN_GPUS else None
     print("## 3. A BS-1 MobileNetV2 inference (high priority) beside ResNet18 training (BS 32)\n")
     if share_gpu:
         print("`gpucap share --platform torch`; the low-priority device of switchflow is the CPU. **twin**: the share "

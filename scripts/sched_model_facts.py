@@ -12,7 +12,7 @@ so parameter counts can be checked against the Keras Applications table and ever
 
 Two torchvision models (torch_resnet18, torch_mobilenet_v2: the real H200 run of
 `gpucap share --platform torch`) are rebuilt in the same op lists in PyTorch's layout; their
-kernels follow LibTorch's rule (torch_kernels) instead of TF's.
+kernels follow LibTorch's rule instead of TF's (scripts/sched_model_facts_torch.py).
 
 Usage:
   scripts/sched_model_facts.py                 # writes data/sched/models.json
@@ -613,59 +613,6 @@ ALT_224 = {
 
 
 # ----------------------------------------------------------------------------------------
-# Two torchvision models for the real H200 run (docs/measurements/2026-11-26-NVIDIA_H200, §3:
-# `gpucap share --platform torch`, LibTorch): the same op lists in PyTorch's layout
-# (torchvision 0.15+ resnet.py and mobilenetv2.py; convs without bias, padding inside the conv)
-# ----------------------------------------------------------------------------------------
-
-def torch_resnet18():
-    g = Graph("torch_resnet18")
-    x = g.input(3, 224, 224)
-    x = g.conv(x, 64, 7, 2, "same", bias=False)   # padding 3: 112 x 112, as "same"
-    x = g.act(g.bn(x), "relu")
-    x = g.pool(x, "max", 3, 2, "same")           # padding 1: 56 x 56
-    for f, s in [(64, 1), (128, 2), (256, 2), (512, 2)]:
-        for b in range(2):
-            stride = s if b == 0 else 1
-            y = g.act(g.bn(g.conv(x, f, 3, stride, "same", bias=False)), "relu")
-            y = g.bn(g.conv(y, f, 3, 1, "same", bias=False))
-            short = x
-            if stride != 1 or x.shape[0] != f:
-                short = g.bn(g.conv(x, f, 1, stride, "same", bias=False))
-            x = g.act(g.add([y, short]), "relu")
-    x = g.gap(x)
-    g.dense(x, 1000, name="fc")
-    return g
-
-
-def torch_mobilenet_v2():
-    """torchvision's MobileNetV2 is Keras's layer for layer (same weights and MACs) without the
-    Pad ops (PyTorch pads inside the conv) and with a Dropout before the classifier."""
-    g = Graph("torch_mobilenet_v2")
-    x = g.input(3, 224, 224)
-    x = g.act(g.bn(g.conv(x, 32, 3, 2, "same", bias=False)), "relu6")
-    for bid, (f, s, e) in enumerate(MOBILENET_V2_BLOCKS):
-        inp = x
-        cin = x.shape[0]
-        if bid:
-            x = g.act(g.bn(g.conv(x, e * cin, 1, bias=False)), "relu6")
-        x = g.act(g.bn(g.dwconv(x, 3, s, "same")), "relu6")
-        x = g.bn(g.conv(x, f, 1, bias=False))
-        if cin == f and s == 1:
-            x = g.add([inp, x])
-    x = g.act(g.bn(g.conv(x, 1280, 1, bias=False)), "relu6")
-    x = g.dropout(g.gap(x))
-    g.dense(x, 1000, name="classifier")
-    return g
-
-
-TORCH_BUILDERS = {
-    "torch_resnet18": (torch_resnet18, "ResNet-18", 11689512),
-    "torch_mobilenet_v2": (torch_mobilenet_v2, "MobileNetV2", 3504872),
-}
-
-
-# ----------------------------------------------------------------------------------------
 # Kernel-count rule (TF 1.13, GPU, one training step / one inference batch)
 # ----------------------------------------------------------------------------------------
 
@@ -704,36 +651,6 @@ def bwd_kernels(op):
     if t in ("Add", "Reshape", "Softmax"):
         return 0                                   # same-shape Add: identity; Softmax in loss
     raise ValueError(t)
-
-
-# ----------------------------------------------------------------------------------------
-# Kernel-count rule for LibTorch (gpucap's own trainer, src/engine/torch_trainer.cpp: a staged
-# TorchScript model run by the plain interpreter, no fusion)
-# ----------------------------------------------------------------------------------------
-
-TORCH_FWD = {"Conv2D": 1, "DepthwiseConv2dNative": 1, "FusedBatchNorm": 1, "Relu": 1,
-             "Relu6": 1, "MaxPool": 1, "Mean": 1, "Add": 1, "MatMul": 1, "BiasAdd": 0,
-             "Dropout": 0}  # BiasAdd: inside addmm; Dropout: none in eval
-TORCH_BN_TRAIN_EXTRA = 1  # num_batches_tracked += 1 (the running stats update in the BN kernel)
-TORCH_DROPOUT_TRAIN = 2   # bernoulli mask, mul
-TORCH_LOSS = 2 + 3        # cross_entropy forward (log_softmax, nll_loss) and backward (3)
-TORCH_OPT_PER_PARAM = 3   # momentum SGD: buf.mul_(m).add_(grad); p.add_(buf, -lr)
-TORCH_BACKUP_PER_BN = 3   # each stage's BN buffers copied before its forward (a step may be abandoned)
-
-
-def torch_kernels(g):
-    """(inference kernels, training-step kernels) of a torchvision model by the rule above."""
-    inf = sum(TORCH_FWD[op.type] for op in g.ops)
-    bns = sum(1 for op in g.ops if op.type == "FusedBatchNorm")
-    drop = sum(1 for op in g.ops if op.type == "Dropout")
-    fwd = inf + bns * TORCH_BN_TRAIN_EXTRA + drop * TORCH_DROPOUT_TRAIN
-    bwd = sum(bwd_kernels(op) for op in g.ops if op.type != "BiasAdd")  # bias grad: 1 each
-    bwd += sum(1 for op in g.ops if op.type == "BiasAdd")
-    # a tensor read by two ops gets its two gradients summed (residual adds)
-    bwd += sum(1 for t in g.tensors if t.rg and len(t.consumers) > 1)
-    params = sum(1 for op in g.ops for v in op.vars if v[2])
-    opt = params * TORCH_OPT_PER_PARAM
-    return inf, fwd + TORCH_LOSS + bwd + opt + bns * TORCH_BACKUP_PER_BN
 
 
 def saved_for_backward(op):
@@ -1145,51 +1062,8 @@ def main():
         "used_in_paper": "inference only (Fig. 6d); no training figures",
     }
 
-    for mid, (ctor, name, params_trainable) in TORCH_BUILDERS.items():
-        g = ctor()
-        a = analyse(g)
-        assert a["params_trainable"] == params_trainable, (mid, a["params_trainable"])
-        k_inf, k_train = torch_kernels(g)
-        bns = sum(1 for op in g.ops if op.type == "FusedBatchNorm")
-        print(f"{mid:28s} {a['params_total']:11d} {a['params_trainable']:11d} "
-              f"{a['variables_total'] + bns:5d} {a['variables_trainable']:5d} {'':8s} {'':8s} "
-              f"{a['gmacs']:7.3f} {a['sum_out_mib']:7.2f} {a['saved_mib']:7.2f} "
-              f"{a['train_peak_mib']:7.2f} {a['infer_peak_mib']:6.2f} {k_inf:5d} {k_train:6d}")
-        models[mid] = {
-            "name": "torchvision " + name,
-            "framework": "LibTorch (gpucap share --platform torch: a staged TorchScript export "
-                         "of scripts/export_models.py run by src/engine/torch_trainer.cpp), "
-                         "1000 classes",
-            "input_size": 224,
-            "params_total": a["params_total"],
-            "params_trainable": a["params_trainable"],
-            "params_non_trainable": a["params_total"] - a["params_trainable"],
-            "variables_total": a["variables_total"] + bns,  # + num_batches_tracked per BN
-            "variables_trainable": a["variables_trainable"],
-            "weights_mib": round(a["params_total"] * F32 / MIB, 3),
-            "gmacs_per_image": round(a["gmacs"], 4),
-            "train_activation_mib_per_image": a["saved_mib"],
-            "train_peak_activation_mib_per_image": a["train_peak_mib"],
-            "infer_peak_activation_mib_per_image": a["infer_peak_mib"],
-            "gpu_kernels_per_inference": k_inf,
-            "gpu_kernels_per_train_step": k_train,
-            "mac_layers": a["mac_layers"],
-            "sources": [
-                "layer structure: pytorch/vision torchvision/models/"
-                + ("resnet.py" if "resnet" in mid else "mobilenetv2.py"),
-                "params_trainable cross-checked: torchvision's model table "
-                "(pytorch.org/vision/stable/models.html)",
-                "kernels: the LibTorch rule of scripts/sched_model_facts.py (torch_kernels: "
-                "gpucap's trainer, momentum SGD in three ops per parameter, BN buffers saved "
-                "before each stage)",
-            ],
-            "exactness": {
-                "params": "exact (layer list)",
-                "gmacs_per_image": "exact count of conv/linear multiply-accumulates",
-                "activations": "derived by the Keras rule above (not measured)",
-                "kernels": "estimate by the stated rule (not profiled)",
-            },
-        }
+    import sched_model_facts_torch  # the torchvision models of the real H200 run (their own file)
+    models.update(sched_model_facts_torch.entries())
 
     if args.torch:
         print("\ntorchvision cross-check (batch 1; params, GMACs, sum of leaf-module outputs MiB)")

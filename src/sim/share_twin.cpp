@@ -103,8 +103,10 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
     if (g.has("train_bs32_gpu_ms")) gpu.train_gpu_s = number_map(g, "train_bs32_gpu_ms", 1e-3);
     for (const auto& [model, gpu_s] : gpu.train_gpu_s) {
       const auto step = gpu.train_img_s.find(model);
-      if (step == gpu.train_img_s.end() || gpu_s >= kCalibratedBatch / step->second) {
-        throw g.error("train_bs32_gpu_ms", fmt::format("{}: needs a train_bs32_img_s whose step is longer than its GPU time", model));
+      if (step == gpu.train_img_s.end()) throw g.error("train_bs32_gpu_ms", fmt::format("{}: has no train_bs32_img_s on {}", model, id));
+      if (gpu_s >= kCalibratedBatch / step->second) {
+        throw g.error("train_bs32_gpu_ms", fmt::format("{}: {:g} ms is not shorter than its step, {:.4g} ms ({:g} img/s at BS 32)", model,
+                                                       1e3 * gpu_s, 1e3 * kCalibratedBatch / step->second, step->second));
       }
     }
     gpu.relative_to = g.string_or("relative_to", "");
@@ -112,6 +114,10 @@ ShareTwin::Calibration read_calibration(const std::string& file) {
     c.gpus[id] = std::move(gpu);
   }
   for (const auto& [id, gpu] : c.gpus) {
+    // A step given as GPU time and host stage apart does not scale as one figure by relative_speed.
+    if (const auto it = c.gpus.find(gpu.relative_to); it != c.gpus.end() && !it->second.train_gpu_s.empty()) {
+      throw gpus.object(id).error("relative_to", fmt::format("'{}' gives its steps' GPU time apart (train_bs32_gpu_ms): not scalable", gpu.relative_to));
+    }
     if (!gpu.relative_to.empty() && !c.gpus.contains(gpu.relative_to)) {
       throw gpus.object(id).error("relative_to", fmt::format("'{}' is not a GPU of this file", gpu.relative_to));
     }
@@ -220,8 +226,8 @@ std::map<std::string, ShareModelFacts> read_models(const std::string& file, int 
   return out;
 }
 
-// devices.json (data/sched/README.md): the GPUs with the memory TF could use on the paper's
-// servers and their power, and the host CPU.
+// devices.json (data/sched/README.md): the GPUs with the memory their framework could use (TF's
+// on the paper's servers) and their power, and the host CPU.
 std::map<std::string, ShareDeviceFacts> read_devices(const std::string& file) {
   const auto json = load_json_file(file);
   const JsonFields top(json, file);
@@ -401,6 +407,11 @@ void ShareTwin::check(const sched::JobSpec& job, const sched::DeviceInfo& device
   }
   if (job.model != kNmt && !train_step_s(c, job.model, gpu)) {
     throw usage_error(fmt::format("the share twin has no training timing of {} on {}", job.model, device.id));
+  }
+  // Where a step's host stage is known only for training (the batch drawn on the CPU), an
+  // inference batch's is not: only the BS-1 request was measured.
+  if (job.mode == sched::Mode::inference && job.batch_size != 1 && c.gpus.at(gpu).train_gpu_s.contains(job.model)) {
+    throw usage_error(fmt::format("the share twin has {}'s inference on {} at batch 1 only (the measured request)", job.model, device.id));
   }
   if (job.jpeg_input && !jpeg_host_s_per_image(c, job.model, gpu, job.mode == sched::Mode::training)) {
     throw usage_error(fmt::format("the share twin has no JPEG input timing of {} (SwitchFlow Fig. 3 lacks it): use input=synthetic",

@@ -130,23 +130,32 @@ TEST(SwitchflowPaper, Figs8And9CompareInputReuseWithTimeSlicing) {
 
 // Issue 39: the share twin's h200 against gpucap's own LibTorch run on a real H200 (a BS-1
 // MobileNetV2 beside ResNet-18 training): free sharing leaves the median request alone and slows
-// its p95 (1.82x solo, measured); switchflow keeps it at its solo time (0.99x).
-TEST(SwitchflowPaper, TheH200RunsP95OverSoloAreWithinTwentyFivePercent) {
+// its p95 (1.82x solo, measured); switchflow keeps it near its solo time (0.99x), in a run that
+// moved the training job to the CPU where the twin's waits on the GPU (not a check).
+TEST(SwitchflowPaper, TheH200RunsFreeSharingIsWithinTwentyFivePercent) {
   const auto r = report(SwitchflowExperiment::h200);
-  ASSERT_EQ(r.rows.size(), 6U);
+  ASSERT_EQ(r.rows.size(), 7U);
   int checks = 0;
   for (const auto& row : r.rows) {
-    if (row.quantity == "threads p95 / solo p95" || row.quantity == "switchflow p95 / solo p95") {
-      EXPECT_TRUE(row.role.empty());
+    if (row.role.empty()) {
       EXPECT_TRUE(row.within()) << row.quantity << " " << row.error();
       ++checks;
     }
     if (row.quantity == "threads p95 / solo p95") {
       EXPECT_GT(*row.twin, 1.3);  // it does slow down
     }
+    if (row.quantity == "switchflow p95 / solo p95") {
+      EXPECT_EQ(row.role, "other setup");
+      EXPECT_LT(*row.twin, 1.25);
+    }
+    if (row.quantity == "solo p95 ms") {
+      EXPECT_EQ(row.role, "derived");  // alone, the twin's requests take the set time
+    }
   }
-  EXPECT_EQ(checks, 2);
-  EXPECT_NE(to_markdown(r).find("the real run against the share twin"), std::string::npos);
+  EXPECT_EQ(checks, 3);  // threads p50, threads p95 and its ratio to solo
+  const auto md = to_markdown(r);
+  EXPECT_NE(md.find("the real run against the share twin"), std::string::npos);
+  EXPECT_NE(md.find("| panel | case | quantity | real | twin |"), std::string::npos);
 }
 
 TEST(SwitchflowPaper, MatrixNames) {
