@@ -375,6 +375,9 @@ const char* title(SwitchflowExperiment e) {
   return "";
 }
 
+// What the twin is set against: the paper, or (h200) gpucap's own real run.
+bool against_real_run(SwitchflowExperiment e) { return e == SwitchflowExperiment::h200; }
+
 std::string cell(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : std::string("OOM"); }
 
 }  // namespace
@@ -422,7 +425,7 @@ PaperReport run_switchflow_experiment(SwitchflowExperiment experiment, const sim
 }
 
 std::string to_markdown(const PaperReport& report) {
-  const bool real = report.experiment == SwitchflowExperiment::h200;  // gpucap's own measurement, not the paper's
+  const bool real = against_real_run(report.experiment);
   std::string md = real ? fmt::format("# {} — the real run against the share twin\n\nThe \"real\" column is gpucap's own "
                                       "measurement (docs/measurements/2026-11-26-NVIDIA_H200, section 3); it stands for "
                                       "\"paper\" below. (other setup): the two runs differ in a way the row names; not a "
@@ -480,7 +483,7 @@ void write_switchflow_svg(const PaperReport& report, const std::string& svg) {
       "set multiplot layout {},{} title '{} — share twin (simulated) against the {}' noenhanced\n"
       "set logscale xy\nset grid\nset key top left\nset xlabel 'paper'\nset ylabel 'twin'\n",
       380 * columns, 340 * rows, svg, rows, columns, title(report.experiment),
-      report.experiment == SwitchflowExperiment::h200 ? "real run" : "paper");
+      against_real_run(report.experiment) ? "real run" : "paper");
   constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
   for (const auto& panel : panels) {
     std::vector<std::string> quantities;
