@@ -160,8 +160,9 @@ def share_twin_run(gpucap, gpu, policy, specs):
         name, rest = spec.split("=", 1)
         mode, model, *keys = rest.split(":")
         jobs += ["--job", ":".join([f"{name}={mode}", f"torch_{model}", *keys])]
-    # switchflow: the preempted job waits on the GPU (the twin's CPU is the paper's server's).
-    command = [gpucap, "share", "--gpu", gpu, "--policy", "threads" if policy == "solo" else policy, "--lpu", "none",
+    # switchflow: the preempted job moves to the GPU's host CPU, as in the real run.
+    command = [gpucap, "share", "--gpu", gpu, "--policy", "threads" if policy == "solo" else policy,
+               *(["--lpu", "cpu"] if policy == "switchflow" else []),
                "--json", *jobs]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -180,8 +181,8 @@ def share_section(out, gpucap, twin_gpu):
     print("## 3. A BS-1 MobileNetV2 inference (high priority) beside ResNet18 training (BS 32)\n")
     if share_gpu:
         print("`gpucap share --platform torch`; the low-priority device of switchflow is the CPU. **twin**: the share "
-              f"twin's `{share_gpu}` with the same jobs (`torch_*` models); under switchflow its preempted job waits on "
-              "the GPU (`--lpu none`: the twin's CPU is the paper's server's). `gpucap bench --matrix switchflow-h200` "
+              f"twin's `{share_gpu}` with the same jobs (`torch_*` models); under switchflow its preempted job moves to "
+              "the machine's CPU (`--lpu cpu`), as in the real run. `gpucap bench --matrix switchflow-h200` "
               "compares the two.\n")
     else:
         print("`gpucap share --platform torch`; the low-priority device of switchflow is the CPU. The share twin "

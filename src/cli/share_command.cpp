@@ -312,7 +312,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--gpu", flags->gpu, "The shared GPU: rtx2080ti, gtx1080ti, v100 (the paper's, Keras models) or h200 (torch_resnet18, torch_mobilenet_v2)")->capture_default_str();
   cmd->add_option("--lpu", flags->lpu,
-                  "Where switchflow moves a preempted job: another GPU, cpu, or none (it waits); torch: a device string")
+                  "Where switchflow moves a preempted job: another GPU, cpu (the shared GPU's host), or none (it waits); torch: a device string")
       ->capture_default_str();
   cmd->add_option("--policy", flags->policy, "switchflow, threads (free sharing), timeslice (one step at a time) or mps")
       ->capture_default_str();
@@ -349,17 +349,20 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             sched::ShareScenario scenario;
             scenario.policy = sched::parse_policy(flags->policy);
             scenario.gpu = twin.device(flags->gpu);
-            if (flags->lpu != "none") scenario.lpu = twin.device(flags->lpu);
+            if (flags->lpu != "none") scenario.lpu = twin.lpu_device(flags->lpu, flags->gpu);
             if (scenario.lpu && scenario.policy != sched::Policy::switchflow) {
               throw usage_error(fmt::format("--lpu is where switchflow moves a preempted job; policy {} does not move jobs",
                                             flags->policy));
             }
             for (const auto& text : flags->jobs) scenario.jobs.push_back(sched::parse_job_spec(text));
             sched::check_jobs(scenario.jobs);
+            int top_priority = sched::priority_low;
+            for (const auto& job : scenario.jobs) top_priority = std::max(top_priority, job.priority);
             for (const auto& job : scenario.jobs) {
               twin.check(job, scenario.gpu);
               check_fits_alone(twin, job, scenario.gpu);
-              if (scenario.lpu) twin.check(job, *scenario.lpu);
+              // Only a job that a higher priority can preempt ever moves there.
+              if (scenario.lpu && job.priority < top_priority) twin.check(job, *scenario.lpu);
             }
             scenario.max_time_s = flags->max_time_s;
             scenario.window_s = flags->window_s;

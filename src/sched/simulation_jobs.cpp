@@ -299,7 +299,7 @@ double Simulation::host_factor(int j) const {
   for (const auto& d : devices_) {
     if (d.info.kind != DeviceKind::cpu) continue;
     for (const int k : d.active) {
-      if (k != j) return 1.0 + model_.host_slowdown_with_cpu_job();
+      if (k != j) return 1.0 + model_.host_slowdown_with_cpu_job(d.info);
     }
   }
   return 1.0;

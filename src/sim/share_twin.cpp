@@ -5,262 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "gpucap/core/error.hpp"
-#include "gpucap/core/json_file.hpp"
 #include "gpucap/sim/noise.hpp"
 #include "gpucap/sched/stream_chain.hpp"
+#include "share_twin_data.hpp"
 
 namespace gpucap::sim {
 
-struct ShareTwin::Calibration {
-  struct Gpu {
-    std::map<std::string, double> train_img_s;   // BS 32
-    // A BS-32 step's GPU time, where it is known apart from the step: the rest of the step is its
-    // host stage (LibTorch's trainer draws its batch on the CPU), not the synthetic copy.
-    std::map<std::string, double> train_gpu_s;
-    std::map<std::string, double> infer_bs1_s;
-    std::string relative_to;                     // figures missing here: that GPU's, / relative_speed
-    double relative_speed = 1.0;
-    // JPEG input (Fig. 3): host seconds per image of a step, and BS-128 inference GPU time.
-    std::map<std::string, double> jpeg_train_host_s_per_image;
-    std::map<std::string, double> jpeg_infer_host_s_per_image;
-    std::map<std::string, double> infer_bs128_s;
-  };
-  double pipelines_at_once = 0.0;
-  // Of a training step's non-GPU time in Fig. 3, the part that is its input pipeline (what one
-  // shared pipeline saves, Fig. 8); the rest is the step's own host work and holds the device.
-  double train_input_share = 1.0;
-  std::map<std::string, Gpu> gpus;
-  std::string cpu_relative_to;
-  double cpu_slowdown = 1.0;
-  double backward_factor = 2.0;
-  double kernel_spread_sigma = 1.0;
-  double step_jitter = 0.0;
-  // Free sharing (docs/simulator.md): the stream's launch queue, a training op's host dispatch,
-  // and how an inference splits its time between the GPU (its FLOPs at infer_flop_rate, at most
-  // infer_max_gpu_share of it) and the host's per-op dispatch (the rest).
-  int queue_depth = 0;
-  double train_launch_s = 0.0;
-  double infer_flop_rate = 1.0;
-  double infer_max_gpu_share = 1.0;
-  int nmt_decode_steps = 1;
-  double session_overhead_s = 0.0;        // an inference's session.run
-  double train_session_overhead_s = 0.0;  // a training step's (the Keras fit loop around it)
-  double pcie_bytes_per_s = 1.0;
-  double cpu_job_slowdown = 0.0;
-  double transfer_fixed_s = 0.0;
-  double transfer_per_variable_s = 0.0;
-  double transfer_bytes_per_s = 1.0;
-  int input_size = 224;
-  double tf_overhead = 1.0;
-  double mps_process_overhead_bytes = 0.0;
-  double mps_capacity = 1.0;
-  struct Dvfs {
-    double min_mhz = 0.0;
-    double default_mhz = 0.0;
-    double step_mhz = 0.0;
-    double min_v = 0.0;
-    double max_v = 0.0;
-    double knee_mhz = 0.0;
-  };
-  std::map<std::string, Dvfs> dvfs;
-  double train_time_exponent = 1.0;
-  double infer_time_exponent = 1.0;
-  double batch_half = 0.0;
-  double train_busy_fraction = 1.0;
-  double infer_busy_fraction = 1.0;
-  double cpu_busy_w = 0.0;
-};
-
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = 1024.0 * kMiB;
-constexpr const char* kNmt = "nmt_wmt16";
-constexpr int kCalibratedBatch = 32;  // the batch of every training figure
-constexpr int kInferBatch = 128;      // the batch of Fig. 3's inference figures
-
-std::map<std::string, double> number_map(const JsonFields& fields, std::string_view key, double scale) {
-  std::map<std::string, double> values;
-  const auto& object = fields.at(key);
-  if (!object.is_object()) throw fields.error(key, "must be an object of model id → number");
-  const JsonFields inner = fields.object(key);
-  for (const auto& [id, value] : object.items()) values[id] = inner.positive(id) * scale;
-  return values;
-}
-
-ShareTwin::Calibration read_calibration(const std::string& file) {
-  const auto json = load_json_file(file);
-  const JsonFields top(json, file);
-  ShareTwin::Calibration c;
-  const auto gpus = top.object("gpus");
-  for (const auto& [id, value] : top.at("gpus").items()) {
-    const auto g = gpus.object(id);
-    ShareTwin::Calibration::Gpu gpu;
-    gpu.train_img_s = number_map(g, "train_bs32_img_s", 1.0);
-    if (g.has("infer_bs1_ms")) gpu.infer_bs1_s = number_map(g, "infer_bs1_ms", 1e-3);
-    if (g.has("train_bs32_gpu_ms")) gpu.train_gpu_s = number_map(g, "train_bs32_gpu_ms", 1e-3);
-    for (const auto& [model, gpu_s] : gpu.train_gpu_s) {
-      const auto step = gpu.train_img_s.find(model);
-      if (step == gpu.train_img_s.end()) throw g.error("train_bs32_gpu_ms", fmt::format("{}: has no train_bs32_img_s on {}", model, id));
-      if (gpu_s >= kCalibratedBatch / step->second) {
-        throw g.error("train_bs32_gpu_ms", fmt::format("{}: {:g} ms is not shorter than its step, {:.4g} ms ({:g} img/s at BS 32)", model,
-                                                       1e3 * gpu_s, 1e3 * kCalibratedBatch / step->second, step->second));
-      }
-    }
-    gpu.relative_to = g.string_or("relative_to", "");
-    gpu.relative_speed = g.positive_or("relative_speed", 1.0);
-    c.gpus[id] = std::move(gpu);
-  }
-  for (const auto& [id, gpu] : c.gpus) {
-    // A step given as GPU time and host stage apart does not scale as one figure by relative_speed.
-    if (const auto it = c.gpus.find(gpu.relative_to); it != c.gpus.end() && !it->second.train_gpu_s.empty()) {
-      throw gpus.object(id).error("relative_to", fmt::format("'{}' gives its steps' GPU time apart (train_bs32_gpu_ms): not scalable", gpu.relative_to));
-    }
-    if (!gpu.relative_to.empty() && !c.gpus.contains(gpu.relative_to)) {
-      throw gpus.object(id).error("relative_to", fmt::format("'{}' is not a GPU of this file", gpu.relative_to));
-    }
-  }
-  const auto jpeg = top.object("jpeg");
-  c.pipelines_at_once = jpeg.non_negative("pipelines_at_once");
-  c.train_input_share = jpeg.non_negative("train_input_share");
-  if (c.train_input_share > 1.0) throw jpeg.error("train_input_share", "is a fraction: at most 1");
-  for (const auto& [id, value] : top.at("jpeg").items()) {
-    if (!value.is_object()) continue;
-    if (!c.gpus.contains(id)) throw jpeg.error(id, "is not a GPU of this file");
-    const auto g = jpeg.object(id);
-    auto& gpu = c.gpus[id];
-    gpu.jpeg_train_host_s_per_image = number_map(g, "train_bs32_host_ms", 1e-3 / kCalibratedBatch);
-    gpu.jpeg_infer_host_s_per_image = number_map(g, "infer_bs128_host_ms", 1e-3 / kInferBatch);
-    gpu.infer_bs128_s = number_map(g, "infer_bs128_gpu_ms", 1e-3);
-  }
-  const auto cpu = top.object("cpu");
-  c.cpu_relative_to = cpu.string("slowdown_vs");
-  if (!c.gpus.contains(c.cpu_relative_to)) throw cpu.error("slowdown_vs", "is not a GPU of this file");
-  c.cpu_slowdown = cpu.positive("slowdown");
-  const auto step = top.object("step");
-  c.backward_factor = step.non_negative("backward_factor");
-  c.kernel_spread_sigma = step.non_negative("kernel_spread_sigma");
-  c.step_jitter = step.non_negative("step_jitter_fraction");
-  const auto stream = top.object("stream");
-  c.queue_depth = static_cast<int>(stream.positive_integer("queue_depth_ops"));
-  c.train_launch_s = stream.non_negative("train_launch_s");
-  c.infer_flop_rate = stream.positive("infer_flop_rate");
-  c.infer_max_gpu_share = stream.fraction("infer_max_gpu_share");
-  c.nmt_decode_steps = static_cast<int>(stream.positive_integer("nmt_decode_steps"));
-  const auto host = top.object("host");
-  c.session_overhead_s = host.non_negative("session_overhead_s");
-  c.train_session_overhead_s = host.non_negative("train_session_overhead_s");
-  c.pcie_bytes_per_s = host.positive("pcie_bytes_per_s");
-  c.cpu_job_slowdown = host.non_negative("cpu_job_slowdown");
-  const auto transfer = top.object("transfer");
-  c.transfer_fixed_s = transfer.non_negative("fixed_s");
-  c.transfer_per_variable_s = transfer.non_negative("per_variable_s");
-  c.transfer_bytes_per_s = transfer.positive("bytes_per_s");
-  const auto memory = top.object("memory");
-  c.tf_overhead = memory.positive("tf_overhead");
-  c.input_size = static_cast<int>(top.positive_integer("input_size"));
-  c.mps_process_overhead_bytes = memory.non_negative("mps_process_overhead_bytes");
-  c.mps_capacity = top.object("mps").positive("capacity");
-  const auto dvfs = top.object("dvfs");
-  for (const auto& [id, value] : top.at("dvfs").items()) {
-    if (!value.is_object()) continue;
-    const auto d = dvfs.object(id);
-    ShareTwin::Calibration::Dvfs v;
-    v.min_mhz = d.positive("min_mhz");
-    v.default_mhz = d.positive("default_mhz");
-    v.step_mhz = d.positive("step_mhz");
-    v.min_v = d.positive("min_v");
-    v.max_v = d.positive("max_v");
-    v.knee_mhz = d.positive("knee_mhz");
-    if (!(v.min_mhz < v.default_mhz) || !(v.min_v <= v.max_v)) throw dvfs.error(id, "needs min_mhz < default_mhz and min_v <= max_v");
-    c.dvfs[id] = v;
-  }
-  c.train_time_exponent = dvfs.positive("train_time_exponent");
-  c.infer_time_exponent = dvfs.positive("infer_time_exponent");
-  const auto power = top.object("power");
-  c.batch_half = power.non_negative("batch_half");
-  c.train_busy_fraction = power.fraction("train_busy_fraction");
-  c.infer_busy_fraction = power.fraction("infer_busy_fraction");
-  c.cpu_busy_w = power.non_negative("cpu_busy_w");
-  return c;
-}
-
-// `input_size`: the input the twin feeds every model (SwitchFlow's benchmark scripts use 224 × 224;
-// a model whose default differs has its figures at 224 under "at_input_224").
-std::map<std::string, ShareModelFacts> read_models(const std::string& file, int input_size) {
-  const auto json = load_json_file(file);
-  const JsonFields top(json, file);
-  const auto models = top.object("models");
-  std::map<std::string, ShareModelFacts> out;
-  for (const auto& [id, value] : top.at("models").items()) {
-    const auto m = models.object(id);
-    ShareModelFacts f;
-    f.id = id;
-    f.name = m.string_or("name", id);
-    // The NMT decoder has no image input and no training figures: those fields are null.
-    const auto number_or_zero = [&](std::string_view key) { return m.at(key).is_null() ? 0.0 : m.non_negative(key); };
-    f.input_size = static_cast<int>(number_or_zero("input_size"));
-    f.params_total = m.positive("params_total");
-    f.params_trainable = m.non_negative("params_trainable");
-    f.variables_total = static_cast<int>(m.positive_integer("variables_total"));
-    f.variables_trainable = static_cast<int>(m.integer("variables_trainable"));
-    f.train_activation_bytes_per_image = number_or_zero("train_activation_mib_per_image") * kMiB;
-    f.infer_activation_bytes_per_image = m.non_negative("infer_peak_activation_mib_per_image") * kMiB;
-    f.kernels_per_train_step = static_cast<int>(number_or_zero("gpu_kernels_per_train_step"));
-    f.kernels_per_inference = static_cast<int>(m.positive("gpu_kernels_per_inference"));
-    f.gmacs_per_image = m.has("gmacs_per_image") ? number_or_zero("gmacs_per_image") : 0.0;
-    if (f.input_size > 0 && f.input_size != input_size) {
-      if (input_size != 224 || !m.has("at_input_224")) {
-        throw m.error("input_size", fmt::format("has no figures at the {} × {} input the twin runs", input_size, input_size));
-      }
-      const auto at = m.object("at_input_224");
-      f.input_size = 224;
-      f.train_activation_bytes_per_image = at.non_negative("train_activation_mib_per_image") * kMiB;
-      f.infer_activation_bytes_per_image = at.non_negative("infer_peak_activation_mib_per_image") * kMiB;
-      if (at.has("gmacs_per_image")) f.gmacs_per_image = at.non_negative("gmacs_per_image");
-    }
-    out[id] = f;
-  }
-  return out;
-}
-
-// devices.json (data/sched/README.md): the GPUs with the memory their framework could use (TF's
-// on the paper's servers) and their power, and the host CPU.
-std::map<std::string, ShareDeviceFacts> read_devices(const std::string& file) {
-  const auto json = load_json_file(file);
-  const JsonFields top(json, file);
-  std::map<std::string, ShareDeviceFacts> out;
-  const auto gpus = top.object("gpus");
-  for (const auto& [id, value] : top.at("gpus").items()) {
-    const auto g = gpus.object(id);
-    const auto memory = g.object("memory");
-    const auto power = g.object("power");
-    ShareDeviceFacts f;
-    f.info.id = id;
-    f.info.kind = sched::DeviceKind::gpu;
-    f.name = g.string_or("name", id);
-    // What the framework may allocate: TF's limit on the paper's servers, else an estimate.
-    f.info.memory_bytes = memory.has("tf_memory_limit_bytes_switchflow_server") ? memory.positive("tf_memory_limit_bytes_switchflow_server")
-                          : memory.has("usable_gib_estimate")                   ? memory.positive("usable_gib_estimate") * kGiB
-                                                                                 : memory.positive("tf_memory_limit_gib_estimate") * kGiB;
-    f.info.idle_power_w = power.has("idle_with_cuda_context_w") ? power.positive("idle_with_cuda_context_w")
-                                                                 : power.positive("idle_power_w");
-    f.info.max_power_w = power.positive("default_power_limit_w");
-    out[id] = f;
-  }
-  const auto cpu = top.object("cpu");
-  ShareDeviceFacts f;
-  f.info.id = "cpu";
-  f.info.kind = sched::DeviceKind::cpu;
-  f.name = cpu.string_or("assumed_model", "host CPU");
-  const double sockets = cpu.positive("sockets");
-  f.info.idle_power_w = sockets * cpu.positive("idle_power_w_per_socket");
-  f.info.max_power_w = sockets * cpu.positive("tdp_w_per_socket");
-  out["cpu"] = f;
-  return out;
-}
 
 std::uint64_t name_seed(const std::string& text) {
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a: the same seed for a name on every platform
@@ -281,12 +36,19 @@ std::string joined(const std::vector<std::string>& names) {
 
 ShareTwin::ShareTwin(const std::string& data_dir, std::uint64_t seed) : seed_(seed) {
   const auto dir = std::filesystem::path(data_dir) / "sched";
-  calibration_ = std::make_shared<const Calibration>(read_calibration((dir / "calibration.json").string()));
-  models_ = read_models((dir / "models.json").string(), calibration_->input_size);
-  devices_ = read_devices((dir / "devices.json").string());
+  calibration_ = std::make_shared<const Calibration>(read_share_calibration((dir / "calibration.json").string()));
+  models_ = read_share_models((dir / "models.json").string(), calibration_->input_size);
+  devices_ = read_share_devices((dir / "devices.json").string());
   for (const auto& [id, gpu] : calibration_->gpus) {
     if (!devices_.contains(id)) {
       throw Error(ErrorCode::invalid_data, fmt::format("{}: GPU '{}' has timings but no entry in devices.json",
+                                                       (dir / "calibration.json").string(), id));
+    }
+  }
+  for (const auto& [id, cpu] : calibration_->cpus) {
+    const auto it = devices_.find(id);
+    if (it == devices_.end() || it->second.info.kind != sched::DeviceKind::cpu) {
+      throw Error(ErrorCode::invalid_data, fmt::format("{}: cpus.{} has timings but is not a CPU of devices.json",
                                                        (dir / "calibration.json").string(), id));
     }
   }
@@ -393,10 +155,46 @@ double step_host_s(const ShareTwin::Calibration& c, const ShareModelFacts& m, co
   return *jpeg_host_s_per_image(c, job.model, gpu, job.mode == sched::Mode::training) * job.batch_size;
 }
 
+namespace {
+
+// A CPU device's figures (nullptr for a GPU); Error(usage) for a CPU without any.
+const ShareTwin::Calibration::Cpu* cpu_figures(const ShareTwin::Calibration& c, const sched::DeviceInfo& device) {
+  if (device.kind != sched::DeviceKind::cpu) return nullptr;
+  const auto it = c.cpus.find(device.id);
+  if (it == c.cpus.end()) throw usage_error(fmt::format("the share twin has no timings for device '{}'", device.id));
+  return &it->second;
+}
+
+// A BS-32 training step measured on the CPU itself, where its table has the job's model.
+std::optional<double> own_cpu_step_s(const ShareTwin::Calibration::Cpu* cpu, const sched::JobSpec& job) {
+  if (cpu == nullptr || job.mode != sched::Mode::training) return std::nullopt;
+  const auto it = cpu->train_step_s.find(job.model);
+  return it == cpu->train_step_s.end() ? std::nullopt : std::optional(it->second);
+}
+
+// The GPU whose figures a step on `device` takes: the device itself, or the GPU a CPU's times are
+// relative to ("" for a CPU with measured steps only).
+std::string figures_gpu(const ShareTwin::Calibration::Cpu* cpu, const sched::DeviceInfo& device) {
+  return cpu != nullptr ? cpu->relative_to : device.id;
+}
+
+}  // namespace
+
 void ShareTwin::check(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
   (void)model(job.model);
   const auto& c = *calibration_;
-  const std::string gpu = device.kind == sched::DeviceKind::cpu ? c.cpu_relative_to : device.id;
+  const auto* cpu = cpu_figures(c, device);
+  if (own_cpu_step_s(cpu, job)) {
+    if (job.jpeg_input) throw usage_error(fmt::format("the share twin has no JPEG input timing on {}: use input=synthetic", device.id));
+    return;
+  }
+  const std::string gpu = figures_gpu(cpu, device);
+  if (gpu.empty()) {
+    std::vector<std::string> measured;
+    for (const auto& [id, s] : cpu->train_step_s) measured.push_back(id);
+    throw usage_error(fmt::format("the share twin has only measured training steps on {} ({}): not {} {}", device.id,
+                                  joined(measured), job.model, job.mode == sched::Mode::training ? "training" : "inference"));
+  }
   if (!c.gpus.contains(gpu)) throw usage_error(fmt::format("the share twin has no timings for device '{}'", device.id));
   if (job.model == kNmt) {
     if (job.mode == sched::Mode::training) throw usage_error("the share twin models nmt_wmt16 inference only (SwitchFlow Fig. 6(d))");
@@ -422,10 +220,14 @@ void ShareTwin::check(const sched::JobSpec& job, const sched::DeviceInfo& device
 double ShareTwin::device_stage_s(const sched::JobSpec& job, const sched::DeviceInfo& device) const {
   check(job, device);
   const auto& c = *calibration_;
-  const bool on_cpu = device.kind == sched::DeviceKind::cpu;
-  const std::string gpu = on_cpu ? c.cpu_relative_to : device.id;
-  const double scale = on_cpu ? c.cpu_slowdown : 1.0;
+  const auto* cpu = cpu_figures(c, device);
   const auto& m = model(job.model);
+  if (const auto step = own_cpu_step_s(cpu, job)) {
+    // Measured on this CPU at BS 32, host stage included: the work scales with the batch.
+    return std::max(0.0, *step - host_stage_s(c, m, kCalibratedBatch, true, true, "")) * job.batch_size / kCalibratedBatch;
+  }
+  const std::string gpu = figures_gpu(cpu, device);
+  const double scale = cpu != nullptr ? cpu->slowdown : 1.0;
   // The figures are end to end: a step's host stage (input copy, session overhead) is taken out.
   const double t1 = std::max(0.1 * *infer_bs1_s(c, job.model, gpu), *infer_bs1_s(c, job.model, gpu) - host_stage_s(c, m, 1, false, false, gpu));
   if (job.model == kNmt) return t1 * scale;
@@ -456,7 +258,7 @@ sched::StepProfile ShareTwin::step(const sched::JobSpec& job, const sched::Devic
   for (const double k : feed.kernels_s) p.kernels_s.push_back(k * step_scale);
   p.launch_s = feed.launch_s;
   p.sync_every = feed.sync_every;
-  p.host_s = step_host_s(c, m, job, on_cpu ? c.cpu_relative_to : device.id, on_cpu);
+  p.host_s = step_host_s(c, m, job, figures_gpu(cpu_figures(c, device), device), on_cpu);
   p.input_pipeline = job.jpeg_input;
   if (training && job.jpeg_input) {
     p.device_gap_s = (1.0 - c.train_input_share) * p.host_s;
@@ -533,7 +335,27 @@ double ShareTwin::transfer_s(const sched::JobSpec& job, const sched::DeviceInfo&
   return c.transfer_fixed_s + p.state_variables * c.transfer_per_variable_s + p.state_bytes / c.transfer_bytes_per_s;
 }
 
-double ShareTwin::host_slowdown_with_cpu_job() const { return calibration_->cpu_job_slowdown; }
+// Host work contends with a job computing on the CPU where that job's threads and the host thread
+// of the job slowed need more than the CPU's cores (the OS then shares cores among them); with a
+// core to spare, nothing is slowed. One fitted slowdown for the contended case (Fig. 7(d)).
+double ShareTwin::host_slowdown_with_cpu_job(const sched::DeviceInfo& cpu) const {
+  const auto& c = *calibration_;
+  const auto it = devices_.find(cpu.id);
+  const int job_threads = cpu_figures(c, cpu)->job_threads;
+  const bool contended = it == devices_.end() || job_threads + 1 > it->second.cores;
+  return contended ? c.cpu_job_slowdown : 0.0;
+}
+
+sched::DeviceInfo ShareTwin::lpu_device(const std::string& lpu, const std::string& gpu) const {
+  const auto shared = devices_.find(gpu);
+  if (shared == devices_.end() || shared->second.info.kind != sched::DeviceKind::gpu) return device(lpu);
+  const std::string& host = shared->second.host;
+  const auto info = device(lpu == "cpu" ? host : lpu);
+  if (info.kind == sched::DeviceKind::cpu && info.id != host) {
+    throw usage_error(fmt::format("--lpu {} is the CPU of another machine: {}'s host is {} (--lpu cpu)", lpu, gpu, host));
+  }
+  return info;
+}
 
 double ShareTwin::process_overhead_bytes(const sched::DeviceInfo& device) const {
   return device.kind == sched::DeviceKind::gpu ? calibration_->mps_process_overhead_bytes : 0.0;

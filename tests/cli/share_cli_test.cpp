@@ -48,6 +48,21 @@ TEST(ShareCli, JsonHasTheFiguresOfEveryJobAndPreemption) {
   EXPECT_TRUE(threads.at("preemptions").empty());
 }
 
+// On the h200, --lpu cpu is the lent machine's CPU: the preempted ResNet-18 training moves there
+// (its step: 4.04 s, measured), and its one thread leaves the request at its solo time.
+TEST(ShareCli, OnTheH200TheCpuLpuIsItsOwnHost) {
+  const std::vector<std::string> jobs = {"--job", "bg=train:torch_resnet18:until=fg", "--job",
+                                         "fg=infer:torch_mobilenet_v2:batch=1:priority=high:requests=40:warmup=5:start=1"};
+  const auto r = gpucap(with({"share", "--gpu", "h200", "--policy", "switchflow", "--lpu", "cpu", "--json"}, jobs));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json.at("lpu"), "h200_host");
+  const auto& bg = json.at("jobs").at(0);
+  EXPECT_EQ(bg.at("steps_on_lpu").get<int>(), 1);
+  const auto& fg = json.at("jobs").at(1);
+  EXPECT_NEAR(fg.at("latency_ms").at("p95").get<double>(), 3.27, 0.05);  // calibration.json: the request alone
+}
+
 TEST(ShareCli, TextSaysSimulatedAndTheTraceListsEveryStep) {
   test::TempDir dir;
   const auto trace = dir.file("steps.csv");
@@ -92,6 +107,13 @@ TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
   expect_error({"share", "--policy", "threads", "--lpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "does not move jobs");
   expect_error({"share", "--lpu", "rtx2080ti", "--job", "a=train:keras_vgg16"}, 2, "the shared GPU itself");
   expect_error({"share", "--job", "a=train:nmt_wmt16"}, 2, "inference only");
+  // A CPU LPU is the shared GPU's host: another machine's is refused, and so is a job the host has
+  // no figures for, but only where it can be preempted (the highest priority never moves).
+  expect_error({"share", "--lpu", "h200_host", "--job", "a=train:keras_vgg16"}, 2,
+               "--lpu h200_host is the CPU of another machine: rtx2080ti's host is cpu (--lpu cpu)");
+  expect_error({"share", "--gpu", "h200", "--lpu", "cpu", "--job", "bg=train:torch_mobilenet_v2:until=fg", "--job",
+                "fg=infer:torch_mobilenet_v2:batch=1:priority=high:requests=5"},
+               2, "the share twin has only measured training steps on h200_host (torch_resnet18): not torch_mobilenet_v2 training");
   expect_error({"share", "--job", "a=train:keras_vgg16:until=b"}, 2, "names no other job");
   expect_error({"share", "--policy", "gandiva", "--job", "a=train:keras_vgg16"}, 2, "--policy 'gandiva'");
   expect_error({"share", "--gpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "is not a GPU");
@@ -138,7 +160,7 @@ TEST(ShareCli, ListShowsTheShareTwinsModelsDevicesAndMatrices) {
   const auto json = nlohmann::json::parse(share.out);
   // The paper's eleven Keras models and the NMT decoder, and the two torchvision models of the real H200 run.
   EXPECT_EQ(json.at("models").size(), 14U);
-  EXPECT_EQ(json.at("devices").size(), 5U);  // gtx1080ti, rtx2080ti, v100, h200, cpu
+  EXPECT_EQ(json.at("devices").size(), 6U);  // gtx1080ti, rtx2080ti, v100, h200, cpu, h200_host
   const auto matrices = gpucap({"list", "matrices"});
   EXPECT_NE(matrices.out.find("switchflow-cap"), std::string::npos);
   for (const auto& name : bench::switchflow_matrix_names()) EXPECT_NE(matrices.out.find(name + " "), std::string::npos) << name;

@@ -121,39 +121,81 @@ TEST(ShareTwin, AnH200TrainingStepIsItsGpuTimeAfterItsHostStage) {
   EXPECT_NEAR(half.host_s, p.host_s / 2.0, 1e-9);  // drawn per image
   const auto request = twin.step(job("a=infer:torch_mobilenet_v2:batch=1"), gpu, 0);
   EXPECT_NEAR(request.host_s + request.device_s(), 3.27e-3, 3.27e-3 * 0.01);
-  // The paper's GPUs have no figures for the torchvision models, nor the H200 for Keras's; the
-  // CPU is the paper's server's; an inference batch's host stage was not measured.
+  // The paper's GPUs have no figures for the torchvision models, nor the H200 for Keras's, nor
+  // the paper's servers' CPU; an inference batch's host stage was not measured.
   EXPECT_THROW(twin.check(job("a=train:torch_resnet18"), twin.device("rtx2080ti")), Error);
   EXPECT_THROW(twin.check(job("a=train:keras_resnet50"), gpu), Error);
   EXPECT_THROW(twin.check(job("a=train:torch_resnet18"), twin.device("cpu")), Error);
   EXPECT_THROW(twin.check(job("a=infer:torch_mobilenet_v2:batch=8"), gpu), Error);
 }
 
+// A CPU LPU is the shared GPU's machine's CPU: the paper's servers' for their GPUs, the lent
+// machine's for the h200. There, ResNet-18 training takes the step measured on it (4.04 s, host
+// stage included), the rest is refused, and its one thread of 16 cores slows no other job's host
+// work, where SwitchFlow's 64 threads on 36 cores do (Fig. 7(d)'s fitted 2.7).
+TEST(ShareTwin, TheH200sCpuIsItsOwnHostWithoutContention) {
+  const ShareTwin twin(test::data_dir());
+  const auto host = twin.lpu_device("cpu", "h200");
+  EXPECT_EQ(host.id, "h200_host");
+  EXPECT_EQ(host.kind, sched::DeviceKind::cpu);
+  EXPECT_EQ(twin.lpu_device("cpu", "v100").id, "cpu");
+  EXPECT_EQ(twin.lpu_device("gtx1080ti", "rtx2080ti").id, "gtx1080ti");
+  EXPECT_THROW((void)twin.lpu_device("h200_host", "v100"), Error);
+  const auto train = job("a=train:torch_resnet18:batch=32");
+  const auto p = twin.step(train, host, 0);
+  EXPECT_NEAR(p.host_s + p.device_s(), 4.04, 4.04 * 0.03);  // the step-to-step variation of its chunks
+  EXPECT_NEAR(twin.device_stage_s(job("a=train:torch_resnet18:batch=16"), host), twin.device_stage_s(train, host) / 2.0, 1e-9);
+  EXPECT_THROW(twin.check(job("a=infer:torch_mobilenet_v2:batch=1"), host), Error);
+  EXPECT_THROW(twin.check(job("a=train:torch_mobilenet_v2"), host), Error);
+  EXPECT_THROW(twin.check(job("a=train:keras_resnet50"), host), Error);
+  EXPECT_DOUBLE_EQ(twin.host_slowdown_with_cpu_job(host), 0.0);
+  EXPECT_DOUBLE_EQ(twin.host_slowdown_with_cpu_job(twin.device("cpu")), 2.7);
+}
+
 // Bad calibration data is one clear error naming the field: a GPU time not shorter than its step,
 // one without a step, and a GPU scaled from one whose steps are given apart.
+// Loads the twin from a copy of data/sched/ whose FILE was edited; expects Error(invalid_data)
+// whose text holds `message`.
+void expect_invalid(const std::string& file, const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
+  const test::TempDir dir;
+  const std::filesystem::path root(dir.path());
+  std::filesystem::copy(test::data_dir() + "/sched", root / "sched");
+  const auto path = root / "sched" / file;
+  auto json = nlohmann::json::parse(std::ifstream(path));
+  edit(json);
+  std::ofstream(path) << json.dump();
+  try {
+    const ShareTwin twin(dir.path());
+    ADD_FAILURE() << "accepted: " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_data);
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
 TEST(ShareTwin, BadH200CalibrationIsInvalidData) {
-  const auto expect_invalid = [](const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
-    const test::TempDir dir;
-    const std::filesystem::path root(dir.path());
-    std::filesystem::copy(test::data_dir() + "/sched", root / "sched");
-    const auto file = root / "sched" / "calibration.json";
-    auto json = nlohmann::json::parse(std::ifstream(file));
-    edit(json);
-    std::ofstream(file) << json.dump();
-    try {
-      const ShareTwin twin(dir.path());
-      ADD_FAILURE() << "accepted: " << message;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_data);
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
+  const auto calibration = [](const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
+    expect_invalid("calibration.json", edit, message);
   };
-  expect_invalid([](auto& j) { j["gpus"]["h200"]["train_bs32_gpu_ms"]["torch_resnet18"] = 40.0; },
-                 "torch_resnet18: 40 ms is not shorter than its step, 37.1 ms (862.6 img/s at BS 32)");
-  expect_invalid([](auto& j) { j["gpus"]["h200"]["train_bs32_img_s"].erase("torch_resnet18"); },
-                 "torch_resnet18: has no train_bs32_img_s on h200");
-  expect_invalid([](auto& j) { j["gpus"]["v100"]["relative_to"] = "h200"; },
-                 "'h200' gives its steps' GPU time apart (train_bs32_gpu_ms): not scalable");
+  calibration([](auto& j) { j["gpus"]["h200"]["train_bs32_gpu_ms"]["torch_resnet18"] = 40.0; },
+              "torch_resnet18: 40 ms is not shorter than its step, 37.1 ms (862.6 img/s at BS 32)");
+  calibration([](auto& j) { j["gpus"]["h200"]["train_bs32_img_s"].erase("torch_resnet18"); },
+              "torch_resnet18: has no train_bs32_img_s on h200");
+  calibration([](auto& j) { j["gpus"]["v100"]["relative_to"] = "h200"; },
+              "'h200' gives its steps' GPU time apart (train_bs32_gpu_ms): not scalable");
+  // A CPU with no figures, one that is no CPU of devices.json, a thread count that is none.
+  calibration([](auto& j) { j["cpus"]["h200_host"].erase("train_bs32_step_s"); },
+              "is needed where slowdown_vs is not: the CPU would have no figures");
+  calibration([](auto& j) { j["cpus"]["v100"] = j["cpus"]["h200_host"]; }, "cpus.v100 has timings but is not a CPU of devices.json");
+  calibration([](auto& j) { j["cpus"]["h200_host"]["job_threads"] = 0; }, "job_threads");
+}
+
+// A GPU's host must be a CPU of devices.json, and a host may not take another device's id.
+TEST(ShareTwin, BadHostsAreInvalidData) {
+  expect_invalid("devices.json", [](auto& j) { j["gpus"]["h200"]["host"] = "v100"; }, "'v100' is not a CPU of this file");
+  expect_invalid("devices.json", [](auto& j) { j["gpus"]["h200"]["host"] = "nowhere"; }, "'nowhere' is not a CPU of this file");
+  expect_invalid("devices.json", [](auto& j) { j["hosts"]["v100"] = j["hosts"]["h200_host"]; }, "is already a device of this file");
+  expect_invalid("devices.json", [](auto& j) { j["hosts"]["h200_host"].erase("cores"); }, "cores");
 }
 
 TEST(ShareTwin, UnknownOrUnmodelledJobsAreUsageErrors) {

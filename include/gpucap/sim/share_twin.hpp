@@ -35,6 +35,8 @@ struct ShareModelFacts {
 struct ShareDeviceFacts {
   sched::DeviceInfo info;
   std::string name;
+  int cores = 0;     // a CPU's
+  std::string host;  // a GPU's machine's CPU (its device id): where a CPU LPU is
 };
 
 class ShareTwin final : public sched::StepModel {
@@ -44,8 +46,13 @@ class ShareTwin final : public sched::StepModel {
   // variation of kernel times.
   explicit ShareTwin(const std::string& data_dir, std::uint64_t seed = 1);
 
-  // "rtx2080ti", "gtx1080ti", "v100", "cpu"; Error(usage) listing the known ones.
+  // "rtx2080ti", "gtx1080ti", "v100", "h200", "cpu" (the paper's servers'), "h200_host"; Error(usage)
+  // listing the known ones.
   [[nodiscard]] sched::DeviceInfo device(const std::string& id) const;
+  // Where switchflow moves a job preempted on GPU `gpu`: "cpu" is that GPU's machine's CPU (the
+  // paper's servers' for theirs, h200_host for the h200); another id is that device, and Error(usage)
+  // for the CPU of another machine.
+  [[nodiscard]] sched::DeviceInfo lpu_device(const std::string& lpu, const std::string& gpu) const;
   // The board's name ("NVIDIA GeForce RTX 2080 Ti"), as NVML would give it; Error(usage).
   [[nodiscard]] std::string device_name(const std::string& id) const;
   [[nodiscard]] std::vector<std::string> device_ids() const;
@@ -59,7 +66,7 @@ class ShareTwin final : public sched::StepModel {
                                         std::int64_t step) const override;
   [[nodiscard]] double transfer_s(const sched::JobSpec& job, const sched::DeviceInfo& from,
                                   const sched::DeviceInfo& to) const override;
-  [[nodiscard]] double host_slowdown_with_cpu_job() const override;
+  [[nodiscard]] double host_slowdown_with_cpu_job(const sched::DeviceInfo& cpu) const override;
   [[nodiscard]] double process_overhead_bytes(const sched::DeviceInfo& device) const override;
   [[nodiscard]] double mps_capacity() const override;
   [[nodiscard]] double input_pipelines_at_once() const override;
