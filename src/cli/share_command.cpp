@@ -349,6 +349,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             sched::ShareScenario scenario;
             scenario.policy = sched::parse_policy(flags->policy);
             scenario.gpu = twin.device(flags->gpu);
+            if (scenario.gpu.kind != sched::DeviceKind::gpu) throw usage_error(fmt::format("--gpu {} is not a GPU", flags->gpu));
             if (flags->lpu != "none") scenario.lpu = twin.lpu_device(flags->lpu, flags->gpu);
             if (scenario.lpu && scenario.policy != sched::Policy::switchflow) {
               throw usage_error(fmt::format("--lpu is where switchflow moves a preempted job; policy {} does not move jobs",

@@ -294,13 +294,12 @@ double Simulation::busy_power(const Run& r, const Device& d) const {
   return d.info.idle_power_w + (r.profile.busy_power_w - d.info.idle_power_w) * scaling_for(r, d).dynamic_power;
 }
 
-// Host work of every job runs slower while a job computes on the CPU device.
+// Host work of every job may run slower while other jobs compute on the CPU device.
 double Simulation::host_factor(int j) const {
   for (const auto& d : devices_) {
     if (d.info.kind != DeviceKind::cpu) continue;
-    for (const int k : d.active) {
-      if (k != j) return 1.0 + model_.host_slowdown_with_cpu_job(d.info);
-    }
+    const auto others = static_cast<int>(std::count_if(d.active.begin(), d.active.end(), [j](int k) { return k != j; }));
+    if (others > 0) return 1.0 + model_.host_slowdown_with_cpu_jobs(d.info, others);
   }
   return 1.0;
 }

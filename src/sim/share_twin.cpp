@@ -335,14 +335,15 @@ double ShareTwin::transfer_s(const sched::JobSpec& job, const sched::DeviceInfo&
   return c.transfer_fixed_s + p.state_variables * c.transfer_per_variable_s + p.state_bytes / c.transfer_bytes_per_s;
 }
 
-// Host work contends with a job computing on the CPU where that job's threads and the host thread
-// of the job slowed need more than the CPU's cores (the OS then shares cores among them); with a
-// core to spare, nothing is slowed. One fitted slowdown for the contended case (Fig. 7(d)).
-double ShareTwin::host_slowdown_with_cpu_job(const sched::DeviceInfo& cpu) const {
+// A job's host work contends with the jobs computing on the CPU where their threads and its own
+// host thread need more than the CPU's physical cores (the OS then shares cores among them, or a
+// hyperthread shares one with a compute thread); with a core to spare, nothing is slowed. One
+// fitted slowdown for the contended case (Fig. 7(d)).
+double ShareTwin::host_slowdown_with_cpu_jobs(const sched::DeviceInfo& cpu, int jobs) const {
   const auto& c = *calibration_;
   const auto it = devices_.find(cpu.id);
-  const int job_threads = cpu_figures(c, cpu)->job_threads;
-  const bool contended = it == devices_.end() || job_threads + 1 > it->second.cores;
+  const int threads = jobs * cpu_figures(c, cpu)->job_threads + 1;
+  const bool contended = it == devices_.end() || threads > it->second.cores;
   return contended ? c.cpu_job_slowdown : 0.0;
 }
 

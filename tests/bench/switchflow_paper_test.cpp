@@ -131,7 +131,8 @@ TEST(SwitchflowPaper, Figs8And9CompareInputReuseWithTimeSlicing) {
 // Issue 39: the share twin's h200 against gpucap's own LibTorch run on a real H200 (a BS-1
 // MobileNetV2 beside ResNet-18 training): free sharing leaves the median request alone and slows
 // its p95 (1.82x solo, measured); switchflow moves the training job to the host CPU, where one
-// thread of 16 cores slows nothing, and keeps the request at its solo time (0.99x).
+// thread of 16 cores slows nothing, and keeps the request at its solo time (0.99x). The issue
+// asks both ratios within 25 %; the second follows from the set request time (derived).
 TEST(SwitchflowPaper, TheH200RunIsWithinTwentyFivePercent) {
   const auto r = report(SwitchflowExperiment::h200);
   ASSERT_EQ(r.rows.size(), 9U);
@@ -148,6 +149,8 @@ TEST(SwitchflowPaper, TheH200RunIsWithinTwentyFivePercent) {
     }
     if (row.quantity == "switchflow p95 / solo p95") {
       EXPECT_LT(*row.twin, 1.05);  // nothing slows the request: the job is on the CPU
+      EXPECT_TRUE(row.within()) << row.error();
+      EXPECT_EQ(row.role, "derived");  // alone, the request takes its set time
     }
     if (row.quantity == "solo p95 ms") {
       EXPECT_EQ(row.role, "derived");  // alone, the twin's requests take the set time
@@ -155,8 +158,7 @@ TEST(SwitchflowPaper, TheH200RunIsWithinTwentyFivePercent) {
     if (row.quantity == "background img/s" && row.case_name == "threads") threads_img_s = *row.twin;
     if (row.quantity == "background img/s" && row.case_name == "switchflow") switchflow_img_s = *row.twin;
   }
-  // threads p50, p95 and its ratio to solo; switchflow p50 and its p95's ratio to solo
-  EXPECT_EQ(checks, 5);
+  EXPECT_EQ(checks, 3);  // threads p50, p95 and its ratio to solo
   // Under switchflow the training job did move: its step on the CPU is 4 s against 37 ms.
   EXPECT_LT(switchflow_img_s, 0.6 * threads_img_s);
   const auto md = to_markdown(r);

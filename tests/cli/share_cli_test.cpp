@@ -117,6 +117,7 @@ TEST(ShareCli, BadInputIsOneLineAndExitTwo) {
   expect_error({"share", "--job", "a=train:keras_vgg16:until=b"}, 2, "names no other job");
   expect_error({"share", "--policy", "gandiva", "--job", "a=train:keras_vgg16"}, 2, "--policy 'gandiva'");
   expect_error({"share", "--gpu", "cpu", "--job", "a=train:keras_vgg16"}, 2, "is not a GPU");
+  expect_error({"share", "--gpu", "h200_host", "--job", "a=train:torch_resnet18"}, 2, "--gpu h200_host is not a GPU");
   expect_error({"share", "--job", "a=train:keras_nasnet_large:batch=64"}, 2, "cannot run even alone");
   // Jobs that wait for each other would run until --max-time: refused, naming the cycle.
   expect_error({"share", "--job", "a=train:keras_vgg16:until=b", "--job", "b=train:keras_resnet50:until=a"}, 2,

@@ -43,7 +43,7 @@ class HandModel final : public StepModel {
     return p;
   }
   double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0.01 + 1e9 / 10e9; }
-  double host_slowdown_with_cpu_job(const DeviceInfo& /*cpu*/) const override { return 0.5; }
+  double host_slowdown_with_cpu_jobs(const DeviceInfo& /*cpu*/, int /*jobs*/) const override { return 0.5; }
   double process_overhead_bytes(const DeviceInfo&) const override { return 0.5e9; }
   double mps_capacity() const override { return 1.4; }
 };
@@ -78,7 +78,7 @@ class ScriptedModel final : public StepModel {
       : profile_(std::move(profile)), pipelines_at_once_(pipelines_at_once), queue_depth_(queue_depth) {}
   StepProfile step(const JobSpec& job, const DeviceInfo&, std::int64_t) const override { return profile_(job); }
   double transfer_s(const JobSpec&, const DeviceInfo&, const DeviceInfo&) const override { return 0; }
-  double host_slowdown_with_cpu_job(const DeviceInfo& /*cpu*/) const override { return 0; }
+  double host_slowdown_with_cpu_jobs(const DeviceInfo& /*cpu*/, int /*jobs*/) const override { return 0; }
   double process_overhead_bytes(const DeviceInfo&) const override { return 0; }
   double mps_capacity() const override { return 1; }
   double input_pipelines_at_once() const override { return pipelines_at_once_; }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "gpucap/core/error.hpp"
@@ -148,15 +149,12 @@ TEST(ShareTwin, TheH200sCpuIsItsOwnHostWithoutContention) {
   EXPECT_THROW(twin.check(job("a=infer:torch_mobilenet_v2:batch=1"), host), Error);
   EXPECT_THROW(twin.check(job("a=train:torch_mobilenet_v2"), host), Error);
   EXPECT_THROW(twin.check(job("a=train:keras_resnet50"), host), Error);
-  EXPECT_DOUBLE_EQ(twin.host_slowdown_with_cpu_job(host), 0.0);
-  EXPECT_DOUBLE_EQ(twin.host_slowdown_with_cpu_job(twin.device("cpu")), 2.7);
+  EXPECT_DOUBLE_EQ(twin.host_slowdown_with_cpu_jobs(host, 1), 0.0);
+  EXPECT_DOUBLE_EQ(twin.host_slowdown_with_cpu_jobs(twin.device("cpu"), 1), 2.7);
 }
 
-// Bad calibration data is one clear error naming the field: a GPU time not shorter than its step,
-// one without a step, and a GPU scaled from one whose steps are given apart.
-// Loads the twin from a copy of data/sched/ whose FILE was edited; expects Error(invalid_data)
-// whose text holds `message`.
-void expect_invalid(const std::string& file, const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
+// The twin read from a copy of data/sched/ whose FILE was edited (Error as the constructor's).
+std::unique_ptr<ShareTwin> edited_twin(const std::string& file, const std::function<void(nlohmann::json&)>& edit) {
   const test::TempDir dir;
   const std::filesystem::path root(dir.path());
   std::filesystem::copy(test::data_dir() + "/sched", root / "sched");
@@ -164,8 +162,31 @@ void expect_invalid(const std::string& file, const std::function<void(nlohmann::
   auto json = nlohmann::json::parse(std::ifstream(path));
   edit(json);
   std::ofstream(path) << json.dump();
+  return std::make_unique<ShareTwin>(dir.path());
+}
+
+// Contention starts where the CPU jobs' threads and the slowed job's host thread outnumber the
+// cores: one job of one thread and a host thread fit 2 cores, not 1; two such jobs do not fit 2.
+TEST(ShareTwin, ACpuJobSlowsHostWorkOnlyWhereItsThreadsOutnumberTheCores) {
+  const auto with_cores = [](int cores) {
+    return edited_twin("devices.json", [cores](auto& j) { j["hosts"]["h200_host"]["cores"] = cores; });
+  };
+  const auto two = with_cores(2);
+  EXPECT_DOUBLE_EQ(two->host_slowdown_with_cpu_jobs(two->device("h200_host"), 1), 0.0);
+  EXPECT_DOUBLE_EQ(two->host_slowdown_with_cpu_jobs(two->device("h200_host"), 2), 2.7);
+  const auto one = with_cores(1);
+  EXPECT_DOUBLE_EQ(one->host_slowdown_with_cpu_jobs(one->device("h200_host"), 1), 2.7);
+  // The paper's servers have 36 physical cores (their 72 hardware threads are not counted): a
+  // pool of 35 threads would leave one to the host.
+  const auto paper = edited_twin("calibration.json", [](auto& j) { j["cpus"]["cpu"]["job_threads"] = 35; });
+  EXPECT_DOUBLE_EQ(paper->host_slowdown_with_cpu_jobs(paper->device("cpu"), 1), 0.0);
+}
+
+// Loads the twin from a copy of data/sched/ whose FILE was edited; expects Error(invalid_data)
+// whose text holds `message`.
+void expect_invalid(const std::string& file, const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
   try {
-    const ShareTwin twin(dir.path());
+    (void)edited_twin(file, edit);
     ADD_FAILURE() << "accepted: " << message;
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_data);
@@ -173,6 +194,9 @@ void expect_invalid(const std::string& file, const std::function<void(nlohmann::
   }
 }
 
+// Bad calibration data is one clear error naming the field: a GPU time not shorter than its step,
+// one without a step, and a GPU scaled from one whose steps are given apart; a CPU without
+// figures, or not a CPU, or with no threads.
 TEST(ShareTwin, BadH200CalibrationIsInvalidData) {
   const auto calibration = [](const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
     expect_invalid("calibration.json", edit, message);

@@ -73,9 +73,9 @@ class StepModel {
   [[nodiscard]] virtual StepProfile step(const JobSpec& job, const DeviceInfo& device, std::int64_t step) const = 0;
   // Seconds to move the job's persistent state from one device to another.
   [[nodiscard]] virtual double transfer_s(const JobSpec& job, const DeviceInfo& from, const DeviceInfo& to) const = 0;
-  // How much slower the host (launches and input preparation) runs for the other jobs while a
-  // job computes on CPU device `cpu`: 0 when that slows nothing. SwitchFlow Fig. 7(d).
-  [[nodiscard]] virtual double host_slowdown_with_cpu_job(const DeviceInfo& cpu) const = 0;
+  // How much slower the host (launches and input preparation) runs for a job while `jobs` other
+  // jobs (at least 1) compute on CPU device `cpu`: 0 when that slows nothing. SwitchFlow Fig. 7(d).
+  [[nodiscard]] virtual double host_slowdown_with_cpu_jobs(const DeviceInfo& cpu, int jobs) const = 0;
   // The memory a separate process (MPS) costs beyond what its job allocates: context, allocator.
   [[nodiscard]] virtual double process_overhead_bytes(const DeviceInfo& device) const = 0;
   // Under MPS, how many times one job's speed the GPU delivers to concurrent jobs in total

@@ -66,7 +66,7 @@ class ShareTwin final : public sched::StepModel {
                                         std::int64_t step) const override;
   [[nodiscard]] double transfer_s(const sched::JobSpec& job, const sched::DeviceInfo& from,
                                   const sched::DeviceInfo& to) const override;
-  [[nodiscard]] double host_slowdown_with_cpu_job(const sched::DeviceInfo& cpu) const override;
+  [[nodiscard]] double host_slowdown_with_cpu_jobs(const sched::DeviceInfo& cpu, int jobs) const override;
   [[nodiscard]] double process_overhead_bytes(const sched::DeviceInfo& device) const override;
   [[nodiscard]] double mps_capacity() const override;
   [[nodiscard]] double input_pipelines_at_once() const override;
