@@ -60,6 +60,10 @@ P = dict(
     HOST_CONTENTION=0.0,  # c > 0: hypothesis test, host-CPU contention: while two jobs run in the process
                     # (in every panel here one of them a training), every job's per-op host time (H, H_TRAIN,
                     # a solved per-op h alike) is x (1 + c); step overheads O_STEP / O_INF are not scaled
+    PHASED=0,       # 1: hypothesis test, a training step's kernel sizes follow its phases (models.json
+                    # gpu_kernels_train_breakdown): forward 1/3 and backward 2/3 of the GPU work, the
+                    # optimizer's updates OPT_SHARE of it, interleaved with the backward (README, "Tried")
+    OPT_SHARE=0.01, # PHASED: the optimizer's share of the GPU work (memory-bound momentum updates)
 )
 
 
@@ -232,6 +236,8 @@ def train_profile(model, gpu, p):
     copy = 32 * 3 * 224 * 224 * 4 / p["PCIE"]
     fixed = copy + 2 * p["EPS"] + p["O_STEP"]
     shape = lognormal_sizes(K, zlib.crc32(("train" + model).encode()), p["SIGMA"])
+    if p["PHASED"]:
+        shape = phased(shape, MODELS[model]["gpu_kernels_train_breakdown"], p["OPT_SHARE"])
     h = p["H_TRAIN"]
     if model == "keras_mobilenet_v2" and p["MBV2_HOSTBOUND"] > 0:
         # hypothesis test only (not part of the mechanism): MobileNetV2's training host-paced,
@@ -248,6 +254,24 @@ def train_profile(model, gpu, p):
         return dict(model=model, T=T, K=K, durs=durs, copy=copy, gpu_bound=False, h=lo)
     durs, ok = scaled(shape, T - fixed, h)
     return dict(model=model, T=T, K=K, durs=durs, copy=copy, gpu_bound=ok)
+
+
+def phased(shape, breakdown, opt_share):
+    """Hypothesis test only: the step's kernels in phase order, sized by phase (forward 1/3,
+    backward 2/3 of the non-optimizer work; each optimizer update opt_share / count), the updates
+    spread evenly through the backward pass (each follows its gradient)."""
+    f = breakdown["forward"]
+    b = breakdown["backward"] + breakdown["gradient_addn"]
+    o = breakdown["optimizer"]
+    fwd = [x / sum(shape[:f]) * (1 - opt_share) / 3 for x in shape[:f]]
+    bwd = [x / sum(shape[f:f + b]) * (1 - opt_share) * 2 / 3 for x in shape[f:f + b]]
+    out, j = list(fwd), 0
+    for i, x in enumerate(bwd):
+        out.append(x)
+        while j < o and (j + 1) * b <= (i + 1) * o:
+            out.append(opt_share / o)
+            j += 1
+    return out + [opt_share / o] * (o - j)
 
 
 def solo_request(segs, h, eps):
@@ -465,7 +489,10 @@ if __name__ == "__main__":
             P[k] = v if isinstance(P[k], str) else (v == "1" if isinstance(P[k], bool) else type(P[k])(float(v)))
     if "--plain" in sys.argv:
         P.update(PLAIN)
-    # HOST_CONTENTION is printed only when set, so that the default output stays results.txt
-    print("parameters:", {k: v for k, v in P.items() if k != "HOST_CONTENTION" or v})
+    # the later hypotheses are printed only when set, so that the default output stays results.txt
+    hidden = set() if P["PHASED"] else {"PHASED", "OPT_SHARE"}
+    if not P["HOST_CONTENTION"]:
+        hidden.add("HOST_CONTENTION")
+    print("parameters:", {k: v for k, v in P.items() if k not in hidden})
     rows = evaluate(P, quick=quick)
     table(rows, P["STAT"])
