@@ -204,6 +204,8 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   server_options.host = listen_host;
   server_options.port = listen_port;
   server_options.threads = f.threads;
+  // Room for the admin API's and the metrics' connections (256 each) and the process's own files.
+  server_options.max_connections = service::connection_limit_within_open_files(server_options.max_connections, 640);
   server_options.max_request_bytes = static_cast<std::size_t>(f.max_request_mib * 1024.0 * 1024.0);
   server_options.version = GPUCAP_VERSION;
   service::InferenceServer server(*served.backend, server_options, exports.serve.get());
@@ -279,11 +281,14 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   }
 
   std::exception_ptr serve_failure;
-  std::thread http([&server, &serve_failure] {
+  std::atomic<bool> listener_failed{false};
+  std::thread http([&server, &serve_failure, &listener_failed] {
     try {
       server.serve();
     } catch (...) {
       serve_failure = std::current_exception();
+      listener_failed = true;
+      ::kill(::getpid(), SIGUSR2);  // the listener died (accept failed): drain, restore, say why
     }
   });
   const auto started = std::chrono::steady_clock::now();
@@ -303,7 +308,10 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   int signal = -1;
   while (signal < 0) signal = sigwaitinfo(&signals, nullptr);
   fmt::print(stderr, "gpucap serve: {}: draining\n",
-             signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "the serving loop failed");
+             signal == SIGINT    ? "SIGINT"
+             : signal == SIGTERM ? "SIGTERM"
+             : listener_failed   ? "the inference API's listener failed"
+                                 : "the serving loop failed");
   server.stop();  // no new connections; the handlers in flight wait for their answers
   http.join();
   // The queue drains under the node's allocation (still counted); then the node leaves (0 W).

@@ -73,4 +73,21 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
   return joined;
 }
 
+std::string escape_control(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      escaped += c;
+      continue;
+    }
+    escaped += "\\x";
+    escaped += kHex[byte >> 4U];
+    escaped += kHex[byte & 0xfU];
+  }
+  return escaped;
+}
+
 }  // namespace gpucap

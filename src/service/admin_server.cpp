@@ -139,7 +139,8 @@ int AdminServer::start() {
   }
   i.options.port = port;
   i.thread = std::thread([&i] {
-    i.http.listen_after_bind();
+    // False only when accept() failed on the listening socket (a stop returns true).
+    if (!i.http.listen_after_bind()) spdlog::error("the admin API stopped accepting connections: accept() failed on its socket");
     i.loop_ended = true;
   });
   return port;

@@ -33,6 +33,20 @@ std::string error_message(const httplib::Response& response) {
 
 }  // namespace
 
+// cpp-httplib 0.11 honours a Range header on every answer, and a list of n ranges makes it build
+// an answer of n copies of the body in memory (a 2-KB header asked 200 MB of the dashboard's
+// 200-KB script; bounded after 0.11.4, cpp-httplib issue #1766); and it compresses a JSON or text
+// answer for a client that accepts gzip or br, which Triton's asyncio client asks for and then
+// reads as JSON without inflating it. It has no switch for either, and HTTP lets a server ignore
+// both (RFC 9110 §14.2 and §12.5.3): every answer here goes out whole and as it is. The request is
+// the library's own object, made non-const in its request loop; only the handlers see it const.
+void GuardedServer::answer_whole_and_plain(const httplib::Request& request) {
+  auto& own = const_cast<httplib::Request&>(request);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  own.ranges.clear();
+  own.headers.erase("Range");
+  own.headers.erase("Accept-Encoding");
+}
+
 // Bodies no route reads: a multipart one (no API here takes files; cpp-httplib's reader would need
 // callbacks for its parts) and one with neither a length nor chunks (it would be read until the
 // client closes). The status and the message; nullopt for a body the route reads.
@@ -133,6 +147,7 @@ httplib::Server::HandlerResponse GuardedServer::refuse_encoded_body(const httpli
 }
 
 httplib::Server::HandlerResponse GuardedServer::on_error(const httplib::Request& request, httplib::Response& response) const {
+  answer_whole_and_plain(request);  // an answer cpp-httplib gives before routing (400, 414, 416)
   const auto* stream = detail::current_stream();
   const auto failure = stream != nullptr ? stream->failure() : detail::StreamFailure::none;
   if (failure == detail::StreamFailure::timed_out) {
@@ -180,12 +195,15 @@ void GuardedServer::log_refusal(int status, std::string_view method, std::string
                                 std::string_view message) const {
   const auto skipped = log_limiter_->admit();
   if (!skipped) return;
-  const auto shown_path = path.substr(0, std::min<std::size_t>(path.size(), 200));
+  // The path and the message may quote the client's bytes (cpp-httplib decodes %0A in a path).
+  const auto shown_path = escape_control(path.substr(0, std::min<std::size_t>(path.size(), 200)));
+  const auto shown_message = escape_control(message);
+  const auto shown_method = escape_control(method);
   const auto more = *skipped > 0 ? fmt::format(" ({} more refusals were not logged)", *skipped) : std::string();
   if (status >= 500) {
-    spdlog::error("{}: {} {} {} from {}: {}{}", limits_.log_name, status, method, shown_path, remote, message, more);
+    spdlog::error("{}: {} {} {} from {}: {}{}", limits_.log_name, status, shown_method, shown_path, remote, shown_message, more);
   } else {
-    spdlog::warn("{}: {} {} {} from {}: {}{}", limits_.log_name, status, method, shown_path, remote, message, more);
+    spdlog::warn("{}: {} {} {} from {}: {}{}", limits_.log_name, status, shown_method, shown_path, remote, shown_message, more);
   }
 }
 

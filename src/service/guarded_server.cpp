@@ -10,9 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -23,6 +22,7 @@
 #include "log_limiter.hpp"
 #include "raw_http.hpp"
 #include "request_stream.hpp"
+#include "worker_pool.hpp"
 
 namespace gpucap::service {
 
@@ -41,7 +41,12 @@ Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::dur
 // as needed up to `workers`, answer the requests that have arrived.
 class GuardedServer::Connections {
  public:
-  explicit Connections(GuardedServer& server) : server_(server), limits_(server.limits_) {
+  explicit Connections(GuardedServer& server)
+      : server_(server),
+        limits_(server.limits_),
+        pool_(limits_.workers, [&server](detail::Work work, Clock::duration queued) {
+          server.answer(work.fd, std::move(work.buffer), work.served, work.first_byte, std::move(work.ticket), queued);
+        }) {
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (epoll_fd_ < 0 || wake_fd_ < 0) throw Error(ErrorCode::io, "cannot create the server's event queue");
@@ -117,12 +122,7 @@ class GuardedServer::Connections {
     stopping_ = true;
     wake();
     waiter_.join();
-    {
-      const std::lock_guard lock(mutex_);
-      workers_stop_ = true;
-    }
-    work_ready_.notify_all();
-    for (auto& worker : workers_) worker.join();
+    pool_.stop();
     // Connections handed back while the waiting thread was ending.
     for (auto& [fd, waiting] : incoming_) closed(fd);
     incoming_.clear();
@@ -146,13 +146,6 @@ class GuardedServer::Connections {
   static constexpr auto kLinger = std::chrono::seconds(2);
   static constexpr auto kShutdownLinger = std::chrono::milliseconds(250);
   static constexpr std::size_t kLingerBytes = std::size_t{64} << 20U;
-  struct Work {
-    int fd;
-    std::string buffer;
-    std::size_t served;
-    Clock::time_point first_byte;
-    EarlyTicket ticket;
-  };
 
   void wake() const {
     const std::uint64_t one = 1;
@@ -302,11 +295,7 @@ class GuardedServer::Connections {
       headers_just_in = true;
     }
     const auto scan = scan_request(waiting.buffer);
-    if (scan.content_length && *scan.content_length > limits_.max_body_bytes) {
-      return refuse_waiting(fd, waiting, 413,
-                            fmt::format("the body is too large: the server's limit is {} bytes", limits_.max_body_bytes));
-    }
-    if (scan.encoded) return refuse_waiting(fd, waiting, 415, detail::kEncodedBodyMessage);
+    if (const auto refusal = refusal_of(scan, limits_)) return refuse_waiting(fd, waiting, refusal->status, refusal->message);
     if (headers_just_in && !scan.content_length && !scan.chunked && !scan.malformed_length) {
       // cpp-httplib would read such a body until the client closes: a worker held to the deadline.
       const auto method = detail::request_line(waiting.buffer).first;
@@ -322,8 +311,10 @@ class GuardedServer::Connections {
       waiting.ticket = std::move(decision.ticket);
     }
     if (!request_arrived(scan, waiting.buffer.size(), limits_.collect_body_bytes)) return false;
-    Work work{fd, std::move(waiting.buffer), waiting.served, waiting.first_byte.value_or(Clock::now()),
-              std::move(waiting.ticket)};
+    const bool reads_body = scan.chunked || scan.expect_continue ||
+                            (scan.content_length && waiting.buffer.size() < scan.header_bytes + *scan.content_length);
+    detail::Work work{fd, std::move(waiting.buffer), waiting.served, waiting.first_byte.value_or(Clock::now()),
+                      std::move(waiting.ticket), reads_body};
     forget(fd);
     dispatch(std::move(work));
     return true;
@@ -420,30 +411,10 @@ class GuardedServer::Connections {
     closed(fd);
   }
 
-  void dispatch(Work work) {
-    {
-      const std::lock_guard lock(mutex_);
-      work_.push_back(std::move(work));
-      if (work_.size() > idle_workers_ && workers_.size() < limits_.workers) {
-        workers_.emplace_back([this] { work_loop(); });
-        ++idle_workers_;
-      }
-    }
-    work_ready_.notify_one();
-  }
-
-  void work_loop() {
-    std::unique_lock lock(mutex_);
-    while (true) {
-      work_ready_.wait(lock, [this] { return !work_.empty() || workers_stop_; });
-      if (work_.empty()) return;
-      auto work = std::move(work_.front());
-      work_.pop_front();
-      --idle_workers_;
-      lock.unlock();
-      server_.answer(work.fd, std::move(work.buffer), work.served, work.first_byte, std::move(work.ticket));
-      lock.lock();
-      ++idle_workers_;
+  void dispatch(detail::Work work) {
+    if (auto refused = pool_.submit(std::move(work))) {
+      answer_error(refused->fd, 503, refused->buffer, "the server could not start a thread to answer it");
+      closed(refused->fd);
     }
   }
 
@@ -457,13 +428,9 @@ class GuardedServer::Connections {
   bool stopped_ = false;
   std::atomic<std::size_t> open_{0};
 
-  std::mutex mutex_;  // guards what follows
+  std::mutex mutex_;  // guards incoming_
   std::vector<std::pair<int, Waiting>> incoming_;
-  std::deque<Work> work_;
-  std::condition_variable work_ready_;
-  std::vector<std::thread> workers_;
-  std::size_t idle_workers_ = 0;
-  bool workers_stop_ = false;
+  detail::WorkerPool pool_;
 };
 
 namespace {
@@ -516,6 +483,7 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
   set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, limits_.idle_timeout_s)));
   detail::refuse_shared_ports(*this);
   set_pre_routing_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
+    answer_whole_and_plain(request);
     return refuse_encoded_body(request, response);
   }));
   set_error_handler(HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
@@ -554,10 +522,11 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
 }
 
 void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clock::time_point first_byte,
-                           EarlyTicket ticket) {
+                           EarlyTicket ticket, Clock::duration queued) {
   detail::RequestStream stream(fd, std::move(buffered), limits_);
   while (true) {
-    stream.start_request(first_byte);
+    stream.start_request(first_byte, queued);
+    queued = {};  // a pipelined request is read at once
     detail::set_current_stream(&stream);
     t_early_ticket = std::move(ticket);  // the first request's; a pipelined one has none
     const bool last = connections_->stopping() || served + 1 >= limits_.keep_alive_requests;
@@ -568,7 +537,10 @@ void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clo
     ++served;
     if (!answered || client_closes || last || stream.failure() != detail::StreamFailure::none) break;
     const auto rest = stream.unread();
-    if (rest.empty() || !request_arrived(scan_request(rest), rest.size(), limits_.collect_body_bytes)) {
+    const auto scan = scan_request(rest);
+    // A pipelined request that must be refused on its headers goes back to the waiting thread,
+    // which refuses it before cpp-httplib reads it.
+    if (rest.empty() || refusal_of(scan, limits_) || !request_arrived(scan, rest.size(), limits_.collect_body_bytes)) {
       connections_->wait_again(fd, stream.take_unread(), served);
       return;
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -48,6 +49,7 @@ HttpLimits limits_of(const InferenceServerOptions& options) {
   limits.idle_timeout_s = kKeepAliveIdleS;
   limits.keep_alive_requests = kKeepAliveRequests;
   limits.workers = options.threads;
+  limits.max_connections = options.max_connections;
   return limits;
 }
 
@@ -311,6 +313,14 @@ void InferenceServer::stop() {
   impl_->stop_requested = true;
   while (impl_->serving && !impl_->http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->http.stop();
+}
+
+std::size_t connection_limit_within_open_files(std::size_t limit, std::size_t other_files) {
+  constexpr std::size_t kFewest = 16;
+  rlimit open_files{};
+  if (getrlimit(RLIMIT_NOFILE, &open_files) != 0 || open_files.rlim_cur == RLIM_INFINITY) return limit;
+  const auto room = open_files.rlim_cur > other_files ? static_cast<std::size_t>(open_files.rlim_cur) - other_files : 0;
+  return std::max(kFewest, std::min(limit, room));
 }
 
 std::string InferenceServer::url() const {

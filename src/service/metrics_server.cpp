@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <mutex>
@@ -104,7 +105,8 @@ int MetricsServer::start() {
   }
   i.port = port;
   i.thread = std::thread([&i] {
-    i.http.listen_after_bind();
+    // False only when accept() failed on the listening socket (a stop returns true).
+    if (!i.http.listen_after_bind()) spdlog::error("the metrics endpoint stopped accepting connections: accept() failed on its socket");
     i.loop_ended = true;
   });
   return port;

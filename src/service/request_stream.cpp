@@ -49,7 +49,9 @@ RequestScan scan_request(std::string_view bytes) {
     lines.remove_prefix(line_end == std::string_view::npos ? lines.size() : line_end + 2);
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    const auto name = trim(line.substr(0, colon));
+    const auto raw_name = line.substr(0, colon);
+    scan.space_before_colon = scan.space_before_colon || (!raw_name.empty() && std::isspace(static_cast<unsigned char>(raw_name.back())));
+    const auto name = trim(raw_name);
     const auto value = trim(line.substr(colon + 1));
     if (iequals(name, "Content-Length")) {
       const auto length = parse_length(value);
@@ -69,6 +71,22 @@ RequestScan scan_request(std::string_view bytes) {
   if (http10 && !keep_alive) scan.client_closes = true;
   if (scan.malformed_length) scan.content_length.reset();
   return scan;
+}
+
+std::optional<ScanRefusal> refusal_of(const RequestScan& scan, const HttpLimits& limits) {
+  if (scan.header_bytes > limits.max_header_bytes) {
+    return ScanRefusal{431, fmt::format("the request's headers are larger than {} KiB", limits.max_header_bytes >> 10U)};
+  }
+  if (scan.malformed_length) return ScanRefusal{400, "the request's Content-Length is not one valid number"};
+  if (scan.chunked && scan.content_length) {
+    return ScanRefusal{400, "a request with both Transfer-Encoding and Content-Length is not accepted"};
+  }
+  if (scan.space_before_colon) return ScanRefusal{400, "a header's name is followed by whitespace before its colon"};
+  if (scan.content_length && *scan.content_length > limits.max_body_bytes) {
+    return ScanRefusal{413, fmt::format("the body is too large: the server's limit is {} bytes", limits.max_body_bytes)};
+  }
+  if (scan.encoded) return ScanRefusal{415, detail::kEncodedBodyMessage};
+  return std::nullopt;
 }
 
 bool request_arrived(const RequestScan& scan, std::size_t buffered_bytes, std::size_t collect_body_bytes) {
@@ -141,9 +159,10 @@ void RequestLineStream::get_remote_ip_and_port(std::string& ip, int& port) const
 
 void RequestLineStream::get_local_ip_and_port(std::string& ip, int& port) const { get_remote_ip_and_port(ip, port); }
 
-void RequestStream::start_request(Clock::time_point first_byte) {
+void RequestStream::start_request(Clock::time_point first_byte, Clock::duration queued) {
   first_byte_ = first_byte;
-  deadline_ = first_byte + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_timeout_s));
+  deadline_ = first_byte + queued +
+              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_timeout_s));
   received_ = 0;
   failure_ = StreamFailure::none;
 }

@@ -29,8 +29,10 @@ class RequestStream final : public httplib::Stream {
  public:
   RequestStream(int fd, std::string buffered, const HttpLimits& limits);
 
-  // A new request starts (at `first_byte`): its deadline and byte count start from here.
-  void start_request(Clock::time_point first_byte);
+  // A new request starts (at `first_byte`): its deadline and byte count start from here. Its
+  // deadline does not count the time it waited for a worker (`queued`): a body the server has not
+  // begun to read is not late by the client's doing.
+  void start_request(Clock::time_point first_byte, Clock::duration queued = {});
   [[nodiscard]] Clock::time_point first_byte() const { return first_byte_; }
   [[nodiscard]] StreamFailure failure() const { return failure_; }
   void leave_body_unread() {

@@ -127,6 +127,31 @@ std::string answer_to_headers_alone(int port, const std::string& model, std::siz
   return text;
 }
 
+// What the server answers to raw request bytes, read until it closes (the request should say
+// Connection: close) or `wait_ms` pass.
+std::string raw_exchange(int port, const std::string& request, int wait_ms = 5000) {
+  const int fd = connect_to(port);
+  if (fd < 0) {
+    ADD_FAILURE() << "cannot connect to port " << port;
+    return {};
+  }
+  std::string text;
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    ADD_FAILURE() << "the request could not be sent";
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::array<char, 4096> chunk{};
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd readable{fd, POLLIN, 0};
+    if (::poll(&readable, 1, 100) <= 0) continue;
+    const auto n = ::recv(fd, chunk.data(), chunk.size(), 0);
+    if (n <= 0) break;
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
 httplib::Result infer(httplib::Client& c, const std::string& model, const std::string& body,
                       std::optional<std::size_t> header_length = std::nullopt) {
   httplib::Headers headers;
@@ -171,6 +196,14 @@ TEST(ServeCli, TheKserveRoutesAnswerAsTritonsClientsExpect) {
   std::vector<float> back(16);
   std::memcpy(back.data(), b->body.data() + json_length, 64);
   EXPECT_EQ(back, values);
+  // Triton's asyncio client (aiohttp) asks for gzip, deflate and br, then reads the metadata as JSON
+  // without inflating it, as Triton never compresses it: the answer comes as it is.
+  const auto raw = raw_exchange(server.port(), "GET /v2/models/noop HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip, deflate, br\r\n"
+                                               "Connection: close\r\n\r\n");
+  ASSERT_TRUE(raw.starts_with("HTTP/1.1 200")) << raw;
+  EXPECT_EQ(raw.find("Content-Encoding"), std::string::npos) << raw;
+  const auto raw_body = raw.substr(raw.find("\r\n\r\n") + 4);
+  EXPECT_EQ(nlohmann::json::parse(raw_body, nullptr, false).value("name", ""), "noop") << raw;
 }
 
 // Every kind of bad input gets the protocol's error and a log line, and never stops the server or
@@ -212,14 +245,18 @@ TEST(ServeCli, BadInputGetsTheProtocolsErrorAndOthersAreStillAnswered) {
 
 TEST(ServeCli, TheAdminApiSetsTheCapBehindItsToken) {
   test::TempDir dir;
-  const auto token = dir.write("token", "s3cret\n");
+  // A token with a %: cpp-httplib decodes %41 in every header's value, which no token could match.
+  const auto token = dir.write("token", "s3%41cret\n");
   Server server({"--model", "noop", "--power-cap", "250", "--admin", "127.0.0.1:0", "--admin-token-file", token,
                  "--metrics", "127.0.0.1:0"});
   ASSERT_TRUE(server.started());
   auto admin = server.admin();
   EXPECT_EQ(admin.Get("/v1/power")->status, 401);
   EXPECT_EQ(admin.Put("/v1/power/cap", R"({"watts": 200})", "application/json")->status, 401);
-  const httplib::Headers auth = {{"Authorization", "Bearer s3cret"}};
+  EXPECT_EQ(admin.Get("/v1/power", {{"Authorization", "Bearer s3cret"}})->status, 401);
+  EXPECT_EQ(admin.Get("/v1/power", {{"Authorization", "Bearer s3%41cre"}})->status, 401);
+  EXPECT_EQ(admin.Get("/v1/power", {{"Authorization", "bearer s3%41cret"}})->status, 200);  // the scheme in any case
+  const httplib::Headers auth = {{"Authorization", "Bearer s3%41cret"}};
   const auto before = nlohmann::json::parse(admin.Get("/v1/power", auth)->body);
   EXPECT_EQ(before["cap_w"], 250.0);
   EXPECT_EQ(before["source"], "flag");

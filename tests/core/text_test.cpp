@@ -35,6 +35,13 @@ TEST(Text, NameKeyIgnoresCaseAndPunctuation) {
   EXPECT_EQ(name_key("Tesla-P40"), "teslap40");
 }
 
+TEST(Text, EscapeControlWritesControlCharactersAsHex) {
+  EXPECT_EQ(escape_control("plain /path?a=1"), "plain /path?a=1");
+  EXPECT_EQ(escape_control("a\nb\rc\x1b[2J\x7f"), "a\\x0ab\\x0dc\\x1b[2J\\x7f");
+  EXPECT_EQ(escape_control(std::string("nul\0end", 7)), "nul\\x00end");
+  EXPECT_EQ(escape_control("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes as it is
+}
+
 TEST(Text, SplitKeepsEmptyFields) {
   const auto parts = split("a,,b,", ',');
   ASSERT_EQ(parts.size(), 4u);

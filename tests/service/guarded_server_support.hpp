@@ -8,8 +8,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -37,6 +40,11 @@ class TestServer {
     http_.get("/hello", [](const httplib::Request&, httplib::Response& response) { response.set_content("hi", "text/plain"); });
     http_.post("/echo", [](const httplib::Request& request, httplib::Response& response) {
       response.set_content(std::to_string(request.body.size()), "text/plain");
+    });
+    // Holds its worker for ?ms=N milliseconds.
+    http_.get("/sleep", [](const httplib::Request& request, httplib::Response& response) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(request.get_param_value("ms"))));
+      response.set_content("awake", "text/plain");
     });
     // Says whether the early check kept a ticket for this request; a second take has nothing.
     http_.post("/ticket", [](const httplib::Request&, httplib::Response& response) {
@@ -153,6 +161,28 @@ inline std::size_t answers_in(std::string_view bytes) {
   std::size_t count = 0;
   for (auto at = bytes.find("HTTP/1.1 "); at != std::string_view::npos; at = bytes.find("HTTP/1.1 ", at + 1)) ++count;
   return count;
+}
+
+// The log lines written while it lives (the default logger's).
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)), previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
+    sink_->set_pattern("%v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  [[nodiscard]] std::vector<std::string> lines() const { return sink_->last_formatted(); }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+inline bool has_line(const std::vector<std::string>& lines, std::string_view fragment) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) { return line.find(fragment) != std::string::npos; });
 }
 
 inline std::string get_hello() { return "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"; }

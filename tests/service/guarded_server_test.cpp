@@ -2,6 +2,7 @@
 // (chunked or not), clients that drip their headers or body, a thousand idle connections, the wrong
 // method, a flood of bad requests. Real sockets on 127.0.0.1, bounded in count and time.
 #include "gpucap/service/guarded_server.hpp"
+#include "gpucap/service/inference_server.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <poll.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -195,27 +197,6 @@ TEST(GuardedServer, AKnownPathWithTheWrongMethodIs405WithAllow) {
   EXPECT_NE(unknown->body.find("not found: try /hello"), std::string::npos) << unknown->body;
 }
 
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)), previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
-    sink_->set_pattern("%v");
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  [[nodiscard]] std::vector<std::string> lines() const { return sink_->last_formatted(); }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
-bool has_line(const std::vector<std::string>& lines, std::string_view fragment) {
-  return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) { return line.find(fragment) != std::string::npos; });
-}
-
 // Issue 38: refused requests left no log line.
 TEST(GuardedServer, EveryRefusalLeavesOneLogLineAndAFloodIsRateLimited) {
   const CapturedLog log;
@@ -282,6 +263,39 @@ TEST(GuardedServer, ConnectionsOverTheLimitAre503) {
   for (int i = 0; i < 100 && server.http().open_connections() > 0; ++i) std::this_thread::sleep_for(10ms);
   httplib::Client client("127.0.0.1", server.port());
   EXPECT_EQ(client.Get("/hello")->status, 200);
+}
+
+// Clients that send a request's headers and then its body slowly, or never, hold the worker that
+// reads it until the request's deadline: with as many of them as workers, nobody else was answered
+// until then. A quarter of the workers (here one of four) answer only requests that came whole.
+TEST(GuardedServer, ClientsThatHoldTheirBodiesLeaveAWorkerForRequestsThatCameWhole) {
+  TestServer server(small_limits());  // four workers, the whole request within 1.5 s
+  std::vector<std::unique_ptr<Socket>> holding;
+  for (int i = 0; i < 4; ++i) {
+    holding.push_back(std::make_unique<Socket>(server.port()));
+    ASSERT_TRUE(holding.back()->send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  }
+  std::this_thread::sleep_for(200ms);  // three workers wait for those bodies, the fourth body for a worker
+  Socket client(server.port());
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client.send(get_hello()));
+  EXPECT_EQ(status_of(client.receive(3s, 12)), 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);  // not after the holders' deadline
+  for (const auto& socket : holding) EXPECT_EQ(status_of(socket->receive(6s, 12)), 408);
+}
+
+// Each connection is a file descriptor: past the open-file limit accept() fails and no 503 can be
+// answered, so serve's connection limit is kept under it (the soft limit is often 1,024).
+TEST(GuardedServer, ServesConnectionLimitStaysUnderTheOpenFileLimit) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_max, 1024);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  EXPECT_EQ(connection_limit_within_open_files(8192, 640), low.rlim_cur - 640);
+  EXPECT_EQ(connection_limit_within_open_files(100, 640), 100U);
+  EXPECT_EQ(connection_limit_within_open_files(8192, 5000), 16U);  // never fewer than a few
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 }  // namespace

@@ -22,4 +22,8 @@ namespace gpucap {
 
 [[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
+// Control characters (below 0x20, and 0x7f) written as \xNN: text from outside, such as a request's
+// path, cannot then start a forged line in a log or move a terminal's cursor.
+[[nodiscard]] std::string escape_control(std::string_view text);
+
 }  // namespace gpucap

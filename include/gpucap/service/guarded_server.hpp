@@ -11,7 +11,9 @@
 // request's headers, and its body when it is small, under a deadline, and hands a worker only a
 // request that has arrived (the way nginx and Go's net/http bound slow clients: a header deadline
 // and a whole-request deadline). A larger body is read by the worker, under the request's deadline
-// and a byte limit that holds for chunked bodies too. Idle keep-alive connections hold no thread
+// (less the time it waited for a worker) and a byte limit that holds for chunked bodies too; a
+// quarter of the workers answer only requests that came whole (src/service/worker_pool.hpp), so
+// bodies held back by their clients cannot take every worker. Idle keep-alive connections hold no thread
 // either, so a thousand open connections cost a thousand sockets, not a thousand threads.
 //
 // Every refused request is answered in the server's own error format and leaves one log line
@@ -61,8 +63,21 @@ struct RequestScan {
   bool malformed_length = false;  // a Content-Length that is not a number, or two that differ
   bool client_closes = false;     // Connection: close, or HTTP/1.0 without Connection: keep-alive
   bool encoded = false;           // a Content-Encoding other than identity (refused: 415)
+  bool space_before_colon = false;  // a field name followed by whitespace (RFC 9112 §5.1: 400)
 };
 [[nodiscard]] RequestScan scan_request(std::string_view bytes);
+
+// Why a request whose headers are in is refused before any worker or cpp-httplib reads it: its
+// status and message, or nullopt. Headers over the limit (431); framing that two HTTP readers could
+// read two ways, a door to request smuggling (400: two Content-Lengths that differ or one that is
+// not a number, a Content-Length beside Transfer-Encoding, whitespace before a colon — RFC 9112
+// §§5.1, 6.3 let a server refuse each); an announced body over the limit (413); a body with a
+// Content-Encoding (415).
+struct ScanRefusal {
+  int status = 0;
+  std::string message;
+};
+[[nodiscard]] std::optional<ScanRefusal> refusal_of(const RequestScan& scan, const HttpLimits& limits);
 
 // Whether the bytes hold a whole request a worker can answer without waiting on the client: the
 // headers and, for a body of at most `collect_body_bytes` announced by Content-Length, the body.
@@ -140,12 +155,15 @@ class GuardedServer : public httplib::Server {
  private:
   bool process_and_close_socket(socket_t sock) override;
   GuardedServer& route(const char* method, const std::string& pattern, Handler handler);
-  // A worker answers the requests of one connection that have arrived.
+  // A worker answers the requests of one connection that have arrived; the first one waited
+  // `queued` for the worker, which its deadline does not count.
   void answer(int fd, std::string buffered, std::size_t served, std::chrono::steady_clock::time_point first_byte,
-              EarlyTicket ticket);
+              EarlyTicket ticket, std::chrono::steady_clock::duration queued);
   [[nodiscard]] std::string allowed_methods(const std::string& path) const;
   HandlerResponse on_error(const httplib::Request& request, httplib::Response& response) const;
   HandlerResponse refuse_encoded_body(const httplib::Request& request, httplib::Response& response) const;
+  // Before any answer is written: no Range is honoured and no answer compressed (guarded_routes.cpp).
+  static void answer_whole_and_plain(const httplib::Request& request);
   [[nodiscard]] static std::optional<std::pair<int, std::string>> unread_body_refusal(const httplib::Request& request);
   void on_answer(const httplib::Request& request, const httplib::Response& response) const;
 

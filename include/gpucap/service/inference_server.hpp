@@ -28,14 +28,22 @@ namespace gpucap::service {
 struct InferenceServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: a free one (bind() says which)
-  // cpp-httplib serves a connection per thread while the client keeps it alive: this bounds the
-  // clients served at once.
+  // Requests processed at once (worker threads); an idle or still-arriving connection holds none.
   std::size_t threads = 128;
+  // Open connections; more are answered 503 and closed. Each is a file descriptor: keep it under
+  // the process's open-file limit (connection_limit_within_open_files).
+  std::size_t max_connections = 8192;
   std::size_t max_request_bytes = std::size_t{64} << 20U;  // --max-request-mib
   double read_timeout_s = 5.0;    // a request's headers and body must arrive within this
   double write_timeout_s = 5.0;
   std::string version;            // the server's, for GET /v2
 };
+
+// The connections a server may hold under the process's open-file limit (RLIMIT_NOFILE, its soft
+// value), leaving `other_files` for everything else the process opens (the admin and metrics
+// servers' connections, the GPU's files, the cap file): at most `limit`, at least 16. Past the
+// open-file limit accept() fails and no 503 can be answered, so the server's limit must come first.
+[[nodiscard]] std::size_t connection_limit_within_open_files(std::size_t limit, std::size_t other_files);
 
 class InferenceServer {
  public:

@@ -20,8 +20,9 @@
 //   default; 1 is the highest) and "timeout" (microseconds).
 // - Triton docs/protocol/extension_model_configuration.md: GET v2/models/{m}/config returns the
 //   model_config.proto message as JSON; perf_analyzer reads it (max_batch_size, input, output).
-// What Triton's own server refuses is refused here too (FP16/BF16 inputs as JSON, shared memory
-// and classification parameters, "triton_"-prefixed parameters, sequences), each with a 400.
+// What Triton's own server refuses is refused here too (FP16/BF16 inputs as JSON, "triton_"-prefixed
+// parameters, sequences), each with a 400; so are two extensions Triton has and gpucap does not
+// (shared memory, classification), which GET /v2 does not list among its extensions.
 
 #include <cstddef>
 #include <cstdint>
