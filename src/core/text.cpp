@@ -77,15 +77,23 @@ std::string escape_control(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string escaped;
   escaped.reserve(text.size());
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte != 0x7f) {
-      escaped += c;
-      continue;
-    }
+  const auto hex = [&escaped](unsigned char byte) {
     escaped += "\\x";
     escaped += kHex[byte >> 4U];
     escaped += kHex[byte & 0xfU];
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const unsigned char next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (byte == 0xc2 && next >= 0x80 && next <= 0x9f) {  // a C1 control in UTF-8 (U+0080 to U+009F)
+      hex(byte);
+      hex(next);
+      ++i;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      hex(byte);
+    } else {
+      escaped += text[i];
+    }
   }
   return escaped;
 }

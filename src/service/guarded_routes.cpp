@@ -10,6 +10,7 @@
 #include "gpucap/core/text.hpp"
 #include "log_limiter.hpp"
 #include "request_stream.hpp"
+#include "worker_pool.hpp"
 
 // GuardedServer's routes and refusals: 405 for a known path's other methods, the error bodies of
 // the refusals cpp-httplib makes by itself, and one log line for each refused request.
@@ -100,6 +101,7 @@ GuardedServer& GuardedServer::route(const char* method, const std::string& patte
       body.append(data, length);
       return true;
     });
+    detail::WorkerPool::body_read();  // the handler may wait long after (an inference, for its batch)
     if (!read || too_large) {
       // on_error says why (the stream's deadline, the body's size) and writes the error body; a
       // 413 cpp-httplib gave (a length over its limit) stays.

@@ -299,7 +299,7 @@ class GuardedServer::Connections {
     if (headers_just_in && !scan.content_length && !scan.chunked && !scan.malformed_length) {
       // cpp-httplib would read such a body until the client closes: a worker held to the deadline.
       const auto method = detail::request_line(waiting.buffer).first;
-      if (method == "POST" || method == "PUT" || method == "PATCH") {
+      if (method == "POST" || method == "PUT" || method == "PATCH" || method == "PRI") {
         return refuse_waiting(fd, waiting, 411, "a " + method + " needs a Content-Length or a chunked body");
       }
     }
@@ -414,7 +414,7 @@ class GuardedServer::Connections {
   void dispatch(detail::Work work) {
     if (auto refused = pool_.submit(std::move(work))) {
       answer_error(refused->fd, 503, refused->buffer, "the server could not start a thread to answer it");
-      closed(refused->fd);
+      linger(refused->fd);  // a close with its body unread would reset the connection, and the 503 with it
     }
   }
 
@@ -466,8 +466,10 @@ GuardedServer::GuardedServer(HttpLimits limits, ErrorWriter write_error, std::st
   // before any worker reads it. Built by the first worker instead, ThreadSanitizer saw the next
   // worker read it without an order between them: cpp-httplib is not instrumented, and the
   // guard's fast path is a plain load inside it.
-  {
-    detail::RequestLineStream line("WARM-UP / HTTP/1.1\r\n\r\n");
+  // So are the regular expressions its Range parser builds on first use (a Range header is parsed
+  // before any handler of this server sees the request; the handlers then drop it).
+  for (const char* warm_up : {"WARM-UP / HTTP/1.1\r\n\r\n", "GET /warm-up HTTP/1.1\r\nRange: bytes=0-0, 1-1\r\n\r\n"}) {
+    detail::RequestLineStream line(warm_up);
     bool closed = false;
     (void)process_request(line, true, closed, nullptr);
   }
@@ -524,14 +526,21 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
 void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clock::time_point first_byte,
                            EarlyTicket ticket, Clock::duration queued) {
   detail::RequestStream stream(fd, std::move(buffered), limits_);
+  // A request that waited for this worker while its client went on sending is not late by the
+  // client's doing: past its deadline it gets a short grace to be read. One whose client sent
+  // nothing meanwhile gets none, so that bodies held back cannot each take a new deadline from
+  // the queue (the waiting thread answers a request that has arrived whole at once).
+  auto not_before = queued > Clock::duration::zero() && detail::bytes_pending(fd) ? Clock::now() + detail::kQueuedGrace
+                                                                                   : Clock::time_point{};
   while (true) {
-    stream.start_request(first_byte, queued);
-    queued = {};  // a pipelined request is read at once
+    stream.start_request(first_byte, not_before);
+    not_before = {};  // a pipelined request is read at once
     detail::set_current_stream(&stream);
     t_early_ticket = std::move(ticket);  // the first request's; a pipelined one has none
     const bool last = connections_->stopping() || served + 1 >= limits_.keep_alive_requests;
     bool client_closes = false;
     const bool answered = process_request(stream, last, client_closes, nullptr);
+    detail::WorkerPool::body_read();  // the request's body has been read, or never will be
     t_early_ticket.reset();  // one its handler left is dropped here
     detail::set_current_stream(nullptr);
     ++served;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -39,26 +40,41 @@ RequestScan scan_request(std::string_view bytes) {
   if (end == std::string_view::npos) return scan;
   scan.header_bytes = end + 4;
   auto lines = bytes.substr(0, end);
+  // cpp-httplib ends a line at a bare LF (and skips it): a CR or LF outside a CRLF would make it
+  // read other header lines than these.
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const bool crlf = lines[i] == '\r' && i + 1 < lines.size() && lines[i + 1] == '\n';
+    if (crlf) ++i;
+    else if (lines[i] == '\r' || lines[i] == '\n') scan.bad_line = true;
+  }
   const auto request_line_end = lines.find("\r\n");  // the headers follow the request line
   const bool http10 = lines.substr(0, request_line_end).ends_with(" HTTP/1.0");
   bool keep_alive = false;
+  int codings = 0;
   lines = request_line_end == std::string_view::npos ? std::string_view() : lines.substr(request_line_end + 2);
   while (!lines.empty()) {
     const auto line_end = lines.find("\r\n");
     const auto line = lines.substr(0, line_end);
     lines.remove_prefix(line_end == std::string_view::npos ? lines.size() : line_end + 2);
+    // A folded line (obs-fold) and whitespace before a colon are refused (RFC 9112 §§5.1, 5.2):
+    // cpp-httplib keeps the blank in the name, this scan would not.
+    if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) scan.bad_line = true;
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     const auto raw_name = line.substr(0, colon);
-    scan.space_before_colon = scan.space_before_colon || (!raw_name.empty() && std::isspace(static_cast<unsigned char>(raw_name.back())));
+    if (!raw_name.empty() && std::isspace(static_cast<unsigned char>(raw_name.back()))) scan.bad_line = true;
     const auto name = trim(raw_name);
-    const auto value = trim(line.substr(colon + 1));
+    // cpp-httplib decodes %-escapes in every header's value: the framing is read as it reads it.
+    const auto decoded = httplib::detail::decode_url(std::string(trim(line.substr(colon + 1))), false);
+    const auto value = trim(decoded);
     if (iequals(name, "Content-Length")) {
       const auto length = parse_length(value);
       if (!length || (scan.content_length && *scan.content_length != *length)) scan.malformed_length = true;
       if (length) scan.content_length = length;
     } else if (iequals(name, "Transfer-Encoding")) {
-      scan.chunked = scan.chunked || iequals(value, "chunked");
+      // cpp-httplib reads the first such header alone, and only "chunked" as chunked.
+      scan.chunked = ++codings == 1 && iequals(value, "chunked");
+      scan.unsupported_coding = !scan.chunked;
     } else if (iequals(name, "Expect")) {
       scan.expect_continue = scan.expect_continue || iequals(value, "100-continue");
     } else if (iequals(name, "Content-Encoding")) {
@@ -81,7 +97,10 @@ std::optional<ScanRefusal> refusal_of(const RequestScan& scan, const HttpLimits&
   if (scan.chunked && scan.content_length) {
     return ScanRefusal{400, "a request with both Transfer-Encoding and Content-Length is not accepted"};
   }
-  if (scan.space_before_colon) return ScanRefusal{400, "a header's name is followed by whitespace before its colon"};
+  if (scan.bad_line) {
+    return ScanRefusal{400, "a header line is malformed: whitespace before its colon, a folded line, or a bare CR or LF"};
+  }
+  if (scan.unsupported_coding) return ScanRefusal{501, "of the transfer codings, only one Transfer-Encoding: chunked is accepted"};
   if (scan.content_length && *scan.content_length > limits.max_body_bytes) {
     return ScanRefusal{413, fmt::format("the body is too large: the server's limit is {} bytes", limits.max_body_bytes)};
   }
@@ -159,10 +178,16 @@ void RequestLineStream::get_remote_ip_and_port(std::string& ip, int& port) const
 
 void RequestLineStream::get_local_ip_and_port(std::string& ip, int& port) const { get_remote_ip_and_port(ip, port); }
 
-void RequestStream::start_request(Clock::time_point first_byte, Clock::duration queued) {
+bool bytes_pending(int fd) {
+  int pending = 0;
+  return ::ioctl(fd, FIONREAD, &pending) == 0 && pending > 0;
+}
+
+void RequestStream::start_request(Clock::time_point first_byte, Clock::time_point not_before) {
   first_byte_ = first_byte;
-  deadline_ = first_byte + queued +
-              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_timeout_s));
+  deadline_ = std::max(
+      first_byte + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_timeout_s)),
+      not_before);
   received_ = 0;
   failure_ = StreamFailure::none;
 }

@@ -25,14 +25,19 @@ enum class StreamFailure { none, timed_out, too_large, peer_closed, body_unread 
 inline constexpr const char* kEncodedBodyMessage =
     "a body sent with a Content-Encoding (gzip, br, ...) is not accepted: send it as it is (identity)";
 
+// The grace a request that waited for a worker gets past its deadline, when its client went on
+// sending meanwhile (GuardedServer::answer).
+inline constexpr auto kQueuedGrace = std::chrono::seconds(1);
+// Whether the socket has received bytes not yet read.
+[[nodiscard]] bool bytes_pending(int fd);
+
 class RequestStream final : public httplib::Stream {
  public:
   RequestStream(int fd, std::string buffered, const HttpLimits& limits);
 
-  // A new request starts (at `first_byte`): its deadline and byte count start from here. Its
-  // deadline does not count the time it waited for a worker (`queued`): a body the server has not
-  // begun to read is not late by the client's doing.
-  void start_request(Clock::time_point first_byte, Clock::duration queued = {});
+  // A new request starts (at `first_byte`): its deadline and byte count start from here; the
+  // deadline comes no sooner than `not_before`.
+  void start_request(Clock::time_point first_byte, Clock::time_point not_before = {});
   [[nodiscard]] Clock::time_point first_byte() const { return first_byte_; }
   [[nodiscard]] StreamFailure failure() const { return failure_; }
   void leave_body_unread() {

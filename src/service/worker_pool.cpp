@@ -5,6 +5,12 @@
 #include <utility>
 
 namespace gpucap::service::detail {
+namespace {
+
+// The pool whose body-reader place the calling worker holds, if it holds one.
+thread_local WorkerPool* t_reader_of = nullptr;
+
+}  // namespace
 
 WorkerPool::WorkerPool(std::size_t workers, Answer answer) : limit_(workers), answer_(std::move(answer)) {}
 
@@ -59,18 +65,30 @@ void WorkerPool::work_loop() {
     auto work = std::move(*next);
     work_.erase(next);
     --idle_;
-    const bool reads_body = work.reads_body;
-    body_readers_ += reads_body ? 1 : 0;
+    if (work.reads_body) {
+      ++body_readers_;
+      t_reader_of = this;
+    }
     const auto queued = Clock::now() - work.queued_at;
     lock.unlock();
     answer_(std::move(work), queued);
+    body_read();  // if the answer did not say so itself
     lock.lock();
     ++idle_;
-    if (reads_body) {
-      --body_readers_;
-      work_ready_.notify_all();  // a body that waited for a reader may go now
-    }
   }
+}
+
+void WorkerPool::body_read() {
+  auto* pool = std::exchange(t_reader_of, nullptr);
+  if (pool != nullptr) pool->release_reader();
+}
+
+void WorkerPool::release_reader() {
+  {
+    const std::lock_guard lock(mutex_);
+    --body_readers_;
+  }
+  work_ready_.notify_all();  // a body that waited for a reader may go now
 }
 
 }  // namespace gpucap::service::detail

@@ -45,6 +45,10 @@ class WorkerPool {
   [[nodiscard]] std::optional<Work> submit(Work work);
   // Lets the workers answer what is queued, then joins them.
   void stop();
+  // The calling worker has read the body of the request it answers (or will not read it): its
+  // place among the body readers goes to the next body, while it goes on to answer (an inference
+  // waits for its batch). Does nothing on a thread that holds no place.
+  static void body_read();
 
   // A worker reading a body is held by its client up to the request's deadline: clients that send
   // headers and then their body slowly, or never, could hold every worker. At most this many read
@@ -55,6 +59,7 @@ class WorkerPool {
 
  private:
   void work_loop();
+  void release_reader();
   // The request a worker takes next: the first in line or, while the body readers are all busy,
   // the first that has arrived whole (end(): none it may take). Under mutex_.
   std::deque<Work>::iterator next_work();

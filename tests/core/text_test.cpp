@@ -39,7 +39,8 @@ TEST(Text, EscapeControlWritesControlCharactersAsHex) {
   EXPECT_EQ(escape_control("plain /path?a=1"), "plain /path?a=1");
   EXPECT_EQ(escape_control("a\nb\rc\x1b[2J\x7f"), "a\\x0ab\\x0dc\\x1b[2J\\x7f");
   EXPECT_EQ(escape_control(std::string("nul\0end", 7)), "nul\\x00end");
-  EXPECT_EQ(escape_control("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes as it is
+  EXPECT_EQ(escape_control("caf\xc3\xa9 \xc2\xa0"), "caf\xc3\xa9 \xc2\xa0");  // UTF-8 passes as it is
+  EXPECT_EQ(escape_control("csi\xc2\x9b" "2J"), "csi\\xc2\\x9b2J");              // but not a C1 control
 }
 
 TEST(Text, SplitKeepsEmptyFields) {

@@ -287,15 +287,24 @@ TEST(GuardedServer, ClientsThatHoldTheirBodiesLeaveAWorkerForRequestsThatCameWho
 // Each connection is a file descriptor: past the open-file limit accept() fails and no 503 can be
 // answered, so serve's connection limit is kept under it (the soft limit is often 1,024).
 TEST(GuardedServer, ServesConnectionLimitStaysUnderTheOpenFileLimit) {
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = std::min<rlim_t>(saved.rlim_max, 1024);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  EXPECT_EQ(connection_limit_within_open_files(8192, 640), low.rlim_cur - 640);
+  struct SoftLimit {  // sets the soft limit, and puts the old one back however the test ends
+    rlimit saved{};
+    explicit SoftLimit(rlim_t soft) {
+      getrlimit(RLIMIT_NOFILE, &saved);
+      rlimit low = saved;
+      low.rlim_cur = std::min(saved.rlim_max, soft);
+      setrlimit(RLIMIT_NOFILE, &low);
+    }
+    ~SoftLimit() { setrlimit(RLIMIT_NOFILE, &saved); }
+    SoftLimit(const SoftLimit&) = delete;
+    SoftLimit& operator=(const SoftLimit&) = delete;
+  } const limit(1024);
+  rlimit now{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  ASSERT_GT(now.rlim_cur, 640U) << "the hard limit on open files is too low for this test";
+  EXPECT_EQ(connection_limit_within_open_files(8192, 640), now.rlim_cur - 640);
   EXPECT_EQ(connection_limit_within_open_files(100, 640), 100U);
   EXPECT_EQ(connection_limit_within_open_files(8192, 5000), 16U);  // never fewer than a few
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 }  // namespace

@@ -26,6 +26,9 @@ TEST(ServeCommand, BadFlagsAreOneClearError) {
   expect_error({"bso", "serve", "--db", "mysql://db/bso"}, usage, "expected sqlite:PATH or a PostgreSQL URI");
   expect_error({"bso", "serve", "--token-file", dir.file("missing")}, exit_code(ErrorCode::io), dir.file("missing"));
   expect_error({"bso", "serve", "--token-file", dir.write("token", "\n")}, usage, "the file is empty");
+  // cpp-httplib decodes %-escapes in a header and trims it: such a token could never match.
+  expect_error({"bso", "serve", "--token-file", dir.write("token", "ab%20\n")}, usage, "a blank or a control character");
+  expect_error({"bso", "serve", "--token-file", dir.write("token", "ab%00cd\n")}, usage, "a blank or a control character");
   expect_error({"bso", "serve", "--threads", "0"}, usage, "--threads");
   expect_error({"bso", "serve", "--db", "sqlite:" + dir.file("no/such/dir/bso.db")}, exit_code(ErrorCode::io), "cannot open");
 }

@@ -22,8 +22,9 @@ namespace gpucap {
 
 [[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
-// Control characters (below 0x20, and 0x7f) written as \xNN: text from outside, such as a request's
-// path, cannot then start a forged line in a log or move a terminal's cursor.
+// Control characters (below 0x20, 0x7f, and the C1 controls U+0080 to U+009F in UTF-8) written as
+// \xNN: text from outside, such as a request's path, cannot then start a forged line in a log or
+// move a terminal's cursor.
 [[nodiscard]] std::string escape_control(std::string_view text);
 
 }  // namespace gpucap

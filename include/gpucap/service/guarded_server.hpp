@@ -11,7 +11,7 @@
 // request's headers, and its body when it is small, under a deadline, and hands a worker only a
 // request that has arrived (the way nginx and Go's net/http bound slow clients: a header deadline
 // and a whole-request deadline). A larger body is read by the worker, under the request's deadline
-// (less the time it waited for a worker) and a byte limit that holds for chunked bodies too; a
+// (with a short grace when it waited for a worker while its client went on sending) and a byte limit that holds for chunked bodies too; a
 // quarter of the workers answer only requests that came whole (src/service/worker_pool.hpp), so
 // bodies held back by their clients cannot take every worker. Idle keep-alive connections hold no thread
 // either, so a thousand open connections cost a thousand sockets, not a thousand threads.
@@ -63,16 +63,17 @@ struct RequestScan {
   bool malformed_length = false;  // a Content-Length that is not a number, or two that differ
   bool client_closes = false;     // Connection: close, or HTTP/1.0 without Connection: keep-alive
   bool encoded = false;           // a Content-Encoding other than identity (refused: 415)
-  bool space_before_colon = false;  // a field name followed by whitespace (RFC 9112 §5.1: 400)
+  bool bad_line = false;  // whitespace before a colon, a folded line, a bare CR or LF (400)
+  bool unsupported_coding = false;  // a Transfer-Encoding other than one "chunked" (501)
 };
 [[nodiscard]] RequestScan scan_request(std::string_view bytes);
 
 // Why a request whose headers are in is refused before any worker or cpp-httplib reads it: its
 // status and message, or nullopt. Headers over the limit (431); framing that two HTTP readers could
 // read two ways, a door to request smuggling (400: two Content-Lengths that differ or one that is
-// not a number, a Content-Length beside Transfer-Encoding, whitespace before a colon — RFC 9112
-// §§5.1, 6.3 let a server refuse each); an announced body over the limit (413); a body with a
-// Content-Encoding (415).
+// not a number, a Content-Length beside Transfer-Encoding, a malformed header line — RFC 9112
+// §§2.2, 5.1, 5.2, 6.3 let a server refuse each); a transfer coding other than chunked (501); an
+// announced body over the limit (413); a body with a Content-Encoding (415).
 struct ScanRefusal {
   int status = 0;
   std::string message;
@@ -156,7 +157,7 @@ class GuardedServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   GuardedServer& route(const char* method, const std::string& pattern, Handler handler);
   // A worker answers the requests of one connection that have arrived; the first one waited
-  // `queued` for the worker, which its deadline does not count.
+  // `queued` for the worker.
   void answer(int fd, std::string buffered, std::size_t served, std::chrono::steady_clock::time_point first_byte,
               EarlyTicket ticket, std::chrono::steady_clock::duration queued);
   [[nodiscard]] std::string allowed_methods(const std::string& path) const;
