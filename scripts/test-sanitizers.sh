@@ -77,16 +77,28 @@ run_stage() {
   rm -rf "$reports"
   mkdir -p "$reports"
   local start=$SECONDS
-  cmake --preset "$preset" >/dev/null
+  # This function runs under `run_stage ... || overall=1`, where `set -e` does not stop it: a
+  # failed configure or build is checked here, or the tests that did build would run alone and
+  # pass (a full disk once left the TSan stage with 179 of its tests, and a status of 0).
+  if ! cmake --preset "$preset" >/dev/null; then
+    echo "test-sanitizers: $stage: configuring $preset failed" >&2
+    return 1
+  fi
   local status=0
   if [ "$stage" = asan ]; then
-    cmake --build "$build" -j"$jobs"
+    if ! cmake --build "$build" -j"$jobs"; then
+      echo "test-sanitizers: $stage: the build failed" >&2
+      return 1
+    fi
     ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1" \
     LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1" \
       ctest --test-dir "$build" --output-on-failure -j"$jobs" -E "^($(IFS='|'; echo "${asan_left_out[*]}"))" || status=$?
   else
-    cmake --build "$build" -j"$jobs" --target "${tsan_labels[@]}"
+    if ! cmake --build "$build" -j"$jobs" --target "${tsan_labels[@]}"; then
+      echo "test-sanitizers: $stage: the build failed" >&2
+      return 1
+    fi
     local labels
     labels="^($(IFS='|'; echo "${tsan_labels[*]}"))\$"
     TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=1:second_deadlock_stack=1" \
