@@ -527,11 +527,11 @@ void GuardedServer::answer(int fd, std::string buffered, std::size_t served, Clo
                            EarlyTicket ticket, Clock::duration queued) {
   detail::RequestStream stream(fd, std::move(buffered), limits_);
   // A request that waited for this worker while its client went on sending is not late by the
-  // client's doing: past its deadline it gets a short grace to be read. One whose client sent
-  // nothing meanwhile gets none, so that bodies held back cannot each take a new deadline from
-  // the queue (the waiting thread answers a request that has arrived whole at once).
-  auto not_before = queued > Clock::duration::zero() && detail::bytes_pending(fd) ? Clock::now() + detail::kQueuedGrace
-                                                                                   : Clock::time_point{};
+  // client's doing: past its deadline it gets as long as it waited, at most a short grace, to be
+  // read. One whose client sent nothing meanwhile gets none, so that bodies held back cannot each
+  // take a new deadline from the queue (the waiting thread answers a request that has arrived whole at once).
+  const auto grace = std::min<Clock::duration>(queued, detail::kQueuedGrace);
+  auto not_before = detail::bytes_pending(fd) ? Clock::now() + grace : Clock::time_point{};
   while (true) {
     stream.start_request(first_byte, not_before);
     not_before = {};  // a pipelined request is read at once

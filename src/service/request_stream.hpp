@@ -25,8 +25,8 @@ enum class StreamFailure { none, timed_out, too_large, peer_closed, body_unread 
 inline constexpr const char* kEncodedBodyMessage =
     "a body sent with a Content-Encoding (gzip, br, ...) is not accepted: send it as it is (identity)";
 
-// The grace a request that waited for a worker gets past its deadline, when its client went on
-// sending meanwhile (GuardedServer::answer).
+// The most a request that waited for a worker gets past its deadline (no more than it waited),
+// when its client went on sending meanwhile (GuardedServer::answer).
 inline constexpr auto kQueuedGrace = std::chrono::seconds(1);
 // Whether the socket has received bytes not yet read.
 [[nodiscard]] bool bytes_pending(int fd);
