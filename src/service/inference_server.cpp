@@ -32,7 +32,8 @@ constexpr const char* kNotFound =
 // The routes of one model: its name, and a version (optional).
 constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
 
-const std::vector<std::string> kExtensions = {"binary_tensor_data", "schedule_policy", "model_configuration"};
+const std::vector<std::string> kExtensions = {"binary_tensor_data", "classification", "schedule_policy",
+                                               "model_configuration"};
 
 void send_error(httplib::Response& response, int status, std::string_view message) {
   response.status = status;

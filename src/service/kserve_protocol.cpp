@@ -337,6 +337,21 @@ void parse_request_parameters(const json& doc, InferRequest& request) {
   }
 }
 
+// parameters.classification of a requested output: a count of classes, 0 for none (as Triton).
+std::uint32_t parse_class_count(const json& value, const TensorSpec& output) {
+  const auto count = as_unsigned(value);
+  if (!count || !std::in_range<std::uint32_t>(*count)) {
+    throw bad_request(fmt::format("parameters.classification of output '{}' must be a count of classes from 0 to {}, "
+                                  "not {}",
+                                  output.name, std::numeric_limits<std::uint32_t>::max(), excerpt(value)));
+  }
+  if (*count != 0 && !classifiable(output.datatype)) {
+    throw bad_request(fmt::format("class result not available for output '{}' due to unsupported type '{}'",
+                                  output.name, to_string(output.datatype)));
+  }
+  return static_cast<std::uint32_t>(*count);
+}
+
 void parse_requested_outputs(const json& doc, const ModelMetadata& model, InferRequest& request) {
   const json* outputs = member(doc, "outputs");
   if (outputs == nullptr) return;
@@ -346,7 +361,8 @@ void parse_requested_outputs(const json& doc, const ModelMetadata& model, InferR
     const auto where = fmt::format("outputs[{}]", i);
     if (!output.is_object()) throw bad_request(fmt::format("{} must be a JSON object", where));
     const auto& name = string_member(output, "name", where);
-    if (!find_spec(model.outputs, name)) {
+    const auto spec_index = find_spec(model.outputs, name);
+    if (!spec_index) {
       throw bad_request(fmt::format("unknown output '{}' for model '{}' (its outputs: {})", name, model.name,
                                     spec_names(model.outputs)));
     }
@@ -358,8 +374,8 @@ void parse_requested_outputs(const json& doc, const ModelMetadata& model, InferR
       if (parameters->contains("shared_memory_region")) {
         throw bad_request(fmt::format("output '{}': the shared-memory extension is not supported", name));
       }
-      if (parameters->contains("classification")) {
-        throw bad_request(fmt::format("output '{}': the classification extension is not supported", name));
+      if (const json* classification = member(*parameters, "classification")) {
+        requested.class_count = parse_class_count(*classification, model.outputs[*spec_index]);
       }
       if (const json* binary = member(*parameters, "binary_data")) {
         requested.binary_data = as_bool(*binary, fmt::format("parameters.binary_data of output '{}'", name));
@@ -453,6 +469,7 @@ void parse_inputs(const json& doc, std::string_view binary, bool header_length_g
     request.inputs.push_back(std::move(*by_spec[i]));
   }
   request.batch_size = model.max_batch_size > 0 ? batch_size(request.inputs) : 1;
+  request.model_batches = model.max_batch_size > 0;
 }
 
 // Inference-Header-Content-Length: 0 (extension_binary_data.md, "Raw Binary Request"): the body
@@ -511,6 +528,7 @@ InferRequest parse_raw_request(std::string_view body, const ModelMetadata& model
   InferRequest request;
   request.inputs.push_back(std::move(tensor));
   request.binary_data_output = true;
+  request.model_batches = first == 1;
   return request;
 }
 

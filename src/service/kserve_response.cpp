@@ -180,9 +180,11 @@ EncodedBody encode_infer_response(const InferResponse& response, const InferRequ
     bool binary;
   };
   std::vector<Planned> plan;
+  std::vector<Tensor> classified;  // outputs asked for as classes; reserved, so the plan's pointers stay valid
   if (request.outputs.empty()) {
     for (const auto& output : response.outputs) plan.push_back({&output, request.binary_data_output});
   } else {
+    classified.reserve(request.outputs.size());
     for (const auto& wanted : request.outputs) {
       const Tensor* found = nullptr;
       for (const auto& output : response.outputs) {
@@ -191,6 +193,10 @@ EncodedBody encode_infer_response(const InferResponse& response, const InferRequ
       if (found == nullptr) {
         throw ProtocolError(kInternalError,
                             fmt::format("model '{}' produced no output '{}'", response.model_name, wanted.name));
+      }
+      if (wanted.class_count > 0) {
+        classified.push_back(classify_output(*found, wanted.class_count, request.model_batches));
+        found = &classified.back();
       }
       plan.push_back({found, wanted.binary_data});
     }

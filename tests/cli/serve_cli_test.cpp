@@ -169,6 +169,17 @@ TEST(ServeCli, TheKserveRoutesAnswerAsTritonsClientsExpect) {
   EXPECT_EQ(out["model_name"], "noop");
   EXPECT_EQ(out["outputs"][0]["shape"], nlohmann::json::array({2, 16}));
   EXPECT_EQ(out["outputs"][0]["data"][3], 1.5);
+  // Triton's classification extension, as tritonclient's InferRequestedOutput("output",
+  // class_count=2) asks for it: the two highest values of each row, as "value:index".
+  EXPECT_NE(std::find(meta["extensions"].begin(), meta["extensions"].end(), "classification"), meta["extensions"].end());
+  auto classify = nlohmann::json::parse(json_request(2));
+  classify["outputs"] = {{{"name", "output"}, {"parameters", {{"classification", 2}}}}};
+  const auto k = infer(c, "noop", classify.dump());
+  ASSERT_EQ(k->status, 200) << k->body;
+  const auto classes = nlohmann::json::parse(k->body)["outputs"][0];
+  EXPECT_EQ(classes["datatype"], "BYTES");
+  EXPECT_EQ(classes["shape"], nlohmann::json::array({2, 2}));
+  EXPECT_EQ(classes["data"], nlohmann::json::array({"7.500000:15", "7.000000:14", "15.500000:15", "15.000000:14"}));
   // Binary in, binary out, framed as Triton's client frames it.
   std::vector<float> values(16);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.25F;

@@ -731,7 +731,11 @@ TEST(KserveParse, RequestedOutputsAreChecked) {
       {{{{"name", "OUTPUT0"}}, {{"name", "OUTPUT0"}}}, "output 'OUTPUT0' is requested twice"},
       {{{{"name", "OUTPUT0"}, {"parameters", {{"binary_data", "yes"}}}}},
        "parameters.binary_data of output 'OUTPUT0' must be true or false"},
-      {{{{"name", "OUTPUT0"}, {"parameters", {{"classification", 3}}}}}, "classification extension is not supported"},
+      {{{{"name", "OUTPUT0"}, {"parameters", {{"classification", -1}}}}},
+       "parameters.classification of output 'OUTPUT0' must be a count of classes from 0 to 4294967295, not -1"},
+      {{{{"name", "OUTPUT0"}, {"parameters", {{"classification", 4294967296ULL}}}}}, "not 4294967296"},
+      {{{{"name", "OUTPUT0"}, {"parameters", {{"classification", "3"}}}}}, "not \"3\""},
+      {{{{"name", "OUTPUT0"}, {"parameters", {{"classification", 2.5}}}}}, "not 2.5"},
       {{{{"name", "OUTPUT0"}, {"parameters", {{"shared_memory_region", "r"}}}}},
        "shared-memory extension is not supported"},
       {{{{"parameters", json::object()}}}, "outputs[0] has no 'name'"},
@@ -921,7 +925,8 @@ TEST(KserveMetadata, ModelConfigIsWhatPerfAnalyzerReads) {
 }
 
 TEST(KserveMetadata, ServerMetadata) {
-  const std::vector<std::string> extensions = {"binary_tensor_data", "schedule_policy", "model_configuration"};
+  const std::vector<std::string> extensions = {"binary_tensor_data", "classification", "schedule_policy",
+                                               "model_configuration"};
   EXPECT_EQ(server_metadata_json("gpucap", "0.9.0", extensions),
             json({{"name", "gpucap"}, {"version", "0.9.0"}, {"extensions", extensions}}));
 }

@@ -20,9 +20,15 @@
 //   default; 1 is the highest) and "timeout" (microseconds).
 // - Triton docs/protocol/extension_model_configuration.md: GET v2/models/{m}/config returns the
 //   model_config.proto message as JSON; perf_analyzer reads it (max_batch_size, input, output).
+// - Triton docs/protocol/extension_classification.md (and its server's src/classification.cc for
+//   what the document leaves open): an output asked for with parameters.classification = n comes
+//   back as a BYTES tensor [batch, min(n, elements per item)] (or [min(n, elements)] for a model
+//   that does not batch) of "value:index" strings, the n highest values of each batch item,
+//   highest first; values written as C++'s std::to_string writes them ("3.300000" for a float);
+//   integer and FP32/FP64 outputs only; at most 1,000,000 elements per item.
 // What Triton's own server refuses is refused here too (FP16/BF16 inputs as JSON, "triton_"-prefixed
-// parameters, sequences), each with a 400; so are two extensions Triton has and gpucap does not
-// (shared memory, classification), which GET /v2 does not list among its extensions.
+// parameters, sequences), each with a 400; so is the one extension Triton has and gpucap does not
+// (shared memory), which GET /v2 does not list among its extensions.
 
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +87,9 @@ void validate_model_metadata(const ModelMetadata& model);
 struct RequestedOutput {
   std::string name;
   bool binary_data = false;  // resolved: the output's own "binary_data", else binary_data_output
+  // parameters.classification: the top class_count classes of each batch item instead of the
+  // tensor (classify_output); 0, as in Triton, returns the tensor itself.
+  std::uint32_t class_count = 0;
 };
 
 struct InferRequest {
@@ -93,6 +102,7 @@ struct InferRequest {
   std::optional<std::int64_t> priority;     // nullopt when absent or 0 (the default level)
   std::optional<std::uint64_t> timeout_us;  // nullopt when absent or 0 (the model's default)
   std::int64_t batch_size = 1;              // the inputs' first dimension; 1 for a non-batching model
+  bool model_batches = false;               // max_batch_size > 0: every output's first dimension is the batch
 };
 
 // The value of an Inference-Header-Content-Length header: a decimal byte count, else a 400.
@@ -112,6 +122,24 @@ struct InferRequest {
 [[nodiscard]] InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length,
                                                const ModelMetadata& model);
 
+// --- The classification extension ---
+
+// Triton refuses to classify an output of more elements per batch item (a bound on the memory and
+// CPU a request can ask for).
+inline constexpr std::uint64_t kMaxClassificationElements = 1'000'000;
+
+// Whether outputs of this datatype can be classified: the integers, FP32 and FP64 (not BOOL, FP16,
+// BF16 or BYTES, as in Triton).
+[[nodiscard]] bool classifiable(Datatype datatype) noexcept;
+
+// `output` as the classification extension returns it: a BYTES tensor of the same name holding,
+// for each batch item (the first dimension when `batched`, else the whole tensor as one item), the
+// min(class_count, elements per item) highest values as "value:index", highest first; equal values
+// by index, NaN after every number. ProtocolError(400) for a datatype that is not classifiable or
+// an item over kMaxClassificationElements; ProtocolError(500) when the output's bytes do not match
+// its shape.
+[[nodiscard]] Tensor classify_output(const Tensor& output, std::uint32_t class_count, bool batched);
+
 struct InferResponse {
   std::string model_name;
   std::string model_version;
@@ -126,12 +154,14 @@ struct EncodedBody {
   std::string_view content_type;  // kJsonContentType or kBinaryContentType (static strings)
 };
 
-// The response body for `request`: the outputs it asked for (all when it named none), each as
+// The response body for `request`: the outputs it asked for (all when it named none; an output
+// asked for with a class count as classify_output gives it), each as
 // binary or as a flat JSON "data" array of its datatype (FP16/BF16 as numbers, BYTES as strings,
 // NaN and infinities as null, which JSON lacks). JSON outputs carry no "parameters": Triton's C++
 // client (perf_analyzer) takes any output "parameters" to mean binary data. Throws
 // ProtocolError(500) when an output is missing or its bytes do not match its shape, and
-// ProtocolError(400) when a BYTES output asked for as JSON is not UTF-8 text.
+// ProtocolError(400) when a BYTES output asked for as JSON is not UTF-8 text or an output cannot
+// be classified.
 [[nodiscard]] EncodedBody encode_infer_response(const InferResponse& response, const InferRequest& request);
 
 // {"error": "<message>"}; bytes that are not UTF-8 are replaced, so this never throws on them.
