@@ -3,23 +3,62 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <vector>
 
 namespace gpucap::service::kserve::detail {
 namespace {
+
+// A token of a number that is not finite, where a value stands: text[begin, end) becomes the
+// marker string.
+struct NonFinite {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::string_view marker;
+};
+
+// The token that starts at text[i] (NaN, Inf, Infinity, each optionally after '-'; RapidJSON
+// reads "-NaN" as NaN), if one does and ends there, before a letter or digit would run on.
+std::optional<NonFinite> non_finite_at(std::string_view text, std::size_t i) {
+  const bool minus = text[i] == '-';
+  const std::string_view rest = text.substr(minus ? i + 1 : i);
+  NonFinite token{i, 0, {}};
+  if (rest.starts_with("NaN")) {
+    token.end = text.size() - rest.size() + 3;
+    token.marker = kNanMarker;
+  } else if (rest.starts_with("Inf")) {
+    token.end = text.size() - rest.size() + (rest.starts_with("Infinity") ? 8 : 3);
+    token.marker = minus ? kMinusInfinityMarker : kInfinityMarker;
+  } else {
+    return std::nullopt;
+  }
+  if (token.end < text.size() && std::isalnum(static_cast<unsigned char>(text[token.end])) != 0) return std::nullopt;
+  return token;
+}
+
+bool json_whitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+struct HeaderScan {
+  std::uint64_t values = 0;  // about how many values the parser would build
+  std::vector<NonFinite> non_finite;
+};
 
 // What nlohmann's parser would let through or pay dearly for, refused in one pass over the header
 // before it builds anything: nesting deeper than kMaxJsonDepth (a 10,000-deep array is cheap to
 // send and costs a DOM node per level), and a NUL byte, which the parser takes as the end of its
 // input, so "{...}\0junk" would parse; JSON text never holds a raw NUL. Strings are skipped.
-// Returns about how many values the parser would build (commas and arrays or objects outside
-// strings: at least the values less one per array or object), for max_json_values.
-std::uint64_t check_json_header(std::string_view text, const std::string& not_json, bool header_length_given) {
-  std::uint64_t values = 0;
-  int depth = 0;
+// Counts about how many values the parser would build (commas and arrays or objects outside
+// strings: at least the values less one per array or object), for max_json_values, and finds the
+// tokens of numbers that are not finite where a value stands (after '[', ':' or an array's ',').
+HeaderScan check_json_header(std::string_view text, const std::string& not_json, bool header_length_given) {
+  HeaderScan scan;
+  std::string open;  // the containers open at this point, '[' or '{', at most kMaxJsonDepth
   bool in_string = false;
   bool escaped = false;
+  bool value_here = true;  // a value may start at the next significant character
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\0') {
@@ -38,20 +77,51 @@ std::uint64_t check_json_header(std::string_view text, const std::string& not_js
       }
       continue;
     }
+    if (json_whitespace(c)) continue;
+    if (value_here && (c == 'N' || c == 'I' || c == '-')) {
+      if (const auto token = non_finite_at(text, i)) {
+        scan.non_finite.push_back(*token);
+        i = token->end - 1;
+        value_here = false;
+        continue;
+      }
+    }
+    value_here = false;
     if (c == '"') {
       in_string = true;
     } else if (c == ',') {
-      ++values;
+      ++scan.values;
+      value_here = !open.empty() && open.back() == '[';
+    } else if (c == ':') {
+      value_here = true;
     } else if (c == '[' || c == '{') {
-      ++values;
-      if (++depth > kMaxJsonDepth) {
+      ++scan.values;
+      if (open.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
         throw ProtocolError(kBadRequest, fmt::format("the inference request nests JSON deeper than {} levels", kMaxJsonDepth));
       }
-    } else if (c == ']' || c == '}') {
-      --depth;
+      open.push_back(c);
+      value_here = c == '[';
+    } else if ((c == ']' || c == '}') && !open.empty()) {
+      open.pop_back();
     }
   }
-  return values;
+  return scan;
+}
+
+// The header with each token replaced by its marker string.
+std::string with_markers(std::string_view text, const std::vector<NonFinite>& tokens) {
+  std::string out;
+  out.reserve(text.size() + tokens.size() * 16);
+  std::size_t from = 0;
+  for (const auto& token : tokens) {
+    out.append(text.substr(from, token.begin - from));
+    out += '"';
+    out.append(token.marker);
+    out += '"';
+    from = token.end;
+  }
+  out.append(text.substr(from));
+  return out;
 }
 
 // The most JSON values a request for `model` needs, as the pre-scan counts them (commas, arrays
@@ -86,9 +156,10 @@ std::optional<std::uint64_t> max_json_values(const ModelMetadata& model) {
 
 }  // namespace
 
-void check_json_before_parsing(std::string_view text, const std::string& not_json, bool header_length_given,
-                               const ModelMetadata& model) {
-  const auto values = check_json_header(text, not_json, header_length_given);
+std::string check_json_before_parsing(std::string_view text, const std::string& not_json, bool header_length_given,
+                                      const ModelMetadata& model) {
+  const auto scan = check_json_header(text, not_json, header_length_given);
+  const auto values = scan.values;
   if (const auto most = max_json_values(model); most && values > *most) {
     throw ProtocolError(kBadRequest,
                         fmt::format("the inference request's JSON holds about {} values; model '{}' takes at most {} "
@@ -96,6 +167,29 @@ void check_json_before_parsing(std::string_view text, const std::string& not_jso
                                     "the request's fields)",
                                     values, model.name, *most, std::max(model.max_batch_size, 1)));
   }
+  return scan.non_finite.empty() ? std::string() : with_markers(text, scan.non_finite);
+}
+
+nlohmann::json parse_json_header(std::string_view text, const std::string& rewritten) {
+  if (rewritten.empty()) return nlohmann::json::parse(text.begin(), text.end());
+  // The markers as the parser decodes them: a NUL, then the token.
+  static const std::string nan_marker("\0NaN", 4);
+  static const std::string infinity_marker("\0Infinity", 9);
+  static const std::string minus_infinity_marker("\0-Infinity", 10);
+  const nlohmann::json::parser_callback_t restore = [](int /*depth*/, nlohmann::json::parse_event_t event,
+                                                       nlohmann::json& parsed) {
+    if (event != nlohmann::json::parse_event_t::value || !parsed.is_string()) return true;
+    const auto& string = parsed.get_ref<const std::string&>();
+    if (string == nan_marker) {
+      parsed = std::numeric_limits<double>::quiet_NaN();
+    } else if (string == infinity_marker) {
+      parsed = std::numeric_limits<double>::infinity();
+    } else if (string == minus_infinity_marker) {
+      parsed = -std::numeric_limits<double>::infinity();
+    }
+    return true;
+  };
+  return nlohmann::json::parse(rewritten, restore);
 }
 
 }  // namespace gpucap::service::kserve::detail

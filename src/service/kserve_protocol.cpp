@@ -24,6 +24,11 @@ ProtocolError bad_request(const std::string& message) { return ProtocolError(kBa
 // A JSON value for a message: short, one line, never throwing on odd bytes.
 std::string excerpt(const json& value) {
   if (value.is_array() || value.is_object()) return std::string("an ") + value.type_name();
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) {
+    // As the client wrote it (nlohmann would write null).
+    const double number = value.get<double>();
+    return std::isnan(number) ? "NaN" : (number > 0 ? "Infinity" : "-Infinity");
+  }
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   constexpr std::size_t kMaxChars = 40;
   if (text.size() > kMaxChars) text = text.substr(0, kMaxChars - 3) + "...";
@@ -89,9 +94,13 @@ bool to_element(const json& value, T& out) {
     return false;
   } else {
     if (!value.is_number()) return false;
-    const double number = value.get<double>();  // finite: the parser refuses overflow (1e999)
+    // Not finite only when the client wrote NaN or Infinity (parse_json_header): the parser refuses
+    // a number that overflows a double (1e999), and a finite one beyond a float's range is refused here.
+    const double number = value.get<double>();
     if constexpr (std::is_same_v<T, float>) {
-      if (std::abs(number) > static_cast<double>(std::numeric_limits<float>::max())) return false;
+      if (std::isfinite(number) && std::abs(number) > static_cast<double>(std::numeric_limits<float>::max())) {
+        return false;
+      }
     }
     out = static_cast<T>(number);
     return true;
@@ -546,10 +555,10 @@ InferRequest parse_request(std::string_view body, std::optional<std::size_t> hea
       header_length ? fmt::format("the first {} bytes of the body (Inference-Header-Content-Length) are not valid JSON",
                                   *header_length)
                     : std::string("the request body is not valid JSON");
-  detail::check_json_before_parsing(header, not_json, header_length.has_value(), model);
+  const auto rewritten = detail::check_json_before_parsing(header, not_json, header_length.has_value(), model);
   json doc;
   try {
-    doc = json::parse(header.begin(), header.end());
+    doc = detail::parse_json_header(header, rewritten);
   } catch (const json::exception& e) {
     // parse_error, or out_of_range 406 for a number beyond a double (1e999).
     throw bad_request(fmt::format("{}: {}", not_json, e.what()));

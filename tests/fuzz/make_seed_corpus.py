@@ -196,6 +196,17 @@ def main():
     fixed = json.dumps({"inputs": [{"name": "X", "shape": [2, 2], "datatype": "UINT16", "data": [1, 2, 3, 65535]},
                                    {"name": "Y", "shape": [3], "datatype": "FP64", "data": [0.5, -1e300, 3]}]}).encode()
     seed("kserve_request", "fixed", b(3) + b(0) + fixed)
+    # json.dumps writes nan and inf as NaN and Infinity, as tritonclient sends them; the outputs
+    # asked for as classes (Triton's classification extension).
+    image_classes = json.dumps({"inputs": [{"name": "input", "shape": [1, 3, 4, 4], "datatype": "FP32",
+                                            "data": [float("nan"), float("inf"), float("-inf")] + [0.5] * 45}],
+                                "outputs": [{"name": "output", "parameters": {"classification": 3, "binary_data": True}}]})
+    seed("kserve_request", "image-nan-classes", b(1) + b(0) + image_classes.encode())
+    fixed_classes = json.dumps({"inputs": [{"name": "X", "shape": [2, 2], "datatype": "UINT16", "data": [1, 2, 3, 4]},
+                                           {"name": "Y", "shape": [2], "datatype": "FP64", "data": [-float("inf"), 1]}],
+                                "outputs": [{"name": "Z", "parameters": {"classification": 2}},
+                                            {"name": "W", "parameters": {"classification": 0}}]}).encode()
+    seed("kserve_request", "fixed-classes", b(3) + b(0) + fixed_classes)
 
     # kserve_client: byte 0 bit 0: error answer; else a --shape line, then the metadata
     simple_meta = json.dumps({"name": "simple", "versions": ["1"], "platform": "pytorch_libtorch",

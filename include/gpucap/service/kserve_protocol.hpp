@@ -115,7 +115,9 @@ struct InferRequest {
 // - framing: a header length no larger than the body; the inputs' binary_data_size values adding
 //   up to exactly the bytes after the header; each a whole number of elements;
 // - values: each JSON element of the input's datatype and in its range (an INT8 of 300, a BOOL
-//   of 1, an FP32 of "x" are refused), nested or flat, at most kMaxJsonDepth deep;
+//   of 1, an FP32 of "x" are refused), nested or flat, at most kMaxJsonDepth deep; the tokens
+//   NaN, Inf and Infinity (after an optional '-'), which Triton's parser reads, taken by FP32
+//   and FP64 inputs;
 // - the model: every declared input exactly once, no other; datatypes equal; rank and fixed
 //   dimensions equal; the batch dimension in [1, max_batch_size] and equal across inputs; the
 //   element count of the shape equal to the data's; requested outputs declared, each once.

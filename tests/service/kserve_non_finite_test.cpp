@@ -1,0 +1,107 @@
+// The tokens NaN, Inf and Infinity (optionally after '-') in a request's JSON, which Triton's parser
+// reads as numbers (RapidJSON's kParseNanAndInfFlag) and Python's json.dumps writes for a float
+// array holding nan or inf: read as the numbers they name where a number may stand, refused
+// anywhere else, and never taken from inside a string.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpucap/service/kserve_protocol.hpp"
+
+namespace gpucap::service::kserve {
+namespace {
+
+// One input "x" of `datatype` with shape [-1, -1], batching up to 4; output "y" alike.
+ModelMetadata typed_model(Datatype datatype) {
+  return {"typed", {"1"}, "custom", {{"x", datatype, {-1, -1}}}, {{"y", datatype, {-1, -1}}}, 4};
+}
+
+std::string request_with_data(const std::string& datatype, int count, const std::string& data,
+                              const std::string& extra = "") {
+  return R"({"inputs": [{"name": "x", "datatype": ")" + datatype + R"(", "shape": [1, )" + std::to_string(count) +
+         R"(], "data": )" + data + "}]" + extra + "}";
+}
+
+template <typename T>
+std::vector<T> values_of(const std::vector<std::byte>& bytes) {
+  std::vector<T> values(bytes.size() / sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  return values;
+}
+
+std::string refusal(const std::string& body, Datatype datatype) {
+  try {
+    (void)parse_infer_request(body, std::nullopt, typed_model(datatype));
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.http_status(), 400) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return "";
+}
+
+TEST(KserveNonFinite, FloatInputsTakeTheTokensAsTritonReadsThem) {
+  const std::string data = "[NaN, Infinity, -Infinity, Inf, -Inf, -NaN, 1.5,NaN,-Infinity]";
+  const auto r = parse_infer_request(request_with_data("FP32", 9, data), std::nullopt, typed_model(Datatype::fp32));
+  const auto values = values_of<float>(r.inputs[0].data);
+  ASSERT_EQ(values.size(), 9u);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(values[0]));
+  EXPECT_EQ(values[1], inf);
+  EXPECT_EQ(values[2], -inf);
+  EXPECT_EQ(values[3], inf);
+  EXPECT_EQ(values[4], -inf);
+  EXPECT_TRUE(std::isnan(values[5]));
+  EXPECT_EQ(values[6], 1.5f);
+  EXPECT_TRUE(std::isnan(values[7]));
+  EXPECT_EQ(values[8], -inf);
+
+  // Nested, FP64, spaced and on several lines, as json.dumps(indent=2) writes it.
+  const auto nested = parse_infer_request(request_with_data("FP64", 2, "[\n  [\n    NaN,\n    -Infinity\n  ]\n]"),
+                                          std::nullopt, typed_model(Datatype::fp64));
+  const auto doubles = values_of<double>(nested.inputs[0].data);
+  ASSERT_EQ(doubles.size(), 2u);
+  EXPECT_TRUE(std::isnan(doubles[0]));
+  EXPECT_EQ(doubles[1], -std::numeric_limits<double>::infinity());
+}
+
+TEST(KserveNonFinite, StringsThatSpellTheTokensStayStrings) {
+  const auto body = R"({"id": "NaN [Infinity, -Inf]", "inputs": [{"name": "x", "datatype": "BYTES", "shape": [1, 3], )"
+                    R"("data": ["NaN", "\"NaN\\", "Infinity"]}]})";
+  const auto r = parse_infer_request(body, std::nullopt, typed_model(Datatype::bytes));
+  EXPECT_EQ(r.id, "NaN [Infinity, -Inf]");
+  const auto elements = bytes_elements(r.inputs[0].data);
+  ASSERT_EQ(elements.size(), 3u);
+  EXPECT_EQ(elements[0], "NaN");
+  EXPECT_EQ(elements[1], "\"NaN\\");
+  EXPECT_EQ(elements[2], "Infinity");
+}
+
+TEST(KserveNonFinite, WhereNoNumberMayStandOrNoneIsTakenTheyAreRefused) {
+  // Inputs that take no such number name it as the client wrote it.
+  EXPECT_NE(refusal(request_with_data("INT32", 2, "[1, NaN]"), Datatype::int32)
+                .find("input 'x' element 1: NaN is not an integer in [-2147483648, 2147483647] (INT32)"),
+            std::string::npos);
+  EXPECT_NE(refusal(request_with_data("BYTES", 1, "[-Infinity]"), Datatype::bytes)
+                .find("element 0: -Infinity is not a string (BYTES)"),
+            std::string::npos);
+  EXPECT_NE(refusal(request_with_data("BOOL", 1, "[Inf]"), Datatype::boolean).find("Infinity is not true or false"),
+            std::string::npos);
+  EXPECT_NE(refusal(request_with_data("FP32", 1, "[1]", R"(, "parameters": {"priority": NaN})"), Datatype::fp32)
+                .find("parameters.priority must be a non-negative integer, not NaN"),
+            std::string::npos);
+  // Not JSON, and not what RapidJSON reads either: an object's key, a token that runs on, other spellings.
+  for (const std::string bad : {"[NaNx]", "[Infinit]", "[nan]", "[+Infinity]", "[- NaN]", "[NAN]"}) {
+    EXPECT_NE(refusal(request_with_data("FP32", 1, bad), Datatype::fp32).find("not valid JSON"), std::string::npos) << bad;
+  }
+  EXPECT_NE(refusal(R"({NaN: 1, "inputs": []})", Datatype::fp32).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(refusal(R"({"inputs": [], "a": 1, Infinity: 2})", Datatype::fp32).find("not valid JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucap::service::kserve
