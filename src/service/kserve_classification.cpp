@@ -97,9 +97,9 @@ bool classifiable(Datatype datatype) noexcept {
   }
 }
 
-Tensor classify_output(const Tensor& output, std::uint32_t class_count, bool batched) {
+Tensor classify_output(const Tensor& output, std::uint32_t class_count, bool batched, std::size_t max_bytes) {
   if (!classifiable(output.datatype)) {
-    // Triton's words for it.
+    // Triton's words for it, with the output's name.
     throw ProtocolError(kBadRequest, fmt::format("class result not available for output '{}' due to unsupported type '{}'",
                                                  output.name, to_string(output.datatype)));
   }
@@ -123,6 +123,10 @@ Tensor classify_output(const Tensor& output, std::uint32_t class_count, bool bat
   for (std::int64_t i = 0; i < items; ++i) {
     append_top_classes(classes.data, output.datatype, data.subspan(static_cast<std::size_t>(i) * item_bytes, item_bytes),
                        count);
+    if (classes.data.size() > max_bytes) {
+      throw ProtocolError(kBadRequest, fmt::format("output '{}': its classes would take more than {} bytes; ask for fewer",
+                                                   output.name, max_bytes));
+    }
   }
   return classes;
 }

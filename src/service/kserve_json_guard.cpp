@@ -12,13 +12,17 @@
 namespace gpucap::service::kserve::detail {
 namespace {
 
-// A token of a number that is not finite, where a value stands: text[begin, end) becomes the
-// marker string.
+// A token of a number that is not finite, where a value stands: text[begin, end) becomes a marker
+// string ending in `spelling`.
 struct NonFinite {
   std::size_t begin = 0;
   std::size_t end = 0;
-  std::string_view marker;
+  std::string_view spelling;
 };
+
+constexpr std::string_view kNan = "NaN";
+constexpr std::string_view kInfinity = "Infinity";
+constexpr std::string_view kMinusInfinity = "-Infinity";
 
 // The token that starts at text[i] (NaN, Inf, Infinity, each optionally after '-'; RapidJSON
 // reads "-NaN" as NaN), if one does and ends there, before a letter or digit would run on.
@@ -28,10 +32,10 @@ std::optional<NonFinite> non_finite_at(std::string_view text, std::size_t i) {
   NonFinite token{i, 0, {}};
   if (rest.starts_with("NaN")) {
     token.end = text.size() - rest.size() + 3;
-    token.marker = kNanMarker;
+    token.spelling = kNan;
   } else if (rest.starts_with("Inf")) {
     token.end = text.size() - rest.size() + (rest.starts_with("Infinity") ? 8 : 3);
-    token.marker = minus ? kMinusInfinityMarker : kInfinityMarker;
+    token.spelling = minus ? kMinusInfinity : kInfinity;
   } else {
     return std::nullopt;
   }
@@ -44,6 +48,7 @@ bool json_whitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c ==
 struct HeaderScan {
   std::uint64_t values = 0;  // about how many values the parser would build
   std::vector<NonFinite> non_finite;
+  std::size_t longest_nul_run = 0;  // escaped NULs (\u0000) in a row in one of the client's strings
 };
 
 // What nlohmann's parser would let through or pay dearly for, refused in one pass over the header
@@ -58,7 +63,8 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
   std::string open;  // the containers open at this point, '[' or '{', at most kMaxJsonDepth
   bool in_string = false;
   bool escaped = false;
-  bool value_here = true;  // a value may start at the next significant character
+  std::size_t nul_run = 0;  // escaped NULs in a row so far in this string
+  bool value_here = true;   // a value may start at the next significant character
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\0') {
@@ -70,10 +76,17 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
     if (in_string) {
       if (escaped) {
         escaped = false;
+        if (c == 'u' && text.substr(i + 1, 4) == "0000") {
+          scan.longest_nul_run = std::max(scan.longest_nul_run, ++nul_run);
+          i += 4;
+        } else {
+          nul_run = 0;
+        }
       } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
+        escaped = true;  // a run of NULs goes on only through the next escape
+      } else {
+        nul_run = 0;
+        if (c == '"') in_string = false;
       }
       continue;
     }
@@ -108,15 +121,16 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
   return scan;
 }
 
-// The header with each token replaced by its marker string.
-std::string with_markers(std::string_view text, const std::vector<NonFinite>& tokens) {
+// The header with each token replaced by its marker string: `nuls` escaped NULs, then its spelling.
+std::string with_markers(std::string_view text, const std::vector<NonFinite>& tokens, std::size_t nuls) {
   std::string out;
-  out.reserve(text.size() + tokens.size() * 16);
+  out.reserve(text.size() + tokens.size() * (12 + 6 * nuls));
   std::size_t from = 0;
   for (const auto& token : tokens) {
     out.append(text.substr(from, token.begin - from));
     out += '"';
-    out.append(token.marker);
+    for (std::size_t i = 0; i < nuls; ++i) out += "\\u0000";
+    out.append(token.spelling);
     out += '"';
     from = token.end;
   }
@@ -156,8 +170,8 @@ std::optional<std::uint64_t> max_json_values(const ModelMetadata& model) {
 
 }  // namespace
 
-std::string check_json_before_parsing(std::string_view text, const std::string& not_json, bool header_length_given,
-                                      const ModelMetadata& model) {
+JsonHeaderScan check_json_before_parsing(std::string_view text, const std::string& not_json, bool header_length_given,
+                                         const ModelMetadata& model) {
   const auto scan = check_json_header(text, not_json, header_length_given);
   const auto values = scan.values;
   if (const auto most = max_json_values(model); most && values > *most) {
@@ -167,17 +181,29 @@ std::string check_json_before_parsing(std::string_view text, const std::string& 
                                     "the request's fields)",
                                     values, model.name, *most, std::max(model.max_batch_size, 1)));
   }
-  return scan.non_finite.empty() ? std::string() : with_markers(text, scan.non_finite);
+  JsonHeaderScan result;
+  if (scan.non_finite.empty()) return result;
+  if (scan.longest_nul_run >= kMaxNulRunBesideTokens) {
+    throw ProtocolError(kBadRequest, fmt::format("the inference request holds a string of {} or more NUL characters "
+                                                 "(\\u0000) in a row beside a NaN or Infinity token; at most {} are "
+                                                 "read beside one",
+                                                 kMaxNulRunBesideTokens, kMaxNulRunBesideTokens - 1));
+  }
+  result.marker_nuls = scan.longest_nul_run + 1;
+  result.rewritten = with_markers(text, scan.non_finite, result.marker_nuls);
+  return result;
 }
 
-nlohmann::json parse_json_header(std::string_view text, const std::string& rewritten) {
-  if (rewritten.empty()) return nlohmann::json::parse(text.begin(), text.end());
-  // The markers as the parser decodes them: a NUL, then the token.
-  static const std::string nan_marker("\0NaN", 4);
-  static const std::string infinity_marker("\0Infinity", 9);
-  static const std::string minus_infinity_marker("\0-Infinity", 10);
-  const nlohmann::json::parser_callback_t restore = [](int /*depth*/, nlohmann::json::parse_event_t event,
-                                                       nlohmann::json& parsed) {
+nlohmann::json parse_json_header(std::string_view text, const JsonHeaderScan& scan) {
+  if (scan.rewritten.empty()) return nlohmann::json::parse(text.begin(), text.end());
+  // The markers as the parser decodes them: the NULs, then the spelling. The client's strings hold
+  // fewer NULs in a row, so none of them is taken for a marker.
+  const std::string nuls(scan.marker_nuls, '\0');
+  const std::string nan_marker = nuls + std::string(kNan);
+  const std::string infinity_marker = nuls + std::string(kInfinity);
+  const std::string minus_infinity_marker = nuls + std::string(kMinusInfinity);
+  const nlohmann::json::parser_callback_t restore = [&](int /*depth*/, nlohmann::json::parse_event_t event,
+                                                        nlohmann::json& parsed) {
     if (event != nlohmann::json::parse_event_t::value || !parsed.is_string()) return true;
     const auto& string = parsed.get_ref<const std::string&>();
     if (string == nan_marker) {
@@ -189,7 +215,7 @@ nlohmann::json parse_json_header(std::string_view text, const std::string& rewri
     }
     return true;
   };
-  return nlohmann::json::parse(rewritten, restore);
+  return nlohmann::json::parse(scan.rewritten, restore);
 }
 
 }  // namespace gpucap::service::kserve::detail

@@ -212,10 +212,13 @@ EncodedBody encode_infer_response(const InferResponse& response, const InferRequ
     }
   }
 
-  // One allocation for the header in the common case: JSON numbers take up to ~24 characters.
+  // One allocation for the header in the common case: JSON numbers take up to ~24 characters (6
+  // per byte of an FP32), a BYTES element as JSON about its bytes (quotes and comma for its 4-byte
+  // length).
   std::size_t header_estimate = 128;
   for (const auto& planned : plan) {
-    header_estimate += 96 + (planned.binary ? 0 : planned.tensor->data.size() * 6);
+    const auto bytes = planned.tensor->data.size();
+    header_estimate += 96 + (planned.binary ? 0 : (planned.tensor->datatype == Datatype::bytes ? bytes : bytes * 6));
   }
   std::string out;
   out.reserve(header_estimate);

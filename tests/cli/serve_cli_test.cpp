@@ -180,7 +180,7 @@ TEST(ServeCli, TheKserveRoutesAnswerAsTritonsClientsExpect) {
   EXPECT_EQ(classes["datatype"], "BYTES");
   EXPECT_EQ(classes["shape"], nlohmann::json::array({2, 2}));
   EXPECT_EQ(classes["data"], nlohmann::json::array({"7.500000:15", "7.000000:14", "15.500000:15", "15.000000:14"}));
-  // NaN and Infinity as Python's json.dumps writes them (tritonclient with binary_data=False): read
+  // NaN and Infinity as python-rapidjson writes them (tritonclient with binary_data=False): read
   // as Triton reads them; JSON has no such numbers, so they come back as null.
   const auto non_finite = infer(c, "noop", R"({"inputs": [{"name": "input", "shape": [1, 16], "datatype": "FP32", )"
                                            R"("data": [NaN, Infinity, -Infinity, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}]})");

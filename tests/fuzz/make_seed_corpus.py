@@ -196,7 +196,7 @@ def main():
     fixed = json.dumps({"inputs": [{"name": "X", "shape": [2, 2], "datatype": "UINT16", "data": [1, 2, 3, 65535]},
                                    {"name": "Y", "shape": [3], "datatype": "FP64", "data": [0.5, -1e300, 3]}]}).encode()
     seed("kserve_request", "fixed", b(3) + b(0) + fixed)
-    # json.dumps writes nan and inf as NaN and Infinity, as tritonclient sends them; the outputs
+    # json.dumps writes nan and inf as NaN and Infinity, as tritonclient (python-rapidjson) does; the outputs
     # asked for as classes (Triton's classification extension).
     image_classes = json.dumps({"inputs": [{"name": "input", "shape": [1, 3, 4, 4], "datatype": "FP32",
                                             "data": [float("nan"), float("inf"), float("-inf")] + [0.5] * 45}],

@@ -112,9 +112,15 @@ TEST(KserveClassification, WhatCannotBeClassifiedIsA400) {
   EXPECT_FALSE(classifiable(Datatype::bytes));
   try {
     (void)classify_output(tensor_of<std::uint16_t>(Datatype::fp16, {1, 1}, {1}), 1, true);
+    ADD_FAILURE() << "an FP16 output was classified";
   } catch (const ProtocolError& e) {
     EXPECT_STREQ(e.what(), "class result not available for output 'scores' due to unsupported type 'FP16'");
   }
+  // Classes beyond the answer's bound (kMaxClassificationBytes by default): three items of two
+  // classes "9.000000:1" (4 + 10 bytes each) take 84 bytes.
+  const auto three = tensor_of<float>(Datatype::fp32, {3, 2}, {1, 9, 1, 9, 1, 9});
+  EXPECT_EQ(classify_output(three, 2, true, 84).data.size(), 84u);
+  EXPECT_EQ(status_of([&] { (void)classify_output(three, 2, true, 83); }), 400);
   // More than a million elements in an item (Triton's bound); a million in each of two items is fine.
   const std::vector<std::uint8_t> many(2'000'001, 1);
   EXPECT_EQ(status_of([&] { (void)classify_output(tensor_of(Datatype::uint8, {1, 2'000'001}, many), 5, true); }), 400);
@@ -131,7 +137,9 @@ ModelMetadata scoring_model() {
           {"1"},
           "custom",
           {{"image", Datatype::fp32, {-1, 3, 2, 2}}},
-          {{"probabilities", Datatype::fp32, {-1, 5}}, {"flags", Datatype::boolean, {-1, 1}}},
+          {{"probabilities", Datatype::fp32, {-1, 5}},
+           {"flags", Datatype::boolean, {-1, 1}},
+           {"ranks", Datatype::int32, {-1, 3}}},
           8};
 }
 
@@ -155,9 +163,11 @@ TEST(KserveClassification, ARequestAsTritonclientSendsItAndItsAnswerAsItReadsIt)
       "1",
       "",
       {tensor_of<float>(Datatype::fp32, {2, 5}, {0.1f, 0.6f, 0.05f, 0.2f, 0.05f, /**/ 0.3f, 0.1f, 0.1f, 0.1f, 0.4f}),
-       tensor_of<std::uint8_t>(Datatype::boolean, {2, 1}, {1, 0})}};
+       tensor_of<std::uint8_t>(Datatype::boolean, {2, 1}, {1, 0}),
+       tensor_of<std::int32_t>(Datatype::int32, {2, 3}, {3, 1, 2, /**/ -4, -6, -5})}};
   named.outputs[0].name = "probabilities";
   named.outputs[1].name = "flags";
+  named.outputs[2].name = "ranks";
   const auto encoded = encode_infer_response(named, request);
   ASSERT_TRUE(encoded.header_length);
   const auto header = json::parse(encoded.body.substr(0, *encoded.header_length));
@@ -186,6 +196,25 @@ TEST(KserveClassification, ARequestAsTritonclientSendsItAndItsAnswerAsItReadsIt)
   EXPECT_EQ(json_answer["outputs"][0]["data"], json({"0.600000:1", "0.400000:4"}));
   EXPECT_EQ(json_answer["outputs"][1]["datatype"], "BOOL");
   EXPECT_EQ(json_answer["outputs"][1]["data"], json({true, false}));
+
+  // Two outputs classified in one answer, the second as binary: each keeps its own classes.
+  json two = request_json;
+  two["outputs"] = {{{"name", "ranks"}, {"parameters", {{"classification", 2}, {"binary_data", false}}}},
+                    {{"name", "probabilities"}, {"parameters", {{"classification", 1}, {"binary_data", true}}}}};
+  const auto both = encode_infer_response(named, parse_infer_request(two.dump(), std::nullopt, model));
+  ASSERT_TRUE(both.header_length);
+  const auto both_header = json::parse(both.body.substr(0, *both.header_length));
+  EXPECT_EQ(both_header["outputs"][0]["name"], "ranks");
+  EXPECT_EQ(both_header["outputs"][0]["data"], json({"3:0", "2:2", "-4:0", "-5:2"}));
+  EXPECT_EQ(both_header["outputs"][1]["name"], "probabilities");
+  EXPECT_EQ(both_header["outputs"][1]["shape"], json({2, 1}));
+  std::string expected_binary;
+  for (const std::string element : {"0.600000:1", "0.400000:4"}) {
+    const auto length = static_cast<std::uint32_t>(element.size());
+    expected_binary.append(reinterpret_cast<const char*>(&length), 4);
+    expected_binary += element;
+  }
+  EXPECT_EQ(both.body.substr(*both.header_length), expected_binary);
 
   // A BOOL output cannot be classified: refused with the request, before any batch runs.
   json bool_classes = request_json;

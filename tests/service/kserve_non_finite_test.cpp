@@ -1,7 +1,8 @@
 // The tokens NaN, Inf and Infinity (optionally after '-') in a request's JSON, which Triton's parser
-// reads as numbers (RapidJSON's kParseNanAndInfFlag) and Python's json.dumps writes for a float
-// array holding nan or inf: read as the numbers they name where a number may stand, refused
-// anywhere else, and never taken from inside a string.
+// reads as numbers (RapidJSON's kParseNanAndInfFlag) and python-rapidjson (tritonclient.http's
+// encoder) and Python's json module write for a float array holding nan or inf: read as the
+// numbers they name where a number may stand, refused anywhere else, and never taken from inside
+// a string.
 
 #include <gtest/gtest.h>
 
@@ -80,6 +81,48 @@ TEST(KserveNonFinite, StringsThatSpellTheTokensStayStrings) {
   EXPECT_EQ(elements[0], "NaN");
   EXPECT_EQ(elements[1], "\"NaN\\");
   EXPECT_EQ(elements[2], "Infinity");
+}
+
+TEST(KserveNonFinite, AClientsOwnStringIsNeverTakenForAToken) {
+  // Beside a bare NaN, strings holding NULs and a spelling of the tokens stay the client's strings,
+  // whatever run of NULs they hold (the server's markers are longer).
+  const std::string body = R"({"id": "\u0000NaN", "inputs": [{"name": "x", "datatype": "BYTES", "shape": [1, 4], )"
+                           R"("data": ["\u0000NaN", "\u0000\u0000-Infinity", "a\u0000Infinity", "\\u0000NaN"]}], )"
+                           R"("parameters": {"custom": NaN}})";
+  const auto r = parse_infer_request(body, std::nullopt, typed_model(Datatype::bytes));
+  EXPECT_EQ(r.id, std::string("\0NaN", 4));
+  const auto elements = bytes_elements(r.inputs[0].data);
+  ASSERT_EQ(elements.size(), 4u);
+  EXPECT_EQ(elements[0], std::string("\0NaN", 4));
+  EXPECT_EQ(elements[1], std::string("\0\0-Infinity", 11));
+  EXPECT_EQ(elements[2], std::string("a\0Infinity", 10));
+  EXPECT_EQ(elements[3], "\\u0000NaN");
+  // An FP32 element written as such a string is a string, not a number, bare token or not.
+  EXPECT_NE(refusal(request_with_data("FP32", 2, R"(["\u0000NaN", NaN])"), Datatype::fp32)
+                .find("element 0: \"\\u0000NaN\" is not a number within FP32 range"),
+            std::string::npos);
+  // A run of 64 NULs beside a token is refused rather than given markers as long.
+  std::string nuls;
+  for (int i = 0; i < 64; ++i) nuls += "\\u0000";
+  EXPECT_NE(refusal(request_with_data("FP32", 1, "[NaN]", R"(, "id": ")" + nuls + R"(")"), Datatype::fp32)
+                .find("64 or more NUL characters"),
+            std::string::npos);
+  nuls.resize(nuls.size() - 6);
+  EXPECT_NO_THROW((void)parse_infer_request(request_with_data("FP32", 1, "[NaN]", R"(, "id": ")" + nuls + R"(")"),
+                                            std::nullopt, typed_model(Datatype::fp32)));
+}
+
+TEST(KserveNonFinite, TokensInTheBinaryExtensionsHeader) {
+  // The JSON header before binary data (Inference-Header-Content-Length): its tokens are read, the
+  // binary bytes after it are not looked at; a token may end the header.
+  const std::string header = R"({"inputs": [{"name": "x", "datatype": "FP64", "shape": [1, 2], "data": [Inf, -NaN]}]})";
+  const auto r = parse_infer_request(header, header.size(), typed_model(Datatype::fp64));
+  const auto values = values_of<double>(r.inputs[0].data);
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0], std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(values[1]));
+  EXPECT_NE(refusal("NaN", Datatype::fp32).find("must be a JSON object, not NaN"), std::string::npos);
+  EXPECT_NE(refusal("[1, -Infinity", Datatype::fp32).find("not valid JSON"), std::string::npos);
 }
 
 TEST(KserveNonFinite, WhereNoNumberMayStandOrNoneIsTakenTheyAreRefused) {

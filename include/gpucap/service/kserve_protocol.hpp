@@ -129,6 +129,9 @@ struct InferRequest {
 // Triton refuses to classify an output of more elements per batch item (a bound on the memory and
 // CPU a request can ask for).
 inline constexpr std::uint64_t kMaxClassificationElements = 1'000'000;
+// gpucap's own bound on the classes of one output, all items together: a value's text can be 40
+// times its bytes (an FP64 near its maximum is 309 digits), and the answer is built in memory.
+inline constexpr std::size_t kMaxClassificationBytes = std::size_t{256} << 20;
 
 // Whether outputs of this datatype can be classified: the integers, FP32 and FP64 (not BOOL, FP16,
 // BF16 or BYTES, as in Triton).
@@ -137,10 +140,11 @@ inline constexpr std::uint64_t kMaxClassificationElements = 1'000'000;
 // `output` as the classification extension returns it: a BYTES tensor of the same name holding,
 // for each batch item (the first dimension when `batched`, else the whole tensor as one item), the
 // min(class_count, elements per item) highest values as "value:index", highest first; equal values
-// by index, NaN after every number. ProtocolError(400) for a datatype that is not classifiable or
-// an item over kMaxClassificationElements; ProtocolError(500) when the output's bytes do not match
-// its shape.
-[[nodiscard]] Tensor classify_output(const Tensor& output, std::uint32_t class_count, bool batched);
+// by index, NaN after every number. ProtocolError(400) for a datatype that is not classifiable, an
+// item over kMaxClassificationElements or classes over `max_bytes`; ProtocolError(500)
+// when the output's bytes do not match its shape.
+[[nodiscard]] Tensor classify_output(const Tensor& output, std::uint32_t class_count, bool batched,
+                                     std::size_t max_bytes = kMaxClassificationBytes);
 
 struct InferResponse {
   std::string model_name;
