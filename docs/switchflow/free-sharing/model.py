@@ -64,6 +64,8 @@ P = dict(
                     # gpu_kernels_train_breakdown): forward 1/3 and backward 2/3 of the GPU work, the
                     # optimizer's updates OPT_SHARE of it, interleaved with the backward (README, "Tried")
     OPT_SHARE=0.01, # PHASED: the optimizer's share of the GPU work (memory-bound momentum updates)
+    HOST_ADD=0.0,   # d > 0: hypothesis test, additive host contention: while two jobs run in the process,
+                    # every op's host work takes d seconds more, whatever the job (README, "Tried")
 )
 
 
@@ -157,6 +159,8 @@ class Sim:
             h = cmd[1]
             if self.p["HOST_CONTENTION"] > 0 and len(self.live) >= 2:
                 h *= 1.0 + self.p["HOST_CONTENTION"]   # hypothesis test (README, "Tried and rejected")
+            if self.p["HOST_ADD"] > 0 and len(self.live) >= 2:
+                h += self.p["HOST_ADD"]                 # hypothesis test (README, "Tried")
             if self.p["HOST_SHARED"]:
                 start = max(self.now, self.host_free)
                 self.host_free = start + h
@@ -493,6 +497,8 @@ if __name__ == "__main__":
     hidden = set() if P["PHASED"] else {"PHASED", "OPT_SHARE"}
     if not P["HOST_CONTENTION"]:
         hidden.add("HOST_CONTENTION")
+    if not P["HOST_ADD"]:
+        hidden.add("HOST_ADD")
     print("parameters:", {k: v for k, v in P.items() if k not in hidden})
     rows = evaluate(P, quick=quick)
     table(rows, P["STAT"])
