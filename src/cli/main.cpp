@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <string>
+#include <system_error>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -179,6 +180,20 @@ int main(int argc, char** argv) {
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the system refused (no permission, too long, not a folder): the user's to fix.
     std::fprintf(stderr, "gpucap: error: %s\n", e.what());
+    return gpucap::exit_code(gpucap::ErrorCode::io);
+  } catch (const std::system_error& e) {
+    // After filesystem_error, which is a system_error too. A thread the system would not start
+    // (std::thread's EAGAIN: a limit on threads, processes or memory, e.g. a thread's stack too
+    // large for the memory left) is the machine's limit, not a bug. Settings already written were
+    // put back by the guards the exception unwound.
+    if (e.code() != std::errc::resource_unavailable_try_again) {
+      std::fprintf(stderr, "gpucap: internal error: %s\n", e.what());
+      return gpucap::exit_code(gpucap::ErrorCode::internal);
+    }
+    std::fprintf(stderr,
+                 "gpucap: error: the system refused to start a thread (%s): a limit on threads or memory is too low "
+                 "(ulimit -u, -s, -v)\n",
+                 e.what());
     return gpucap::exit_code(gpucap::ErrorCode::io);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpucap: internal error: %s\n", e.what());

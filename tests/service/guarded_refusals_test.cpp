@@ -2,6 +2,7 @@
 // Content-Encoding, a POST without a length, a form-encoded body (which cpp-httplib alone caps at
 // 8 KiB), a request still arriving when the server stops. Real sockets on 127.0.0.1.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <chrono>
 #include <memory>
@@ -110,6 +111,50 @@ TEST(GuardedServer, ARequestStillArrivingAtShutdownIsAnswered503) {
   EXPECT_NE(answer.find("shutting down"), std::string::npos) << answer;
   const auto after = idle.receive(1s);
   EXPECT_EQ(after.find("HTTP/1.1"), std::string::npos) << after;
+}
+
+// The system refuses a worker thread (a limit on threads or memory): the request that needed it is
+// answered 503 and the server goes on; once threads can start again the next request is served.
+// Provoked for real: every thread started without attributes gets a 1-TiB stack, which cannot be
+// mapped, so std::thread fails with EAGAIN as it does under a thread or memory limit.
+TEST(GuardedServer, ARequestNoWorkerCanBeStartedForIsAnswered503AndTheServerGoesOn) {
+  TestServer server(small_limits());
+  {
+    // The server's waiting thread starts with its listener, after is_running(): a POST without a
+    // length is answered 411 by that thread itself, so once it is answered the thread is up, and
+    // no worker has started yet.
+    Socket client(server.port());
+    ASSERT_TRUE(client.send("POST /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const auto answer = client.receive(3s);
+    ASSERT_EQ(status_of(answer), 411) << answer;
+  }
+  pthread_attr_t normal;
+  ASSERT_EQ(pthread_getattr_default_np(&normal), 0);
+  std::size_t normal_stack = 0;
+  ASSERT_EQ(pthread_attr_getstacksize(&normal, &normal_stack), 0);
+  pthread_attr_destroy(&normal);
+  const auto set_default_stack = [](std::size_t bytes) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, bytes);
+    const int rc = pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+    return rc;
+  };
+  ASSERT_EQ(set_default_stack(std::size_t{1} << 40), 0);
+  std::string refused;
+  {
+    Socket client(server.port());
+    const bool sent = client.send(get_hello());
+    refused = client.receive(3s);
+    ASSERT_EQ(set_default_stack(normal_stack), 0);  // before any assertion can return
+    ASSERT_TRUE(sent);
+  }
+  EXPECT_EQ(status_of(refused), 503) << refused;
+  EXPECT_NE(refused.find("could not start a thread"), std::string::npos) << refused;
+  Socket client(server.port());
+  ASSERT_TRUE(client.send(get_hello()));
+  EXPECT_EQ(status_of(client.receive(3s, 12)), 200);
 }
 
 }  // namespace
