@@ -57,6 +57,29 @@ std::optional<std::string> repeated_option(int argc, char** argv) {
   return std::nullopt;
 }
 
+// A std::system_error is a bug unless the system refused what gpucap asked of it:
+// - fmt::print reports a write it could not finish as "cannot write to file: <reason>" (a full
+//   disk, a closed pipe): the output's fate, the user's to fix, as when the final flush fails;
+// - std::thread reports a thread it could not start as EAGAIN with no words of its own (a limit
+//   on threads, processes or memory, e.g. a thread's stack too large for the memory left).
+// Settings already written were put back by the guards the exception unwound.
+int report_system_error(const std::system_error& e) {
+  const std::string what = e.what();
+  if (what.rfind("cannot write to file", 0) == 0) {
+    std::fprintf(stderr, "gpucap: error: cannot write the output (%s)\n", e.code().message().c_str());
+    return gpucap::exit_code(gpucap::ErrorCode::io);
+  }
+  if (e.code() == std::errc::resource_unavailable_try_again && what == e.code().message()) {
+    std::fprintf(stderr,
+                 "gpucap: error: the system refused to start a thread (%s): a limit on threads or memory is too low "
+                 "(ulimit -u, -s, -v)\n",
+                 what.c_str());
+    return gpucap::exit_code(gpucap::ErrorCode::io);
+  }
+  std::fprintf(stderr, "gpucap: internal error: %s\n", what.c_str());
+  return gpucap::exit_code(gpucap::ErrorCode::internal);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,19 +205,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpucap: error: %s\n", e.what());
     return gpucap::exit_code(gpucap::ErrorCode::io);
   } catch (const std::system_error& e) {
-    // After filesystem_error, which is a system_error too. A thread the system would not start
-    // (std::thread's EAGAIN: a limit on threads, processes or memory, e.g. a thread's stack too
-    // large for the memory left) is the machine's limit, not a bug. Settings already written were
-    // put back by the guards the exception unwound.
-    if (e.code() != std::errc::resource_unavailable_try_again) {
-      std::fprintf(stderr, "gpucap: internal error: %s\n", e.what());
-      return gpucap::exit_code(gpucap::ErrorCode::internal);
-    }
-    std::fprintf(stderr,
-                 "gpucap: error: the system refused to start a thread (%s): a limit on threads or memory is too low "
-                 "(ulimit -u, -s, -v)\n",
-                 e.what());
-    return gpucap::exit_code(gpucap::ErrorCode::io);
+    // After filesystem_error, which is a system_error too.
+    return report_system_error(e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpucap: internal error: %s\n", e.what());
     return gpucap::exit_code(gpucap::ErrorCode::internal);
