@@ -307,7 +307,7 @@ void InferenceServer::serve() {
   impl_->serving = true;
   const bool clean = impl_->stop_requested || impl_->http.listen_after_bind();
   impl_->serving = false;
-  if (!clean) throw Error(ErrorCode::io, "the inference server stopped accepting connections");
+  if (!clean) throw Error(ErrorCode::io, "the inference server stopped accepting connections: accept() failed on its socket");
 }
 
 void InferenceServer::stop() {

@@ -1,0 +1,160 @@
+// serve's listener dies while it serves (issue 36, faults): accept() fails on its socket with an
+// error that is not the open-file limit (cpp-httplib waits out EMFILE and gives up on the rest).
+// serve must then drain as at SIGTERM — every request it admitted answered, every setting put back,
+// the summary printed — and exit non-zero with one error line, so that a supervisor restarts it
+// rather than it staying up with no way in.
+//
+// Provoked for real, from outside the process: the test takes a copy of serve's listening socket
+// (pidfd_getfd, Linux 5.6; it needs the right to ptrace the child, which its parent has unless a
+// security module forbids it) and shuts it down, after which accept() fails with EINVAL.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cli/metrics_scrape.hpp"
+#include "support/child_process.hpp"
+#include "support/paths.hpp"
+
+namespace gpucap {
+namespace {
+
+// The inode of the socket listening on 127.0.0.1:port (/proc/net/tcp, state 0A), "" if none.
+std::string listening_socket_inode(int port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  char local_port[8];
+  std::snprintf(local_port, sizeof local_port, ":%04X", port);
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+    fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    if (state == "0A" && local.size() > 5 && local.compare(local.size() - 5, 5, local_port) == 0) return inode;
+  }
+  return {};
+}
+
+// Shuts down the socket process `pid` listens on at `port`; an explanation when it cannot.
+std::optional<std::string> shut_down_listener_of(pid_t pid, int port) {
+  const auto inode = listening_socket_inode(port);
+  if (inode.empty()) return "no socket listens on port " + std::to_string(port);
+  int target_fd = -1;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(entry.path(), error).string() == "socket:[" + inode + "]") {
+      target_fd = std::stoi(entry.path().filename().string());
+    }
+  }
+  if (target_fd < 0) return "the listening socket is not among the child's files";
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return std::string("pidfd_open: ") + std::strerror(errno);
+  const int copy = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, target_fd, 0));
+  const int copy_errno = errno;
+  ::close(pidfd);
+  if (copy < 0) return std::string("pidfd_getfd: ") + std::strerror(copy_errno);
+  const int shut = ::shutdown(copy, SHUT_RDWR);
+  ::close(copy);
+  if (shut != 0) return std::string("shutdown: ") + std::strerror(errno);
+  return std::nullopt;
+}
+
+// The body (JSON header, then the image's bytes) and the header's length, as tritonclient sends them.
+std::pair<std::string, std::size_t> binary_image_request(int side) {
+  const std::vector<float> image(static_cast<std::size_t>(3 * side * side), 0.1F);
+  const nlohmann::json header = {{"inputs",
+                                  {{{"name", "input"},
+                                    {"shape", {1, 3, side, side}},
+                                    {"datatype", "FP32"},
+                                    {"parameters", {{"binary_data_size", image.size() * sizeof(float)}}}}}}};
+  auto body = header.dump();
+  const auto header_length = body.size();
+  body.append(reinterpret_cast<const char*>(image.data()), image.size() * sizeof(float));
+  return {body, header_length};
+}
+
+TEST(ServeListener, AListenerThatDiesDrainsAnswersWhatItAdmittedAndExitsNonZero) {
+  // Batches of NASNet-A Large on the P40 under 90 W take a quarter of a second: requests are still
+  // queued or running when the listener dies.
+  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "serve", "--listen", "127.0.0.1:0", "--gpu",
+                            "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "5000", "--json",
+                            "--metrics", "127.0.0.1:0"},
+                           /*merge_stderr=*/true);
+  static const std::regex inference(R"(inference \(KServe v2\)\s+http://127\.0\.0\.1:([0-9]+)/)");
+  static const std::regex metrics(R"(metrics\s+http://127\.0\.0\.1:([0-9]+)/metrics)");
+  int port = 0;
+  int metrics_port = 0;
+  while (const auto line = child.read_line(60.0)) {
+    std::smatch m;
+    if (std::regex_search(*line, m, inference)) port = std::stoi(m[1]);
+    if (std::regex_search(*line, m, metrics)) metrics_port = std::stoi(m[1]);
+    if (line->find("stop with Ctrl-C") != std::string::npos) break;
+  }
+  ASSERT_GT(port, 0) << "serve did not start";
+  ASSERT_GT(metrics_port, 0);
+  const auto [body, header_length] = binary_image_request(331);
+  std::vector<std::future<int>> answers;
+  for (int i = 0; i < 8; ++i) {
+    answers.push_back(std::async(std::launch::async, [port, &body = body, header_length = header_length] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(30);
+      const httplib::Headers headers{{"Inference-Header-Content-Length", std::to_string(header_length)}};
+      const auto r = c.Post("/v2/models/nasnet_a_large/infer", headers, body, "application/octet-stream");
+      return r ? r->status : -1;
+    }));
+  }
+  // Every request admitted (pending) or answered before the listener dies.
+  httplib::Client scraper("127.0.0.1", metrics_port);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto scraped = scraper.Get("/metrics");
+    ASSERT_TRUE(scraped) << "the metrics endpoint stopped answering";
+    const auto labels = R"({model="nasnet_a_large",version="1"})";
+    if (test::series_value(scraped->body, "nv_inference_pending_request_count", labels).value_or(0.0) +
+            test::series_value(scraped->body, "nv_inference_request_success", labels).value_or(0.0) >=
+        8.0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (const auto why = shut_down_listener_of(child.pid(), port)) {
+    for (auto& a : answers) (void)a.get();
+    GTEST_SKIP() << "cannot reach serve's listening socket from here: " << *why;
+  }
+  for (auto& a : answers) EXPECT_EQ(a.get(), 200);
+  const auto status = child.wait(30.0);
+  ASSERT_TRUE(status.has_value()) << "serve did not end after its listener died";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 4) << "the I/O exit code";
+  std::string rest;
+  while (const auto line = child.read_line(5.0)) rest += *line + "\n";
+  EXPECT_NE(rest.find("gpucap serve: the inference API's listener failed: draining"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("gpucap: error: the inference server stopped accepting connections: accept() failed on its "
+                      "socket\n"),
+            std::string::npos)
+      << rest;
+  const auto summary = rest.find('{');
+  ASSERT_NE(summary, std::string::npos) << rest;
+  const auto json = nlohmann::json::parse(rest.substr(summary, rest.rfind('}') - summary + 1));
+  EXPECT_EQ(json["answered"], 8) << rest;
+}
+
+}  // namespace
+}  // namespace gpucap
