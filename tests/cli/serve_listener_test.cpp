@@ -16,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -42,7 +44,7 @@ std::string listening_socket_inode(int port) {
   std::ifstream table("/proc/net/tcp");
   std::string line;
   std::getline(table, line);  // the header
-  char local_port[8];
+  char local_port[16];
   std::snprintf(local_port, sizeof local_port, ":%04X", port);
   while (std::getline(table, line)) {
     std::istringstream fields(line);
@@ -58,7 +60,10 @@ std::optional<std::string> shut_down_listener_of(pid_t pid, int port) {
   const auto inode = listening_socket_inode(port);
   if (inode.empty()) return "no socket listens on port " + std::to_string(port);
   int target_fd = -1;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+  std::error_code listing;
+  std::filesystem::directory_iterator files("/proc/" + std::to_string(pid) + "/fd", listing);
+  if (listing) return "cannot list the child's files: " + listing.message();
+  for (const auto& entry : files) {
     std::error_code error;
     if (std::filesystem::read_symlink(entry.path(), error).string() == "socket:[" + inode + "]") {
       target_fd = std::stoi(entry.path().filename().string());
@@ -124,21 +129,26 @@ TEST(ServeListener, AListenerThatDiesDrainsAnswersWhatItAdmittedAndExitsNonZero)
   // Every request admitted (pending) or answered before the listener dies.
   httplib::Client scraper("127.0.0.1", metrics_port);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  double admitted = 0.0;
   while (std::chrono::steady_clock::now() < deadline) {
     const auto scraped = scraper.Get("/metrics");
     ASSERT_TRUE(scraped) << "the metrics endpoint stopped answering";
     const auto labels = R"({model="nasnet_a_large",version="1"})";
-    if (test::series_value(scraped->body, "nv_inference_pending_request_count", labels).value_or(0.0) +
-            test::series_value(scraped->body, "nv_inference_request_success", labels).value_or(0.0) >=
-        8.0) {
-      break;
-    }
+    admitted = test::series_value(scraped->body, "nv_inference_pending_request_count", labels).value_or(0.0) +
+               test::series_value(scraped->body, "nv_inference_request_success", labels).value_or(0.0);
+    if (admitted >= 8.0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ASSERT_GE(admitted, 8.0) << "the eight requests were not all admitted within 20 s";
+  // Some are still waiting for their answer when the listener dies: the drain is what answers them.
+  const auto waiting = std::count_if(answers.begin(), answers.end(), [](const std::future<int>& a) {
+    return a.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  });
   if (const auto why = shut_down_listener_of(child.pid(), port)) {
     for (auto& a : answers) (void)a.get();
     GTEST_SKIP() << "cannot reach serve's listening socket from here: " << *why;
   }
+  EXPECT_GT(waiting, 0) << "every request was answered before the listener died";
   for (auto& a : answers) EXPECT_EQ(a.get(), 200);
   const auto status = child.wait(30.0);
   ASSERT_TRUE(status.has_value()) << "serve did not end after its listener died";
