@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cli/metrics_scrape.hpp"
+#include "cli/serve_child.hpp"
 #include "support/child_process.hpp"
 #include "support/cli_runner.hpp"
 #include "support/free_port.hpp"
@@ -34,52 +35,9 @@
 namespace gpucap {
 namespace {
 
+using test::binary_request;
 using test::expect_error;
-
-// A `gpucap serve` child on free ports, with the URLs it announced.
-class Server {
- public:
-  // `merge_stderr`: what the server says on stderr comes on the same pipe (read_line).
-  explicit Server(std::vector<std::string> extra, bool merge_stderr = false) {
-    std::vector<std::string> argv = {GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "serve", "--listen", "127.0.0.1:0"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<test::ChildProcess>(argv, merge_stderr);
-    static const std::regex inference(R"(inference \(KServe v2\)\s+http://127\.0\.0\.1:([0-9]+)/)");
-    static const std::regex metrics(R"(metrics\s+http://127\.0\.0\.1:([0-9]+)/metrics)");
-    static const std::regex admin(R"(admin\s+http://127\.0\.0\.1:([0-9]+)/v1/power)");
-    while (const auto line = child_->read_line(60.0)) {
-      std::smatch m;
-      if (std::regex_search(*line, m, inference)) port_ = std::stoi(m[1]);
-      if (std::regex_search(*line, m, metrics)) metrics_port_ = std::stoi(m[1]);
-      if (std::regex_search(*line, m, admin)) admin_port_ = std::stoi(m[1]);
-      if (line->find("stop with Ctrl-C") != std::string::npos) break;
-    }
-  }
-  [[nodiscard]] bool started() const { return port_ > 0; }
-  [[nodiscard]] httplib::Client client() const { return client_for(port_); }
-  [[nodiscard]] httplib::Client metrics() const { return client_for(metrics_port_); }
-  // The metrics page; a failure (and "") when the server does not answer.
-  [[nodiscard]] std::string scrape() const {
-    const auto got = metrics().Get("/metrics");
-    if (!got) ADD_FAILURE() << "the metrics endpoint did not answer";
-    return got ? got->body : std::string();
-  }
-  [[nodiscard]] httplib::Client admin() const { return client_for(admin_port_); }
-  [[nodiscard]] int port() const { return port_; }
-  test::ChildProcess& process() { return *child_; }
-
- private:
-  static httplib::Client client_for(int port) {
-    httplib::Client c("127.0.0.1", port);
-    c.set_connection_timeout(5);
-    c.set_read_timeout(30);
-    return c;
-  }
-  std::unique_ptr<test::ChildProcess> child_;
-  int port_ = 0;
-  int metrics_port_ = 0;
-  int admin_port_ = 0;
-};
+using test::Server;
 
 using test::connect_to;
 
@@ -88,19 +46,6 @@ std::string json_request(int batch, int width = 16) {
   for (int i = 0; i < batch * width; ++i) data.push_back(0.5 * i);
   return nlohmann::json{{"inputs", {{{"name", "input"}, {"shape", {batch, width}}, {"datatype", "FP32"}, {"data", data}}}}}
       .dump();
-}
-
-// What tritonclient.http sends for one binary FP32 input and binary outputs: the JSON header,
-// then the raw bytes, and Inference-Header-Content-Length.
-std::pair<std::string, std::size_t> binary_request(const std::vector<float>& values, std::vector<std::int64_t> shape) {
-  const nlohmann::json header = {
-      {"inputs",
-       {{{"name", "input"}, {"shape", shape}, {"datatype", "FP32"}, {"parameters", {{"binary_data_size", values.size() * 4}}}}}},
-      {"parameters", {{"binary_data_output", true}}}};
-  auto body = header.dump();
-  const auto header_length = body.size();
-  body.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-  return {body, header_length};
 }
 
 // What the server answers to raw request bytes: the first bytes that come within `wait_ms`
@@ -416,19 +361,7 @@ TEST(ServeCli, SigtermAnswersEverythingInFlightThenExitsZero) {
     }));
   }
   // Every request admitted (pending) or answered before the signal.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto scraped = server.metrics().Get("/metrics");
-    ASSERT_TRUE(scraped) << "the metrics endpoint stopped answering";
-    const auto& text = scraped->body;
-    const auto labels = R"({model="nasnet_a_large",version="1"})";
-    if (test::series_value(text, "nv_inference_pending_request_count", labels).value_or(0.0) +
-            test::series_value(text, "nv_inference_request_success", labels).value_or(0.0) >=
-        8.0) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_GE(server.wait_until_admitted("nasnet_a_large", 8, 20.0), 8.0) << "the eight requests were not all admitted within 20 s";
   server.process().signal(SIGTERM);
   for (auto& a : answers) EXPECT_EQ(a.get(), 200);
   const auto status = server.process().wait(30.0);

@@ -25,16 +25,11 @@
 #include <fstream>
 #include <future>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
-#include "cli/metrics_scrape.hpp"
-#include "support/child_process.hpp"
-#include "support/paths.hpp"
+#include "cli/serve_child.hpp"
 
 namespace gpucap {
 namespace {
@@ -82,40 +77,16 @@ std::optional<std::string> shut_down_listener_of(pid_t pid, int port) {
   return std::nullopt;
 }
 
-// The body (JSON header, then the image's bytes) and the header's length, as tritonclient sends them.
-std::pair<std::string, std::size_t> binary_image_request(int side) {
-  const std::vector<float> image(static_cast<std::size_t>(3 * side * side), 0.1F);
-  const nlohmann::json header = {{"inputs",
-                                  {{{"name", "input"},
-                                    {"shape", {1, 3, side, side}},
-                                    {"datatype", "FP32"},
-                                    {"parameters", {{"binary_data_size", image.size() * sizeof(float)}}}}}}};
-  auto body = header.dump();
-  const auto header_length = body.size();
-  body.append(reinterpret_cast<const char*>(image.data()), image.size() * sizeof(float));
-  return {body, header_length};
-}
-
 TEST(ServeListener, AListenerThatDiesDrainsAnswersWhatItAdmittedAndExitsNonZero) {
   // Batches of NASNet-A Large on the P40 under 90 W take a quarter of a second: requests are still
   // queued or running when the listener dies.
-  test::ChildProcess child({GPUCAP_CLI_PATH, "--data-dir", test::data_dir(), "serve", "--listen", "127.0.0.1:0", "--gpu",
-                            "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "5000", "--json",
-                            "--metrics", "127.0.0.1:0"},
-                           /*merge_stderr=*/true);
-  static const std::regex inference(R"(inference \(KServe v2\)\s+http://127\.0\.0\.1:([0-9]+)/)");
-  static const std::regex metrics(R"(metrics\s+http://127\.0\.0\.1:([0-9]+)/metrics)");
-  int port = 0;
-  int metrics_port = 0;
-  while (const auto line = child.read_line(60.0)) {
-    std::smatch m;
-    if (std::regex_search(*line, m, inference)) port = std::stoi(m[1]);
-    if (std::regex_search(*line, m, metrics)) metrics_port = std::stoi(m[1]);
-    if (line->find("stop with Ctrl-C") != std::string::npos) break;
-  }
-  ASSERT_GT(port, 0) << "serve did not start";
-  ASSERT_GT(metrics_port, 0);
-  const auto [body, header_length] = binary_image_request(331);
+  test::Server server({"--gpu", "p40", "--model", "nasnet_a_large", "--power-cap", "90", "--slo-ms", "5000", "--json",
+                       "--metrics", "127.0.0.1:0"},
+                      /*merge_stderr=*/true);
+  ASSERT_TRUE(server.started());
+  const int port = server.port();
+  const std::vector<float> image(3 * 331 * 331, 0.1F);
+  const auto [body, header_length] = test::binary_request(image, {1, 3, 331, 331});
   std::vector<std::future<int>> answers;
   for (int i = 0; i < 8; ++i) {
     answers.push_back(std::async(std::launch::async, [port, &body = body, header_length = header_length] {
@@ -127,34 +98,22 @@ TEST(ServeListener, AListenerThatDiesDrainsAnswersWhatItAdmittedAndExitsNonZero)
     }));
   }
   // Every request admitted (pending) or answered before the listener dies.
-  httplib::Client scraper("127.0.0.1", metrics_port);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  double admitted = 0.0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto scraped = scraper.Get("/metrics");
-    ASSERT_TRUE(scraped) << "the metrics endpoint stopped answering";
-    const auto labels = R"({model="nasnet_a_large",version="1"})";
-    admitted = test::series_value(scraped->body, "nv_inference_pending_request_count", labels).value_or(0.0) +
-               test::series_value(scraped->body, "nv_inference_request_success", labels).value_or(0.0);
-    if (admitted >= 8.0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GE(admitted, 8.0) << "the eight requests were not all admitted within 20 s";
+  ASSERT_GE(server.wait_until_admitted("nasnet_a_large", 8, 20.0), 8.0) << "the eight requests were not all admitted within 20 s";
   // Some are still waiting for their answer when the listener dies: the drain is what answers them.
   const auto waiting = std::count_if(answers.begin(), answers.end(), [](const std::future<int>& a) {
     return a.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   });
-  if (const auto why = shut_down_listener_of(child.pid(), port)) {
+  if (const auto why = shut_down_listener_of(server.process().pid(), port)) {
     for (auto& a : answers) (void)a.get();
     GTEST_SKIP() << "cannot reach serve's listening socket from here: " << *why;
   }
   EXPECT_GT(waiting, 0) << "every request was answered before the listener died";
   for (auto& a : answers) EXPECT_EQ(a.get(), 200);
-  const auto status = child.wait(30.0);
+  const auto status = server.process().wait(30.0);
   ASSERT_TRUE(status.has_value()) << "serve did not end after its listener died";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 4) << "the I/O exit code";
   std::string rest;
-  while (const auto line = child.read_line(5.0)) rest += *line + "\n";
+  while (const auto line = server.process().read_line(5.0)) rest += *line + "\n";
   EXPECT_NE(rest.find("gpucap serve: the inference API's listener failed: draining"), std::string::npos) << rest;
   EXPECT_NE(rest.find("gpucap: error: the inference server stopped accepting connections: accept() failed on its "
                       "socket\n"),

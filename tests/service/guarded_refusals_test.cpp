@@ -119,6 +119,9 @@ TEST(GuardedServer, ARequestStillArrivingAtShutdownIsAnswered503) {
 // Provoked for real: every thread started without attributes gets a 1-TiB stack, which cannot be
 // mapped, so std::thread fails with EAGAIN as it does under a thread or memory limit.
 TEST(GuardedServer, ARequestNoWorkerCanBeStartedForIsAnswered503AndTheServerGoesOn) {
+  if (test::thread_stack_can_be_mapped(test::kUnmappableStackBytes)) {
+    GTEST_SKIP() << "this machine maps a 1-TiB thread stack (vm.overcommit_memory = 1?): it stands for no limit here";
+  }
   TestServer server(small_limits());
   {
     // The server's waiting thread starts with its listener, after is_running(): a POST without a
@@ -129,33 +132,36 @@ TEST(GuardedServer, ARequestNoWorkerCanBeStartedForIsAnswered503AndTheServerGoes
     const auto answer = client.receive(3s);
     ASSERT_EQ(status_of(answer), 411) << answer;
   }
-  pthread_attr_t normal;
-  ASSERT_EQ(pthread_getattr_default_np(&normal), 0);
-  std::size_t normal_stack = 0;
-  ASSERT_EQ(pthread_attr_getstacksize(&normal, &normal_stack), 0);
-  pthread_attr_destroy(&normal);
-  const auto set_default_stack = [](std::size_t bytes) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, bytes);
-    const int rc = pthread_setattr_default_np(&attr);
-    pthread_attr_destroy(&attr);
-    return rc;
-  };
-  if (test::thread_stack_can_be_mapped(test::kUnmappableStackBytes)) {
-    GTEST_SKIP() << "this machine maps a 1-TiB thread stack (vm.overcommit_memory = 1?): it stands for no limit here";
-  }
-  ASSERT_EQ(set_default_stack(test::kUnmappableStackBytes), 0);
-  std::string refused;
   {
+    // The process's default thread stack, 1 TiB while it lives; the old one back however the
+    // block ends.
+    struct DefaultStack {
+      std::size_t normal_bytes = 0;
+      static int set(std::size_t bytes) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, bytes);
+        const int rc = pthread_setattr_default_np(&attr);
+        pthread_attr_destroy(&attr);
+        return rc;
+      }
+      DefaultStack() {
+        pthread_attr_t normal;
+        pthread_getattr_default_np(&normal);
+        pthread_attr_getstacksize(&normal, &normal_bytes);
+        pthread_attr_destroy(&normal);
+        EXPECT_EQ(set(test::kUnmappableStackBytes), 0);
+      }
+      ~DefaultStack() { set(normal_bytes); }
+      DefaultStack(const DefaultStack&) = delete;
+      DefaultStack& operator=(const DefaultStack&) = delete;
+    } const unmappable;
     Socket client(server.port());
-    const bool sent = client.send(get_hello());
-    refused = client.receive(3s);
-    ASSERT_EQ(set_default_stack(normal_stack), 0);  // before any assertion can return
-    ASSERT_TRUE(sent);
+    ASSERT_TRUE(client.send(get_hello()));
+    const auto refused = client.receive(3s);
+    EXPECT_EQ(status_of(refused), 503) << refused;
+    EXPECT_NE(refused.find("could not start a thread"), std::string::npos) << refused;
   }
-  EXPECT_EQ(status_of(refused), 503) << refused;
-  EXPECT_NE(refused.find("could not start a thread"), std::string::npos) << refused;
   Socket client(server.port());
   ASSERT_TRUE(client.send(get_hello()));
   EXPECT_EQ(status_of(client.receive(3s, 12)), 200);
