@@ -196,7 +196,8 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--matrix", flags->matrix, "Matrix name (see 'gpucap list matrices') or a .json file")->required();
   cmd->add_option("--algorithms", flags->algorithms, "Comma-separated algorithms, or 'all'")->capture_default_str();
   cmd->add_option("--out", flags->out_dir,
-                  "Write summary.csv, summary.json, report.md and traces/ to this folder");
+                  "Write summary.csv, summary.json, report.md and traces/ to this folder")
+      ->check(output_path());
   cmd->add_option("--jobs", flags->jobs, "Runs in parallel (results do not depend on it)")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed of the twin's noise")->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();

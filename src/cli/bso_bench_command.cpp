@@ -73,7 +73,8 @@ Command add_bso_bench_command(CLI::App& bso, const GlobalOptions& /*global*/) {
   cmd->add_option("--eta", flags->eta, "η of the cost")->capture_default_str();
   cmd->add_option("--beta", flags->beta, "β of early stopping, or 'none'")->capture_default_str();
   cmd->add_option("--jobs", flags->jobs, "Simulations in parallel (default: the number of cores)");
-  cmd->add_option("--out", flags->out_dir, "Folder for report.md and regret.svg (default: print the report only)");
+  cmd->add_option("--out", flags->out_dir, "Folder for report.md and regret.svg (default: print the report only)")
+      ->check(output_path());
   return {cmd, [flags] {
             bench::BsoBenchOptions options;
             options.train_csv = flags->train_trace.value_or(default_zeus_trace("summary_train.csv"));

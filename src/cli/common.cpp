@@ -56,6 +56,16 @@ CLI::Validator positive_number() {
       "POSITIVE");
 }
 
+CLI::Validator output_path() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        if (text.empty()) return "must name a path, not ''";
+        if (text == "-") return "'-' is not standard output here: give a path";
+        return {};
+      },
+      "PATH");
+}
+
 void check_power_cap_flag(const std::optional<double>& cap_w) {
   if (cap_w && !(std::isfinite(*cap_w) && *cap_w > 0.0)) {
     throw usage_error(fmt::format("--power-cap {:g}: must be a positive number of watts", *cap_w));

@@ -59,14 +59,16 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                   "format, any GPU the twin knows) and print per workload, then the line 'zeus power-limit curves: "
                   "time MAPE X% power MAPE Y% (N configs)'");
   cmd->add_option("--zeus-csv", flags->zeus_csv,
-                  "With --zeus-power-trace: also write every configuration, measured beside the twin, to this CSV file");
+                  "With --zeus-power-trace: also write every configuration, measured beside the twin, to this CSV file")
+      ->check(output_path());
   cmd->add_option("--gpu", flags->gpu,
                   "With --zeus-power-trace: the twin GPU it ran on (default: the one named like the file's "
                   "<gpu> whose power-limit range holds the trace's limits)");
   cmd->add_option("--plots", flags->plots_dir,
                   "Write one SVG per P40 run (logged vs twin power, cap) and per Zeus trace and workload (epoch time "
-                  "and power against the limit) here (gnuplot)");
-  cmd->add_option("--report", flags->report_path, "Write the report as Markdown to this file");
+                  "and power against the limit) here (gnuplot)")
+      ->check(output_path());
+  cmd->add_option("--report", flags->report_path, "Write the report as Markdown to this file")->check(output_path());
   cmd->add_flag("--json", flags->json, "Print JSON instead of the table");
 
   return Command{cmd, [flags, &global] {

@@ -100,7 +100,7 @@ Command add_fit_command(CLI::App& app, const GlobalOptions& /*global*/) {
       ->required()
       ->take_all();
   cmd->add_option("--model", flags->model, "Model to fit; rows of other models are skipped (default: the only one)");
-  cmd->add_option("--out", flags->out, "Where to write the fitted predictor (JSON)")->required();
+  cmd->add_option("--out", flags->out, "Where to write the fitted predictor (JSON)")->required()->check(output_path());
   cmd->add_flag("--no-regressor", flags->no_regressor,
                 "Closed-form priors only, without the residual regressor (for comparison)");
   cmd->add_flag("--json", flags->json, "Print the fit report as JSON");

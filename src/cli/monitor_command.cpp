@@ -303,7 +303,8 @@ Command add_monitor_command(CLI::App& app, const GlobalOptions& /*global*/) {
                   "an energy counter")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print the measurement as JSON");
-  cmd->add_option("--csv", flags->csv, "Write the power/clock/utilisation timeline (one row per GPU and sample) to this file");
+  cmd->add_option("--csv", flags->csv, "Write the power/clock/utilisation timeline (one row per GPU and sample) to this file")
+      ->check(output_path());
   flags->listen_option =
       cmd->add_option("--listen", flags->listen,
                       fmt::format("Serve Prometheus metrics (dcgm-exporter's names and labels) at HOST:PORT/metrics "

@@ -144,7 +144,7 @@ Command add_profile_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--gpu", flags->gpu, "sim: GPU of the twin (see 'gpucap list gpus')");
   cmd->add_option("--model", flags->model,
                   "sim: model (see 'gpucap list models'); nvml: its name in the CSV (default: the model file's name)");
-  cmd->add_option("--out", flags->out, "CSV file to write (PctoDL's profile columns)")->required();
+  cmd->add_option("--out", flags->out, "CSV file to write (PctoDL's profile columns)")->required()->check(output_path());
   cmd->add_option("--mem", flags->memory_clock_mhz,
                   "Memory clock in MHz (sim default: the GPU's default; nvml: locks it, needs --allow-gpu-control)");
   cmd->add_flag("--sweeps", flags->sweeps,

@@ -569,12 +569,13 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                 "restored at exit, and after a crash by the next gpucap start)");
   cmd->add_option("--search-out", flags->search_out,
                   "nvml, capfit and bobd: keep the trials measured before the run (capfit's profile, bobd's search) "
-                  "in this JSON file as they are measured; a run started again with it does not measure them again");
+                  "in this JSON file as they are measured; a run started again with it does not measure them again")
+      ->check(output_path());
   cmd->add_option("--trial-warmup-s", flags->trial_warmup_s,
                   "nvml, capfit and bobd: warm-up of each trial measured before the run, seconds (default 1)");
   cmd->add_option("--trial-measure-s", flags->trial_measure_s,
                   "nvml, capfit and bobd: measurement of each trial before the run, seconds (default 2)");
-  cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file");
+  cmd->add_option("--trace", flags->trace_path, "Write one CSV row per window to this file")->check(output_path());
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   flags->real.add_to(*cmd);
   flags->controller.add_to(*cmd);

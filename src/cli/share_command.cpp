@@ -326,7 +326,8 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()
       ->check(positive_number());
   cmd->add_flag("--json", flags->json, "Print JSON instead of text");
-  cmd->add_option("--trace", flags->trace, "Write every step (job, step, device, start, end) to this CSV file");
+  cmd->add_option("--trace", flags->trace, "Write every step (job, step, device, start, end) to this CSV file")
+      ->check(output_path());
   cmd->add_option("--power-cap", flags->power_cap_w, "Cap on the shared GPU's power, W (judged per --window)");
   cmd->add_option("--cap-schedule", flags->cap_schedule, "A cap that changes: SECONDS:WATTS,... e.g. 0:200,30:160");
   cmd->add_option("--algorithm", flags->algorithm,

@@ -325,7 +325,8 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", flags->json, "Print the result and every trial as JSON (capfit --profile reads it)");
   cmd->add_option("--out", flags->out,
                   "nvml: keep every measured trial in this JSON file as it is measured; a search started again with "
-                  "the same file and setup does not measure them again (capfit --profile reads it)");
+                  "the same file and setup does not measure them again (capfit --profile reads it)")
+      ->check(output_path());
   cmd->add_option("--warmup-s", flags->warmup_s, "nvml: seconds at each configuration before its measurement")
       ->capture_default_str();
   cmd->add_option("--precision", flags->precision, "nvml: fp32, fp16 (CUDA) or bf16 (default fp32)");

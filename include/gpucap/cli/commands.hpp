@@ -156,6 +156,10 @@ struct RealGpuFlags {
 // A CLI11 check for a positive, finite number: "must be a positive number, not '-1'" (CLI11's own
 // PositiveNumber prints the range up to the largest double, 300 digits).
 [[nodiscard]] CLI::Validator positive_number();
+// A CLI11 check for a path gpucap writes: not empty, and not '-', which other tools read as
+// standard output but gpucap would create as a file or folder named '-' (a file path such as
+// /dev/stdout is written through).
+[[nodiscard]] CLI::Validator output_path();
 
 // --power-cap, if given: a positive, finite number of watts; Error(usage) naming the flag otherwise.
 void check_power_cap_flag(const std::optional<double>& cap_w);
