@@ -20,6 +20,16 @@ constexpr const char* kStatic = "static";
 
 std::string percent(double fraction) { return fmt::format("{:.2f} %", 100.0 * fraction); }
 
+// Beside a static setting that capserve did not beat: what the oracle (the best static setting
+// under the segment's cap) answered, so a reader sees whether static's lead is one any setting
+// under the cap has, or one it took by running over the cap.
+std::string oracle_beside_static(const ServeCell& cell, std::size_t segment, const ServeFigures& static_figures) {
+  if (segment >= cell.oracle.size() || !cell.oracle[segment].setting) return "; no oracle";
+  const double oracle_rps = cell.oracle[segment].figures.goodput_rps;
+  const bool over_cap_lead = static_figures.windows_over_cap_outside_transitions > 0 && oracle_rps < static_figures.goodput_rps;
+  return fmt::format("; oracle under the cap {:.1f}{}", oracle_rps, over_cap_lead ? ": static's lead is over the cap" : "");
+}
+
 }  // namespace
 
 std::vector<ServeCheck> serve_checks(const ServeBenchReport& report, const ServeTargets& targets) {
@@ -122,7 +132,8 @@ std::vector<ServeCheck> serve_checks(const ServeBenchReport& report, const Serve
             const bool all_good = a.good == a.arrivals && a.good >= b.good;
             if (all_good && !(a.good > b.good)) ++higher_equal_all_good;
             if (!(a.good > b.good) && !all_good) {
-              higher_misses.push_back(fmt::format("{} ({:.1f} vs {:.1f} req/s)", where, a.goodput_rps, b.goodput_rps));
+              higher_misses.push_back(fmt::format("{} ({:.1f} vs {:.1f} req/s{})", where, a.goodput_rps, b.goodput_rps,
+                                                  oracle_beside_static(cl, k, b)));
             }
           }
           ++lower_cases;

@@ -443,6 +443,24 @@ TEST(ServeChecks, EachCheckMissesWhenItsNumberMisses) {
     cell.runs[1].segments[0].good = 5590;
     cell.runs[1].segments[0].goodput_rps = 559.0;
     expect_only(report, kAboveStatic);
+    // The miss names what the best setting under the cap answered there.
+    EXPECT_NE(serve_checks(report)[kAboveStatic].measured.find("70 % load 200 W (559.0 vs 559.0 req/s; oracle under the cap 560.0)"),
+              std::string::npos)
+        << serve_checks(report)[kAboveStatic].measured;
+  }
+  {
+    // Static ran over the cap and answered more than any setting under it: the miss says so.
+    auto report = synthetic();
+    auto& cell = report.results[0].cells[0];
+    cell.runs[0].segments[1].good = 5500;
+    cell.runs[0].segments[1].goodput_rps = 550.0;
+    cell.oracle[1].figures.goodput_rps = 545.0;
+    const auto checks = serve_checks(report);
+    EXPECT_FALSE(checks[kAboveStatic].pass);
+    EXPECT_NE(checks[kAboveStatic].measured.find(
+                  "70 % load 150 W (550.0 vs 560.0 req/s; oracle under the cap 545.0: static's lead is over the cap)"),
+              std::string::npos)
+        << checks[kAboveStatic].measured;
   }
   {
     auto report = synthetic();
