@@ -42,9 +42,10 @@ tsan_labels=(
 )
 
 # cli_tests' suites left out under TSan: those of commands that start no thread (argument errors,
-# the twin's runs, fit, fidelity, tune's search, the full-disk runs). Its suites of commands that
-# do (serve, monitor and the metrics endpoints, share, profile's power sampling, MPS) run.
-tsan_single_threaded_cli="Cli|CliProfile|CliTuneBobd|FidelityCli|FitCli|DiskFull|SystemRefusalsOfRoom"
+# serve's flags and output paths among them, the twin's runs, fit, fidelity, tune's search, the
+# full-disk runs). Its suites of commands that do (serve, monitor and the metrics endpoints, share,
+# profile's power sampling, MPS) run.
+tsan_single_threaded_cli="Cli|CliProfile|CliTuneBobd|FidelityCli|FitCli|DiskFull|SystemRefusalsOfRoom|ServeFlags|OutputPaths"
 
 # Left out under TSan, and why: tests whose checks are timings of tens of milliseconds (a stub
 # server's, a load that must outrun an admit rate), which measure TSan's slowdown (5-15x) rather

@@ -68,7 +68,7 @@ void serve(const ServeFlags& flags) {
   const auto durability = service::parse_durability(flags.durability);
   service::ServerOptions options;
   std::tie(options.host, options.port) = service::parse_listen_address(flags.listen, "--listen", "127.0.0.1:8000");
-  if (flags.token_file) options.bearer_token = service::read_token_file(*flags.token_file);
+  if (flags.token_file) options.bearer_token = service::read_token_file(*flags.token_file, "--token-file");
   options.threads = flags.threads;
 
   // Before any server thread starts (the exporter's too), so that they inherit the mask.

@@ -26,9 +26,12 @@ inline constexpr double kCapFilePollS = 0.2;  // how often the file is read
 // cap-file metrics.
 class CapFileWatcher {
  public:
-  CapFileWatcher(std::string path, serve::CapState& cap, serve::ServingRuntime& runtime, service::ServeMetrics* metrics)
+  // `start_text`: the content read at the start, whose cap is in force (serve's initial_cap): a
+  // rewrite between that read and this watcher's first is a change, not the content it knows.
+  CapFileWatcher(std::string path, std::string start_text, serve::CapState& cap, serve::ServingRuntime& runtime,
+                 service::ServeMetrics* metrics)
       : path_(std::move(path)), cap_(cap), runtime_(runtime), metrics_(metrics) {
-    last_ = read_or_error();
+    last_ = std::move(start_text);
     if (metrics_ != nullptr) metrics_->cap_file(true);
     thread_ = std::thread([this] { watch(); });
   }

@@ -72,6 +72,16 @@ void check_power_cap_flag(const std::optional<double>& cap_w) {
   }
 }
 
+CapSchedule schedule_from_flags(const std::string& schedule, const std::optional<double>& power_cap_w) {
+  check_power_cap_flag(power_cap_w);
+  auto parsed = CapSchedule::parse(schedule, power_cap_w ? &*power_cap_w : nullptr);
+  if (power_cap_w && parsed.steps().front().cap_w != *power_cap_w) {
+    throw usage_error("--power-cap only sets the cap before the first step of --cap-schedule, and this schedule "
+                      "starts at 0 s; drop one of them");
+  }
+  return parsed;
+}
+
 std::uint64_t parse_seed(const std::string& text) {
   const auto value = parse_integer(text);
   if (!value || *value < 0) throw usage_error(fmt::format("--seed '{}' must be a whole number from 0 to 2^63-1", text));
@@ -171,13 +181,15 @@ engine::TorchEngineOptions torch_engine_options(const EngineFlags& flags) {
 }
 
 void RealGpuFlags::add_to(CLI::App& app) {
-  app.add_option("--device", device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str();
-  app.add_option("--nvml-lib", nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1)");
+  defaulted_.push_back(app.add_option("--device", device_index, "nvml: GPU index (see 'gpucap devices')")->capture_default_str());
+  defaulted_.push_back(
+      app.add_option("--nvml-lib", nvml_library, "nvml: NVML library (default: $GPUCAP_NVML_LIB, else libnvidia-ml.so.1)"));
   app.add_option("--power-settle-s", power_settle_s,
                  "nvml: seconds the power reading takes to show a change (default 1: NVML's 1-s average)");
   app.add_option("--model-file", model_file, "nvml: TorchScript model (scripts/export_models.py)");
-  app.add_option("--engine-device", engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")->capture_default_str();
-  app.add_option("--input-size", input_size, "nvml: height = width of the input images")->capture_default_str();
+  defaulted_.push_back(
+      app.add_option("--engine-device", engine_device, "nvml: where the engine runs: cuda, cuda:N or cpu")->capture_default_str());
+  defaulted_.push_back(app.add_option("--input-size", input_size, "nvml: height = width of the input images")->capture_default_str());
   app.add_option("--images-dir", images_dir,
                  "nvml: a folder of JPEG images as the input (decoded with libjpeg-turbo and resized before the run; "
                  "batches cycle through the first 256); default: synthetic images");
@@ -185,11 +197,17 @@ void RealGpuFlags::add_to(CLI::App& app) {
                "nvml: capture each batch size's forward pass once as a CUDA graph and replay it (CUDA LibTorch only)");
 }
 
-void RealGpuFlags::reject_on_twin() const {
-  reject_for_platform(model_file.has_value(), "--model-file", "sim (use --model)");
-  reject_for_platform(power_settle_s.has_value(), "--power-settle-s", "sim");
-  reject_for_platform(images_dir.has_value(), "--images-dir", "sim");
-  reject_for_platform(cuda_graphs, "--cuda-graphs", "sim");
+void RealGpuFlags::reject_on_twin(std::string_view platform) const {
+  reject_for_platform(model_file.has_value(), "--model-file", fmt::format("{} (use --model)", platform));
+  reject_for_platform(power_settle_s.has_value(), "--power-settle-s", platform);
+  reject_for_platform(images_dir.has_value(), "--images-dir", platform);
+  reject_for_platform(cuda_graphs, "--cuda-graphs", platform);
+  for (const auto* option : defaulted_) reject_for_platform(option->count() > 0, option->get_name(), platform);
+}
+
+void RealGpuFlags::reject_for_requests() const {
+  if (images_dir) throw usage_error("--images-dir does not apply here: the model runs on the requests' own data");
+  if (cuda_graphs) throw usage_error("--cuda-graphs does not apply here: the requests' batches run as they come, not as graphs");
 }
 
 EngineFlags RealGpuFlags::engine(const std::string& seed, const std::optional<std::string>& precision) const {
@@ -230,7 +248,7 @@ runtime::MpsPoolOptions mps_pool_options(const EngineFlags& worker, const std::s
   return pool;
 }
 
-void reject_for_platform(bool given, const char* option, const char* platform) {
+void reject_for_platform(bool given, std::string_view option, std::string_view platform) {
   if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
 }
 

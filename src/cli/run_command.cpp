@@ -88,15 +88,7 @@ class TraceFile {
 
 CapSchedule cap_schedule(const RunFlags& flags) {
   check_power_cap_flag(flags.power_cap_w);
-  if (flags.cap_schedule) {
-    const auto schedule =
-        CapSchedule::parse(*flags.cap_schedule, flags.power_cap_w ? &*flags.power_cap_w : nullptr);
-    if (flags.power_cap_w && schedule.steps().front().cap_w != *flags.power_cap_w) {
-      throw usage_error("--power-cap only sets the cap before the first step of --cap-schedule, and this schedule "
-                        "starts at 0 s; drop one of them");
-    }
-    return schedule;
-  }
+  if (flags.cap_schedule) return schedule_from_flags(*flags.cap_schedule, flags.power_cap_w);
   if (!flags.power_cap_w) throw usage_error("give --power-cap W or --cap-schedule \"T:W,...\"");
   return CapSchedule::constant(*flags.power_cap_w);
 }
@@ -228,7 +220,7 @@ bool spawned_nvidia_smi(const std::string& sampler) {
 }
 
 void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
-  flags.real.reject_on_twin();
+  flags.real.reject_on_twin("sim");
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
   reject_for_platform(flags.search_out.has_value(), "--search-out", "sim (the twin's profile and search take seconds)");
   reject_for_platform(flags.trial_warmup_s.has_value() || flags.trial_measure_s.has_value(), "--trial-warmup-s/--trial-measure-s",

@@ -140,7 +140,10 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Every flag first: nothing starts, binds or writes before they are all good.
-  if (!(f.slo_ms > 0.0 && f.slo_ms <= 3.6e6)) throw usage_error(fmt::format("--slo-ms {:g} must be positive", f.slo_ms));
+  if (!(f.slo_ms > 0.0 && f.slo_ms <= 3.6e6)) {
+    throw usage_error(fmt::format("--slo-ms {:g} must be above 0 and at most 3600000 (an hour)", f.slo_ms));
+  }
+  check_serve_algorithm(f.algorithm);
   if (!(f.max_request_mib > 0.0 && f.max_request_mib <= 4096.0)) {
     throw usage_error(fmt::format("--max-request-mib {:g} must be between 0 and 4096", f.max_request_mib));
   }
@@ -155,7 +158,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   if (f.admin) {
     admin_address = service::parse_listen_address(*f.admin, "--admin", "127.0.0.1:8001");
     if (!f.admin_token_file) throw usage_error("--admin needs --admin-token-file (the API is refused without a token)");
-    token = service::read_token_file(*f.admin_token_file);
+    token = service::read_token_file(*f.admin_token_file, "--admin-token-file");
   } else if (f.admin_token_file) {
     throw usage_error("--admin-token-file goes with --admin HOST:PORT");
   }
@@ -172,6 +175,8 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   const bool twin = f.platform != "nvml";
   if (!twin && f.pace != "realtime") throw usage_error("--pace does not apply to --platform nvml (a real GPU runs in real time)");
   runtime::check_sample_hz(f.sample_hz);
+  // --cap-file is read once here: its cap is the one at the start, and the watcher knows it.
+  const auto cap_file_text = f.cap_file ? std::optional<std::string>(read_text_file(*f.cap_file)) : std::nullopt;
 
   auto served = twin ? twin_served(f, sim::Catalog::load(resolve_data_dir(global))) : nvml_served(f);
   served.identity.hostname_label = hostname_label;
@@ -179,8 +184,10 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   const auto limits = platform.controller_limits();
   // A cluster node starts at its lowest cap, until its first allocation.
   auto [schedule, source] = f.cluster.enabled() ? std::pair{CapSchedule::constant(served.capacity->min_cap_w), std::string("cluster")}
-                                                : initial_cap(f);
+                                                : initial_cap(f, cap_file_text);
   serve::CapState cap(schedule, source, served.min_cap_w, limits.power_limit_max_w);
+  // Beside a schedule, the file's cap holds from the start until the schedule's first step.
+  if (cap_file_text && f.cap_schedule) cap.set(schedule.cap_at(0.0), "file", 0.0);
   const bool gpu_writes = twin || f.allow_gpu_control;
   const serve::LatencyStatsConfig latency_stats;  // the serving loop's p99 and its span
   auto controller = make_serving_controller(f, served, gpu_writes, latency_stats.window_s);
@@ -268,7 +275,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     (void)admin->start();
   }
   std::unique_ptr<CapFileWatcher> watcher;
-  if (f.cap_file) watcher = std::make_unique<CapFileWatcher>(*f.cap_file, cap, runtime, exports.serve.get());
+  if (f.cap_file) watcher = std::make_unique<CapFileWatcher>(*f.cap_file, *cap_file_text, cap, runtime, exports.serve.get());
   std::unique_ptr<ClusterNode> node;
   if (f.cluster.enabled()) {
     node = std::make_unique<ClusterNode>(
@@ -294,7 +301,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   const auto started = std::chrono::steady_clock::now();
   fmt::print("gpucap serve: {} on {} {}, algorithm {}, p99 SLO {:g} ms, cap {} ({})\n", model_name,
              platform.simulated() ? "the SIMULATED" : "a REAL", served.gpu_name,
-             f.algorithm, f.slo_ms, schedule.to_string(), source);
+             f.algorithm, f.slo_ms, schedule.to_string(), cap_file_text && f.cap_schedule ? "file, then schedule" : source);
   fmt::print("  inference (KServe v2)  {}/v2/models/{}/infer\n", server.url(), model_name);
   if (exports.live) {
     const auto metrics_url = exports.live->url();
@@ -355,7 +362,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--algorithm", flags->algorithm,
                   "capserve (gpucap's serving controller, default), static (Triton as a user sets it: fixed batch cap "
                   "and delay, default clocks, power limit = cap), or a batch-level controller of 'gpucap list "
-                  "algorithms' (batchsizer, batchdvfs, dvfs, clipper, capfit, ...): its batch size is the batch cap")
+                  "algorithms' (batchsizer, batchdvfs, dvfs, clipper, powercap, morak, pctodl-batchdvfs, capfit; not the MPS "
+                  "partitioners nor bobd): its batch size is the batch cap")
       ->capture_default_str();
   cmd->add_option("--listen", flags->listen, "The inference API's address, HOST:PORT (port 0: a free one)")
       ->capture_default_str();
@@ -369,8 +377,9 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--power-cap", flags->power_cap_w, "The cap to start with, W");
   cmd->add_option("--cap-schedule", flags->cap_schedule, "A cap that steps: SECONDS:WATTS,... from the start");
   cmd->add_option("--cap-file", flags->cap_file,
-                  "A file holding the cap in W (a number, or {\"watts\": W}) that a power agent rewrites: watched; a "
-                  "malformed or unreadable content keeps the last good cap");
+                  "A file holding the cap in W (a number, or {\"watts\": W}) that a power agent rewrites: the cap at the "
+                  "start (not with --power-cap; until the first step of a --cap-schedule that starts later), then "
+                  "watched; a malformed or unreadable content keeps the last good cap");
   cmd->add_option("--pace", flags->pace, "twin: realtime, or a speed factor (virtual seconds per wall second)")
       ->capture_default_str();
   cmd->add_option("--max-batch-size", flags->max_batch_size,

@@ -48,7 +48,7 @@ std::vector<std::int64_t> noop_dims(const std::string& text) {
 }  // namespace
 
 Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
-  f.real.reject_on_twin();
+  f.real.reject_on_twin("twin");
   reject_for_platform(f.allow_gpu_control, "--allow-gpu-control", "twin");
   Served s;
   const auto& gpu = catalog.gpu(f.gpu.value_or("a100"));
@@ -93,6 +93,8 @@ Served nvml_served(const ServeFlags& f) {
   reject_for_platform(f.gpu.has_value(), "--gpu", "nvml (use --device N)");
   reject_for_platform(f.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   if (!f.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  f.real.reject_for_requests();
+  reject_for_platform(f.noop_shape != "16", "--noop-shape", "nvml (it goes with the twin's --model noop)");
   if ((f.algorithm == "capserve" || control::needs_profile(f.algorithm)) && !f.profile_path) {
     throw usage_error(fmt::format("{} on a real GPU runs from a profile of the model on it: --profile FILE (the JSON of "
                                   "'gpucap tune --platform nvml --algorithm oracle --json')",
@@ -135,6 +137,27 @@ Served nvml_served(const ServeFlags& f) {
   return s;
 }
 
+void check_serve_algorithm(const std::string& algorithm) {
+  if (algorithm == "capserve" || algorithm == "static") return;
+  std::vector<std::string> served{"capserve", "static"};
+  bool known = false;
+  for (const auto& a : control::algorithms()) {
+    known = known || a.name == algorithm;
+    if (!control::needs_mps_planning(a.name) && !control::needs_offline_search(a.name)) served.push_back(a.name);
+  }
+  const auto choices = join(served, ", ");
+  if (!known) throw usage_error(fmt::format("--algorithm '{}' is not one serve runs: {}", algorithm, choices));
+  if (control::needs_mps_planning(algorithm)) {
+    throw usage_error(fmt::format("--algorithm {} partitions a GPU among MPS tenants, and serve runs one model: give one of {}",
+                                  algorithm, choices));
+  }
+  if (control::needs_offline_search(algorithm)) {
+    throw usage_error(fmt::format("--algorithm {} runs from an offline search before a job (gpucap tune --algorithm {}); "
+                                  "under serve give one of {}",
+                                  algorithm, algorithm, choices));
+  }
+}
+
 std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
                                                                      bool gpu_writes, double p99_window_s) {
   const auto limits = served.platform->controller_limits();
@@ -156,15 +179,24 @@ std::unique_ptr<control::ServingController> make_serving_controller(const ServeF
   return std::make_unique<control::SeedServing>(control::make_controller(f.algorithm, options, limits), batcher);
 }
 
-std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f) {
+std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f, const std::optional<std::string>& cap_file_text) {
   check_power_cap_flag(f.power_cap_w);
-  if (f.cap_schedule) {
-    return {CapSchedule::parse(*f.cap_schedule, f.power_cap_w ? &*f.power_cap_w : nullptr), "schedule"};
+  if (f.cap_file && cap_file_text) {
+    if (f.power_cap_w) {
+      throw usage_error("--power-cap and --cap-file both set the cap at the start: give one (the file's cap holds from "
+                        "the start, and until a --cap-schedule's first step)");
+    }
+    const double file_w = serve::parse_cap_file(*cap_file_text, *f.cap_file);
+    if (!f.cap_schedule) return {CapSchedule::constant(file_w), "file"};
+    auto schedule = CapSchedule::parse(*f.cap_schedule, &file_w);
+    if (schedule.steps().front().cap_w != file_w) {
+      throw usage_error("--cap-schedule starts at 0 s, where --cap-file sets the cap: start the schedule later (the "
+                        "file's cap holds until its first step)");
+    }
+    return {std::move(schedule), "schedule"};
   }
+  if (f.cap_schedule) return {schedule_from_flags(*f.cap_schedule, f.power_cap_w), "schedule"};
   if (f.power_cap_w) return {CapSchedule::constant(*f.power_cap_w), "flag"};
-  if (f.cap_file) {
-    return {CapSchedule::constant(serve::parse_cap_file(read_text_file(*f.cap_file), *f.cap_file)), "file"};
-  }
   throw usage_error("give the cap to start with: --power-cap W, --cap-schedule \"T:W,...\" or --cap-file F");
 }
 

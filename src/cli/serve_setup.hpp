@@ -81,7 +81,16 @@ struct Served {
 // --algorithm's controller. p99_window_s: the span of the p99 the serving loop shows it.
 [[nodiscard]] std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
                                                                                    bool gpu_writes, double p99_window_s);
-// The cap at the start and its source: --cap-schedule, --power-cap, or the cap file's first value.
-[[nodiscard]] std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f);
+// --algorithm: capserve, static, or one of the registry's batch-level controllers; Error(usage)
+// naming those for another (the MPS partitioners and bobd's offline search do not serve one model
+// on one GPU's requests) or an unknown name.
+void check_serve_algorithm(const std::string& algorithm);
+// The cap at the start and its source: --cap-schedule, --power-cap, or `cap_file_text`, the
+// content of --cap-file read at the start (Error(invalid_data) if it is not a cap). With
+// --cap-file the file's cap is the one at the start: --power-cap beside it is refused, and so is a
+// schedule that starts at 0 s with another cap (a later one steps in at its times, as always; the
+// caller sets the file's cap at 0 s over the schedule, so its source reads "file").
+[[nodiscard]] std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f,
+                                                               const std::optional<std::string>& cap_file_text);
 
 }  // namespace gpucap::cli

@@ -369,8 +369,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             scenario.max_time_s = flags->max_time_s;
             scenario.window_s = flags->window_s;
             if (flags->cap_schedule) {
-              check_power_cap_flag(flags->power_cap_w);
-              scenario.cap = CapSchedule::parse(*flags->cap_schedule, flags->power_cap_w ? &*flags->power_cap_w : nullptr);
+              scenario.cap = schedule_from_flags(*flags->cap_schedule, flags->power_cap_w);
             } else if (flags->power_cap_w) {
               check_power_cap_flag(flags->power_cap_w);
               scenario.cap = CapSchedule::constant(*flags->power_cap_w);

@@ -141,7 +141,7 @@ std::size_t budget_of(const TuneFlags& flags) {
 }
 
 void tune_on_twin(const TuneFlags& flags, const GlobalOptions& global) {
-  flags.real.reject_on_twin();
+  flags.real.reject_on_twin("sim");
   reject_for_platform(flags.allow_gpu_control, "--allow-gpu-control", "sim");
   reject_for_platform(flags.out.has_value(), "--out", "sim (a search on the twin takes seconds: rerun it)");
   if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");

@@ -57,17 +57,17 @@ std::pair<std::string, int> parse_listen_address(const std::string& text, std::s
   return {host, port};
 }
 
-std::string read_token_file(const std::string& path) {
+std::string read_token_file(const std::string& path, std::string_view flag) {
   const auto token = std::string(trim(read_text_file(path)));
-  if (token.empty()) throw usage_error(fmt::format("--token-file {}: the file is empty", path));
+  if (token.empty()) throw usage_error(fmt::format("{} {}: the file is empty", flag, path));
   // cpp-httplib decodes %-escapes in a header's value and trims it: a token that decodes to a
   // blank or a control character could never be matched.
   const auto decoded = httplib::detail::decode_url(token, false);
   const auto unusable = [](unsigned char c) { return c <= 0x20 || c == 0x7f; };
   if (std::any_of(decoded.begin(), decoded.end(), [&](char c) { return unusable(static_cast<unsigned char>(c)); })) {
-    throw usage_error(fmt::format("--token-file {}: the token holds a blank or a control character (also as a %-escape): "
+    throw usage_error(fmt::format("{} {}: the token holds a blank or a control character (also as a %-escape): "
                                   "use letters, digits and punctuation",
-                                  path));
+                                  flag, path));
   }
   return token;
 }

@@ -133,6 +133,11 @@ TEST(RunNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
   expect_error(with(real_run("batchsizer"), {}), 2, "give --images N or --duration S");
   expect_error(with(real_run("batchsizer"), {"--images", "10", "--dataset", "caltech256"}), 2,
                "--dataset does not apply to --platform nvml");
+  // A real GPU's flags with a default are refused on the twin too, where they would go unused.
+  expect_error({"run", "--model", "inception_v1", "--algorithm", "dvfs", "--power-cap", "150", "--input-size", "299"}, 2,
+               "--input-size does not apply to --platform sim");
+  expect_error({"run", "--model", "inception_v1", "--algorithm", "dvfs", "--power-cap", "150", "--engine-device", "cpu"},
+               2, "--engine-device does not apply to --platform sim");
   expect_error({"run", "--platform", "nvml", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "--model-file", "x.pt",
                 "--power-cap", "150", "--algorithm", "batchsizer", "--images", "10"},
                8, "no NVIDIA driver");

@@ -36,7 +36,6 @@ namespace gpucap {
 namespace {
 
 using test::binary_request;
-using test::expect_error;
 using test::Server;
 
 using test::connect_to;
@@ -255,6 +254,33 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
   EXPECT_EQ(test::series_value(text, "gpucap_cap_file_errors_total"), 1.0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(test::series_value(server.scrape(), "gpucap_power_cap_watts"), 190.0);
+}
+
+// Beside a schedule that starts later, the file's cap (read at the start) holds until the first
+// step, and reads as the file's.
+TEST(ServeCli, ACapFileHoldsFromTheStartUntilTheSchedulesFirstStep) {
+  test::TempDir dir;
+  const auto file = dir.write("cap", "200\n");
+  Server server({"--model", "noop", "--cap-file", file, "--cap-schedule", "4:240", "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.started());
+  // The cap's series appears with the first window (1 s).
+  // A window sets the cap's two series (watts, then source) one after the other: waits for both.
+  const auto wait_for_cap = [&server](double watts, const std::string& source) {
+    const auto source_line = R"(gpucap_power_cap_source{source=")" + source + R"("} 1)";
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      text = server.scrape();
+      if (test::series_value(text, "gpucap_power_cap_watts") == watts && text.find(source_line) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(test::series_value(text, "gpucap_power_cap_watts"), watts) << text;
+    EXPECT_NE(text.find(source_line), std::string::npos) << text;
+    return text;
+  };
+  const auto first = wait_for_cap(200.0, "file");
+  EXPECT_EQ(test::series_value(first, "gpucap_cap_file_valid"), 1.0);
+  (void)wait_for_cap(240.0, "schedule");
 }
 
 // Far more demand than the GPU can serve under the cap: the excess is shed at once with 429 and a
@@ -510,22 +536,6 @@ TEST(ServeCli, SigtermBesideAHungBatchRestoresAndExitsOnceTheGpuCountsAsStalled)
   EXPECT_NE(said.find("the GPU has not finished its batch in 1 s (--batch-timeout-s)"), std::string::npos) << said;
   EXPECT_NE(said.find("every GPU setting was restored; exiting without the batch"), std::string::npos) << said;
   EXPECT_NE(said.find("\"arrivals\": 1"), std::string::npos) << "the summary is printed first: " << said;
-}
-
-TEST(ServeCli, BadFlagsAreOneLineBeforeAnythingStarts) {
-  expect_error({"serve", "--model", "noop"}, 2, "give the cap to start with");
-  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--admin", "127.0.0.1:0"}, 2,
-               "--admin needs --admin-token-file");
-  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--listen", "nowhere"}, 2, "--listen 'nowhere'");
-  expect_error({"serve", "--model", "noop", "--power-cap", "9000"}, 2, "outside what the GPU can draw");
-  expect_error({"serve", "--model", "bert_base_seq128", "--power-cap", "250"}, 2, "training workload");
-  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--slo-ms", "0"}, 2, "--slo-ms 0");
-  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--max-batch-size", "0"}, 2, "--max-batch-size 0");
-  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--batch-timeout-s", "0"}, 2, "--batch-timeout-s 0");
-  test::TempDir dir;
-  const auto bad = dir.write("cap", "lots\n");
-  expect_error({"serve", "--model", "noop", "--cap-file", bad}, 3, "is not a number of watts");
-  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--platform", "tpu"}, 2, "--platform 'tpu'");
 }
 
 }  // namespace

@@ -199,6 +199,8 @@ TEST(TuneNvml, BadInputIsAClearErrorAndTouchesNoGpu) {
                "--out does not apply to --platform sim");
   expect_error({"tune", "--algorithm", "oracle", "--model", "resnet50", "--power-cap", "150", "--warmup-s", "1"}, 2,
                "--warmup-s does not apply to --platform sim");
+  expect_error({"tune", "--algorithm", "oracle", "--model", "resnet50", "--power-cap", "150", "--device", "1"}, 2,
+               "--device does not apply to --platform sim");
   const auto other = dir.write("other.json", R"({"setup": {"gpu": "another"}, "trials": []})");
   expect_error(with(real_tune("oracle"), {"--batch-sizes", "1", "--out", other}), 2, "holds the trials of another search");
   const auto broken = dir.write("broken.json", "{\"setup\": ");

@@ -303,8 +303,9 @@ TEST(ServerAddress, ListenAndTokenFlags) {
   test::expect_error_from([] { (void)service::parse_listen_address("h:99999", "--metrics", "127.0.0.1:9400"); },
                           ErrorCode::usage, "--metrics 'h:99999': the port must be");
   TempDir dir;
-  EXPECT_EQ(service::read_token_file(dir.write("token", "  abc\n")), "abc");
-  EXPECT_THROW((void)service::read_token_file(dir.write("empty", "\n")), Error);
+  EXPECT_EQ(service::read_token_file(dir.write("token", "  abc\n"), "--token-file"), "abc");
+  test::expect_error_from([&] { (void)service::read_token_file(dir.write("empty", "\n"), "--admin-token-file"); },
+                          ErrorCode::usage, "--admin-token-file ");
 }
 
 }  // namespace

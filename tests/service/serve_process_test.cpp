@@ -25,7 +25,8 @@ TEST(ServeCommand, BadFlagsAreOneClearError) {
   expect_error({"bso", "serve", "--listen", "127.0.0.1:99999"}, usage, "from 0 to 65535");
   expect_error({"bso", "serve", "--db", "mysql://db/bso"}, usage, "expected sqlite:PATH or a PostgreSQL URI");
   expect_error({"bso", "serve", "--token-file", dir.file("missing")}, exit_code(ErrorCode::io), dir.file("missing"));
-  expect_error({"bso", "serve", "--token-file", dir.write("token", "\n")}, usage, "the file is empty");
+  expect_error({"bso", "serve", "--token-file", dir.write("token", "\n")}, usage,
+               "--token-file " + dir.file("token") + ": the file is empty");
   // cpp-httplib decodes %-escapes in a header and trims it: such a token could never match.
   expect_error({"bso", "serve", "--token-file", dir.write("token", "ab%20\n")}, usage, "a blank or a control character");
   expect_error({"bso", "serve", "--token-file", dir.write("token", "ab%00cd\n")}, usage, "a blank or a control character");

@@ -12,7 +12,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "gpucap/core/cap_schedule.hpp"
 #include "gpucap/control/registry.hpp"
 #include "gpucap/engine/torch_plugin.hpp"
 #include "gpucap/device/nvml_device.hpp"
@@ -105,7 +108,7 @@ class StopOnSignals {
 [[nodiscard]] sigset_t stop_signal_set();
 
 // Error(usage) "OPTION does not apply to --platform PLATFORM" if the option was given.
-void reject_for_platform(bool given, const char* option, const char* platform);
+void reject_for_platform(bool given, std::string_view option, std::string_view platform);
 
 // What the LibTorch engine of a real GPU needs to load and feed the model, in gpucap itself
 // (`run`, `tune`) or in an MPS worker (`gpucap mps-worker`'s flags).
@@ -132,12 +135,20 @@ struct RealGpuFlags {
   bool cuda_graphs = false;
 
   void add_to(CLI::App& app);
-  // Error(usage) naming the first of them given on the twin (--model-file, --power-settle-s,
-  // --images-dir, --cuda-graphs: the ones without a default).
-  void reject_on_twin() const;
+  // Error(usage) naming the first of them given on the twin (`platform`: how the command names
+  // it), which would otherwise go unused.
+  void reject_on_twin(std::string_view platform) const;
+  // Error(usage) for --images-dir and --cuda-graphs where the model runs on the requests' own
+  // data (serve), which neither feeds.
+  void reject_for_requests() const;
   // The engine's flags (model_file must be set) with the command's --seed and --precision.
   [[nodiscard]] EngineFlags engine(const std::string& seed, const std::optional<std::string>& precision) const;
   [[nodiscard]] runtime::NvmlPlatformOptions platform(bool allow_gpu_control, double sample_hz) const;
+
+ private:
+  // The options with a default (--device, --nvml-lib, --engine-device, --input-size): whether they
+  // were given is their count.
+  std::vector<const CLI::Option*> defaulted_;
 };
 
 // The worker pool of a real GPU: `gpucap mps-worker` with those flags (or $GPUCAP_MPS_WORKER,
@@ -163,6 +174,10 @@ struct RealGpuFlags {
 
 // --power-cap, if given: a positive, finite number of watts; Error(usage) naming the flag otherwise.
 void check_power_cap_flag(const std::optional<double>& cap_w);
+// --cap-schedule with --power-cap, if given, for the time before its first step; Error(usage) for a
+// bad schedule or cap, and for a --power-cap that would go unused (the schedule starts at 0 s
+// with another cap).
+[[nodiscard]] CapSchedule schedule_from_flags(const std::string& schedule, const std::optional<double>& power_cap_w);
 
 // --seed: a whole number from 0 to 2^63-1; Error(usage) otherwise.
 [[nodiscard]] std::uint64_t parse_seed(const std::string& text);

@@ -36,8 +36,8 @@ struct ServerOptions {
                                                                std::string_view example);
 
 // The token in `path` (surrounding whitespace removed); Error(io) if it cannot be read,
-// Error(usage) if it is empty.
-[[nodiscard]] std::string read_token_file(const std::string& path);
+// Error(usage) naming `flag` (the option that gave the path) if it is empty or unusable.
+[[nodiscard]] std::string read_token_file(const std::string& path, std::string_view flag);
 
 class BsoServer {
  public:
