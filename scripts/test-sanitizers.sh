@@ -45,7 +45,7 @@ tsan_labels=(
 # serve's flags and output paths among them, the twin's runs, fit, fidelity, tune's search, the
 # full-disk runs). Its suites of commands that do (serve, monitor and the metrics endpoints, share,
 # profile's power sampling, MPS) run.
-tsan_single_threaded_cli="Cli|CliProfile|CliTuneBobd|FidelityCli|FitCli|DiskFull|SystemRefusalsOfRoom|ServeFlags|OutputPaths"
+tsan_single_threaded_cli="Cli|CliProfile|CliTuneBobd|FidelityCli|FitCli|DiskFull|SystemRefusalsOfRoom|ServeFlags|OutputPaths|CliRefusals"
 
 # Left out under TSan, and why: tests whose checks are timings of tens of milliseconds (a stub
 # server's, a load that must outrun an admit rate), which measure TSan's slowdown (5-15x) rather

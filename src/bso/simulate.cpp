@@ -171,7 +171,10 @@ double default_cost(const TraceWorkload& w, double eta) {
 }
 
 SimResult simulate(const TraceWorkload& w, const SimOptions& options) {
-  if (options.recurrences < 1) throw usage_error("--recurrences must be 1 or more");
+  // Every recurrence's tries are kept for the report: a bound keeps a typo from filling memory.
+  if (options.recurrences < 1 || options.recurrences > 100'000) {
+    throw usage_error(fmt::format("--recurrences {} must be between 1 and 100000", options.recurrences));
+  }
   if (options.max_tries < 1) throw usage_error("max tries must be 1 or more");
   check_workload(w);
   SimResult result;

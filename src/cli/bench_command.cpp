@@ -83,9 +83,25 @@ std::string command_line(const BenchFlags& flags) {
   return command;
 }
 
+// A SwitchFlow matrix runs the share twin as the paper's figure does, once: of bench's flags it
+// takes --seed and --out only. --out is made and proved writable before it runs.
+void check_switchflow_flags(const BenchFlags& flags) {
+  if (flags.jobs != 1 || flags.sample_hz != 100.0 || flags.bobd_budget != 50 || flags.params_dir || flags.shadow ||
+      flags.json) {
+    throw usage_error(fmt::format("--jobs, --sample-hz, --bobd-budget, --params, --shadow and --json do not apply to {}: "
+                                  "it runs the share twin as the paper's figure (--seed and --out do)",
+                                  flags.matrix));
+  }
+  if (flags.out_dir.empty()) return;
+  prepare_out_dir(flags.out_dir);
+  std::error_code ec;
+  for (const char* unused : {"traces", "plots"}) std::filesystem::remove(std::filesystem::path(flags.out_dir) / unused, ec);
+}
+
 // SwitchFlow's figures on the share twin: a Markdown report, the paper beside the twin.
 void run_switchflow_matrix(bench::SwitchflowExperiment experiment, const std::string& data_dir, const BenchFlags& flags) {
   if (flags.algorithms != "all") throw usage_error(fmt::format("--algorithms does not apply to {}: its policies are fixed by the paper's figure", flags.matrix));
+  check_switchflow_flags(flags);
   const sim::ShareTwin twin(data_dir, parse_seed(flags.seed));
   const auto report = bench::run_switchflow_experiment(experiment, twin, (std::filesystem::path(data_dir) / "sched" / "paper.json").string());
   const auto markdown = bench::to_markdown(report);
@@ -101,6 +117,7 @@ void run_switchflow_matrix(bench::SwitchflowExperiment experiment, const std::st
 // gpucap's capshare against SwitchFlow and the best static setting, under a stepping cap (twin).
 void run_cap_share_matrix(const std::string& data_dir, const BenchFlags& flags) {
   if (flags.algorithms != "all") throw usage_error("--algorithms does not apply to switchflow-cap: it compares fixed runs");
+  check_switchflow_flags(flags);
   const sim::ShareTwin twin(data_dir, parse_seed(flags.seed));
   const auto markdown = bench::to_markdown(bench::run_cap_share_experiment(twin));
   if (!flags.out_dir.empty()) {
@@ -170,7 +187,8 @@ void run_cluster_bench(const std::string& path, const std::string& data_dir, con
     std::error_code ec;
     std::filesystem::remove(std::filesystem::path(flags.out_dir) / "traces", ec);  // a cluster matrix writes none
   }
-  const auto report = bench::run_cluster_matrix(matrix, catalog, seed, std::max(1, flags.jobs));
+  // The simulator runs its policies on at most 64 threads; more --jobs would change nothing.
+  const auto report = bench::run_cluster_matrix(matrix, catalog, seed, std::min(flags.jobs, 64));
   auto command = fmt::format("gpucap bench --matrix {} --seed {}", flags.matrix, flags.seed);
   if (!flags.out_dir.empty()) command += " --out DIR";
   const auto json = bench::cluster_summary_json(report);
@@ -213,6 +231,9 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
 
   return Command{cmd, [flags, &global] {
                    const auto data_dir = resolve_data_dir(global);
+                   if (flags->jobs < 1 || flags->jobs > 256) {
+                     throw usage_error(fmt::format("--jobs {} must be between 1 and 256", flags->jobs));
+                   }
                    if (flags->matrix == "switchflow-cap") {
                      run_cap_share_matrix(data_dir, *flags);
                      return;

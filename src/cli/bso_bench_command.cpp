@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "gpucap/bench/bso_bench.hpp"
+#include "gpucap/bench/zeus_trace.hpp"
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
@@ -46,14 +48,45 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
     for (auto s = first; s <= last; ++s) seeds.push_back(s);
     return seeds;
   }
-  for (const auto part : split(text, ',')) seeds.push_back(parse_seed(std::string(part)));
+  for (const auto part : split(text, ',')) {
+    const auto item = std::string(trim(part));
+    const auto seed = parse_integer(item);
+    if (!seed || *seed < 0) throw usage_error(fmt::format("--seeds '{}': '{}' is not a seed (a whole number from 0)", text, item));
+    if (std::find(seeds.begin(), seeds.end(), static_cast<std::uint64_t>(*seed)) != seeds.end()) {
+      throw usage_error(fmt::format("--seeds '{}' lists {} twice", text, *seed));
+    }
+    seeds.push_back(static_cast<std::uint64_t>(*seed));
+  }
   return seeds;
 }
 
 std::vector<bso::OptimizerKind> parse_optimizers(const std::string& text) {
   std::vector<bso::OptimizerKind> kinds;
-  for (const auto part : split(text, ',')) kinds.push_back(bso::parse_optimizer(trim(part)));
+  for (const auto part : split(text, ',')) {
+    const auto kind = bso::parse_optimizer(trim(part));
+    if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) {
+      throw usage_error(fmt::format("--optimizers '{}' lists {} twice", text, trim(part)));
+    }
+    kinds.push_back(kind);
+  }
   return kinds;
+}
+
+// --workload: each once, each one of the six whose defaults are built in (another workload of the
+// trace needs its own, which `gpucap bso simulate` takes).
+void check_workloads(const std::vector<std::string>& given) {
+  std::vector<std::string> known;
+  for (const auto& w : bench::zeus_workloads()) known.push_back(w.name);
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (std::find(known.begin(), known.end(), given[i]) == known.end()) {
+      throw usage_error(fmt::format("--workload '{}' is not one of the six bso bench runs ({}); another workload of the "
+                                    "trace runs under 'gpucap bso simulate', with its defaults given",
+                                    given[i], join(known, ", ")));
+    }
+    if (std::find(given.begin(), given.begin() + static_cast<std::ptrdiff_t>(i), given[i]) != given.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw usage_error(fmt::format("--workload {} is given twice", given[i]));
+    }
+  }
 }
 
 void write_file(const std::string& path, const std::string& text) { write_text_file(path, text); }
@@ -79,6 +112,7 @@ Command add_bso_bench_command(CLI::App& bso, const GlobalOptions& /*global*/) {
             bench::BsoBenchOptions options;
             options.train_csv = flags->train_trace.value_or(default_zeus_trace("summary_train.csv"));
             options.power_csv = flags->power_trace.value_or(default_zeus_trace("summary_power_v100.csv"));
+            check_workloads(flags->workloads);
             options.workloads = flags->workloads;
             options.seeds = parse_seeds(flags->seeds);
             options.optimizers = parse_optimizers(flags->optimizers);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "gpucap/cli/commands.hpp"
+#include "gpucap/core/atomic_file.hpp"
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/text.hpp"
 
@@ -64,6 +65,21 @@ CLI::Validator output_path() {
         return {};
       },
       "PATH");
+}
+
+const sim::ModelSpec& inference_model(const sim::Catalog& catalog, const std::string& id) {
+  const auto& model = catalog.model(id);
+  if (model.training_only()) {
+    throw usage_error(fmt::format("{} is a training workload of Zeus's traces: the twin models its training step only, "
+                                  "not inference (see 'gpucap list models')",
+                                  model.id));
+  }
+  return model;
+}
+
+void check_can_write(const std::string& path) {
+  // A writer that is never committed removes its temporary file: only the folder is tried.
+  const AtomicFileWriter probe(path, AtomicFileWriter::Durability::flush);
 }
 
 void check_power_cap_flag(const std::optional<double>& cap_w) {

@@ -99,6 +99,14 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                    if (!flags->pctodl_params.empty()) options.paths.pctodl_params = flags->pctodl_params;
                    if (!flags->published.empty()) options.paths.published = flags->published;
                    if (!flags->zeus_traces.empty()) options.paths.zeus_traces = flags->zeus_traces;
+                   // Where the results go is tried before minutes of fitting, not after.
+                   if (!flags->report_path.empty()) check_can_write(flags->report_path);
+                   if (!flags->plots_dir.empty()) {
+                     std::error_code ec;
+                     std::filesystem::create_directories(flags->plots_dir, ec);
+                     if (ec) throw Error(ErrorCode::io, fmt::format("{}: cannot create the folder ({})", flags->plots_dir, ec.message()));
+                     check_can_write((std::filesystem::path(flags->plots_dir) / ".gpucap-write-test").string());
+                   }
                    const StageProgress progress("fidelity");
                    options.progress = [&progress](const std::string& stage) { progress.stage(stage); };
                    const auto report = calibrate::measure_fidelity(catalog, options);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -95,13 +96,22 @@ Command add_partition_command(CLI::App& app, const GlobalOptions& global) {
                    if (flags->max_tenants < 1 || flags->max_tenants > 100) {
                      throw usage_error("--max-tenants must be between 1 and 100");
                    }
-                   const auto& model = catalog.model(flags->model);
+                   const auto& model = inference_model(catalog, flags->model);
                    // PctoDL's space (its memory-clock candidates, vgg19's batch cap), or the fitted
                    // predictor's (its memory clocks, admissible batches only), with the flags.
                    std::optional<predict::FittedPredictor> fitted_model;
                    if (fitted) fitted_model = predict::FittedPredictor::load(*flags->fitted_path);
                    auto space = fitted ? runtime::fitted_partition_space(gpu.sm_clocks_mhz, *fitted_model)
                                        : runtime::pctodl_partition_space(gpu, model);
+                   if (flags->memory_clock_mhz && flags->predictor == "twin") {
+                     // PctoDL's fits and a fitted predictor check --mem against their own clocks; the
+                     // twin's are the GPU's.
+                     const auto& clocks = gpu.memory_clocks_mhz;
+                     if (std::find(clocks.begin(), clocks.end(), *flags->memory_clock_mhz) == clocks.end()) {
+                       throw usage_error(fmt::format("the {} has no memory clock {:g} MHz (it has {})", gpu.name,
+                                                     *flags->memory_clock_mhz, fmt::join(clocks, ", ")));
+                     }
+                   }
                    if (flags->memory_clock_mhz) space.memory_clocks_mhz = {*flags->memory_clock_mhz};
                    space.mps_step_pct = flags->mps_step;
                    space.max_tenants = flags->max_tenants;

@@ -16,6 +16,7 @@
 #include "gpucap/core/text.hpp"
 #include "gpucap/predict/fitted.hpp"
 #include "gpucap/predict/pctodl.hpp"
+#include "gpucap/sim/catalog.hpp"
 
 namespace gpucap::cli {
 
@@ -98,7 +99,7 @@ void predict_fitted(const PredictFlags& flags, bool gpu_given, bool mem_given) {
 
 }  // namespace
 
-Command add_predict_command(CLI::App& app, const GlobalOptions& /*global*/) {
+Command add_predict_command(CLI::App& app, const GlobalOptions& global) {
   auto flags = std::make_shared<PredictFlags>();
   auto* cmd = app.add_subcommand(
       "predict",
@@ -119,7 +120,7 @@ Command add_predict_command(CLI::App& app, const GlobalOptions& /*global*/) {
   cmd->add_option("--fitted", flags->fitted,
                   "Use gpucap's own predictor, a MODEL.json written by `gpucap fit`, instead of PctoDL's");
   cmd->add_flag("--json", flags->json, "Print {u_sm, u_mem, throughput, power} as JSON");
-  return Command{cmd, [flags, gpu, mem] {
+  return Command{cmd, [flags, gpu, mem, &global] {
                    check_tenants(*flags);
                    if (flags->fitted) {
                      predict_fitted(*flags, gpu->count() > 0, mem->count() > 0);
@@ -130,8 +131,35 @@ Command add_predict_command(CLI::App& app, const GlobalOptions& /*global*/) {
                    auto set = flags->param_set.value_or(
                        predict::default_pctodl_param_set(flags->gpu, flags->memory_clock_mhz));
                    if (!set.empty() && set.front() == '_') set.erase(0, 1);
+                   // PctoDL's GPUs are the twin's: --f must be one of the GPU's SM clocks' range.
+                   const auto gpu_key = name_key(flags->gpu);
+                   if (gpu_key != "a100" && gpu_key != "3080ti" && gpu_key != "rtx3080ti") {
+                     throw usage_error(fmt::format("PctoDL has fits for the RTX 3080 Ti and the A100, not '{}'", flags->gpu));
+                   }
+                   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
+                   const auto& twin_gpu = catalog.gpu(gpu_key == "a100" ? "a100" : "rtx3080ti");
+                   if (!(flags->sm_clock_mhz >= twin_gpu.min_sm_clock_mhz() && flags->sm_clock_mhz <= twin_gpu.max_sm_clock_mhz())) {
+                     throw usage_error(fmt::format("--f {:g} MHz is outside the {}'s SM clocks [{:g}, {:g}] MHz",
+                                                   flags->sm_clock_mhz, twin_gpu.name, twin_gpu.min_sm_clock_mhz(),
+                                                   twin_gpu.max_sm_clock_mhz()));
+                   }
                    const auto predictor = predict::PctodlPredictor::load(
                        resolve_pctodl_params_dir(flags->params_dir), flags->model, set);
+                   if (flags->param_set) {
+                     // A set is fitted at one memory clock of one of PctoDL's GPUs: --mem's and --gpu's.
+                     const double set_mhz = predictor.memory_clock_mhz();
+                     if (flags->memory_clock_mhz != 0.0 && flags->memory_clock_mhz != set_mhz) {
+                       throw usage_error(fmt::format("--param-set {} is fitted at memory clock {:g} MHz, not --mem {:g}",
+                                                     set, set_mhz, flags->memory_clock_mhz));
+                     }
+                     try {
+                       (void)predict::default_pctodl_param_set(flags->gpu, set_mhz);
+                     } catch (const Error&) {
+                       throw usage_error(fmt::format("--param-set {} is fitted at memory clock {:g} MHz, which PctoDL's "
+                                                     "fits of --gpu {} do not have",
+                                                     set, set_mhz, flags->gpu));
+                     }
+                   }
                    const auto r = predictor.predict(flags->shares_pct, flags->batches, flags->sm_clock_mhz);
                    if (flags->json) {
                      std::cout << nlohmann::json{{"u_sm", r.u_sm},

@@ -65,7 +65,7 @@ void profile_on_twin(const ProfileFlags& flags, const GlobalOptions& global) {
   if (!flags.gpu || !flags.model) throw usage_error("--gpu and --model are required on the twin");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   const auto& gpu = catalog.gpu(*flags.gpu);
-  const auto& model = catalog.model(*flags.model);
+  const auto& model = inference_model(catalog, *flags.model);
   const double memory_mhz = flags.memory_clock_mhz.value_or(gpu.default_memory_clock_mhz);
   if (std::find(gpu.memory_clocks_mhz.begin(), gpu.memory_clocks_mhz.end(), memory_mhz) ==
       gpu.memory_clocks_mhz.end()) {
@@ -166,8 +166,13 @@ Command add_profile_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--precision", flags->precision, "nvml: fp32 or fp16 (default fp32)");
   cmd->add_option("--input-size", flags->input_size, "nvml: height = width of the input images")->capture_default_str();
-  return Command{cmd, [flags, &global] {
+  return Command{cmd, [flags, &global, cmd] {
                    if (flags->platform == "sim") {
+                     // The real GPU's options with defaults: given on the twin, they would go unused.
+                     for (const char* option : {"--warmup-s", "--device", "--engine-device", "--input-size", "--nvml-lib",
+                                                "--precision"}) {
+                       reject_for_platform(cmd->count(option) > 0, option, "sim");
+                     }
                      profile_on_twin(*flags, global);
                    } else if (flags->platform == "nvml") {
                      profile_on_gpu(*flags);

@@ -54,12 +54,7 @@ Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
   const auto& gpu = catalog.gpu(f.gpu.value_or("a100"));
   const auto model_id = f.model.value_or("resnet50");
   const bool noop = model_id == kNoopModel;
-  const auto& model = catalog.model(noop ? kNoopTwinModel : model_id);
-  if (model.training_only()) {
-    throw usage_error(fmt::format("{} is a training workload of Zeus's traces: the twin models its training step only, "
-                                  "not inference (see 'gpucap list models')",
-                                  model.id));
-  }
+  const auto& model = inference_model(catalog, noop ? kNoopTwinModel : model_id);
   runtime::SimOptions o;
   o.seed = parse_seed(f.seed);
   o.sample_hz = f.sample_hz;

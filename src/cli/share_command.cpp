@@ -339,13 +339,21 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--resume", flags->resume,
                 "switchflow: a preempted job that stays on the GPU resumes its step instead of redoing it (gpucap's "
                 "runtime; capshare implies it)");
-  return {cmd, [flags, &global] {
+  return {cmd, [flags, &global, cmd] {
+            // Each platform's own flags, given on the other, would go unused.
+            const auto reject = [cmd](std::initializer_list<const char*> options, std::string_view platform) {
+              for (const char* option : options) reject_for_platform(cmd->count(option) > 0, option, platform);
+            };
             if (flags->platform == "torch") {
+              reject({"--gpu", "--max-time", "--window", "--resume"}, "torch (a flag of the twin)");
               run_on_torch(*flags);
               return;
             }
-            if (flags->platform != "twin") throw usage_error(fmt::format("--platform '{}': expected twin or torch", flags->platform));
-            if (flags->model_dir) throw usage_error("--model-dir is for --platform torch");
+            // `sim`, as other commands call the twin, is taken too.
+            if (flags->platform != "twin" && flags->platform != "sim") {
+              throw usage_error(fmt::format("--platform '{}' must be twin or torch", flags->platform));
+            }
+            reject({"--model-dir", "--device", "--threads", "--lpu-threads"}, "twin (a flag of --platform torch)");
             const sim::ShareTwin twin(resolve_data_dir(global), parse_seed(flags->seed));
             sched::ShareScenario scenario;
             scenario.policy = sched::parse_policy(flags->policy);
@@ -375,6 +383,13 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
               scenario.cap = CapSchedule::constant(*flags->power_cap_w);
             }
             if (scenario.cap) check_cap_above_idle(*scenario.cap, scenario.gpu, *flags);
+            if (flags->resume && scenario.policy != sched::Policy::switchflow) {
+              throw usage_error(fmt::format("--resume is how switchflow resumes a preempted job; policy {} preempts none",
+                                            flags->policy));
+            }
+            if (cmd->count("--window") > 0 && !scenario.cap) {
+              throw usage_error("--window is the window a power cap is judged over: give --power-cap or --cap-schedule");
+            }
             scenario.resume_preempted = flags->resume;
             std::unique_ptr<sched::CapShareController> controller;
             if (flags->algorithm == "capshare") {

@@ -148,7 +148,7 @@ void tune_on_twin(const TuneFlags& flags, const GlobalOptions& global) {
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   const auto gpu_id = flags.gpu.value_or("p40");
   const auto& gpu = catalog.gpu(gpu_id);
-  (void)catalog.model(*flags.model);
+  (void)inference_model(catalog, *flags.model);
   runtime::check_cap_schedule(CapSchedule::constant(flags.power_cap_w), gpu);
   check_budget(flags);
   const auto space = search_space(flags, gpu);

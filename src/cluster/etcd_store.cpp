@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "etcd_tls.hpp"
+#include "gpucap/cluster/protocol.hpp"
 #include "gpucap/core/text.hpp"
 
 namespace gpucap::cluster {
@@ -479,7 +480,7 @@ nlohmann::json EtcdStore::call(const std::string& path, const nlohmann::json& bo
 }
 
 LeaseId EtcdStore::grant_lease(double ttl_s) {
-  if (!(ttl_s > 0.0) || ttl_s > 1e6) throw StoreError(StoreErrorKind::invalid, fmt::format("lease TTL {} s", ttl_s));
+  if (!(ttl_s > 0.0) || ttl_s > kMaxLeaseTtlS) throw StoreError(StoreErrorKind::invalid, fmt::format("lease TTL {} s", ttl_s));
   // etcd counts TTLs in whole seconds: round up, never grant less than asked.
   return etcd_wire::granted_lease(call("/v3/lease/grant", {{"TTL", static_cast<std::int64_t>(std::ceil(ttl_s))}}));
 }

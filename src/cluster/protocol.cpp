@@ -29,6 +29,13 @@ void ProtocolTiming::validate() const {
   positive(keepalive_period_s, "keep-alive period (s)");
   positive(safe_cap_timeout_s, "safe-cap timeout (s)");
   positive(max_apply_s, "longest cap apply time (s)");
+  // A lease longer than the store grants would be refused at every try, and the coordinator or
+  // node would retry without ever holding one.
+  if (lease_ttl_s > kMaxLeaseTtlS || safe_cap_timeout_s > kMaxLeaseTtlS) {
+    throw usage_error(fmt::format("lease TTL {:g} s and safe-cap timeout {:g} s must be at most {:g} s (the longest lease "
+                                  "etcd grants here)",
+                                  lease_ttl_s, safe_cap_timeout_s, kMaxLeaseTtlS));
+  }
   if (!std::isfinite(max_clock_drift) || max_clock_drift < 0.0 || max_clock_drift >= 1.0) {
     throw usage_error(fmt::format("clock drift {} must be in [0, 1)", max_clock_drift));
   }

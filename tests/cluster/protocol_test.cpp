@@ -43,6 +43,14 @@ TEST(ProtocolTiming, TheTimingArgumentIsChecked) {
   t = timing();
   t.max_clock_drift = 1.0;
   test::expect_error_from([&] { t.validate(); }, ErrorCode::usage, "clock drift 1 must be in [0, 1)");
+  // A lease the store would refuse at every try: the coordinator would never lead.
+  t = timing();
+  t.lease_ttl_s = 1e12;
+  t.keepalive_period_s = 1.0;
+  test::expect_error_from([&] { t.validate(); }, ErrorCode::usage, "must be at most 1e+06 s (the longest lease etcd grants");
+  t = timing();
+  t.lease_ttl_s = kMaxLeaseTtlS;
+  EXPECT_NO_THROW(t.validate());
 }
 
 TEST(Ledger, LowersGoOutAtOnceAndRaisesWaitForTheirAcknowledgements) {

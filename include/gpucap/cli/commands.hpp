@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpucap/core/cap_schedule.hpp"
+#include "gpucap/sim/catalog.hpp"
 #include "gpucap/control/registry.hpp"
 #include "gpucap/engine/torch_plugin.hpp"
 #include "gpucap/device/nvml_device.hpp"
@@ -171,6 +172,14 @@ struct RealGpuFlags {
 // standard output but gpucap would create as a file or folder named '-' (a file path such as
 // /dev/stdout is written through).
 [[nodiscard]] CLI::Validator output_path();
+
+// The catalog's model `id`, to run inference on the twin; Error(usage) for a training workload of
+// Zeus's traces (the twin models their training step only).
+[[nodiscard]] const sim::ModelSpec& inference_model(const sim::Catalog& catalog, const std::string& id);
+
+// Proves that `path` can be written (its folder exists and takes a new file) before a long
+// computation whose result goes there, leaving nothing behind; Error(io) naming it otherwise.
+void check_can_write(const std::string& path);
 
 // --power-cap, if given: a positive, finite number of watts; Error(usage) naming the flag otherwise.
 void check_power_cap_flag(const std::optional<double>& cap_w);

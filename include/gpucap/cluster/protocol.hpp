@@ -61,6 +61,10 @@
 
 namespace gpucap::cluster {
 
+// The longest lease TTL the store grants (EtcdStore::grant_lease), and so the longest a timing
+// may ask for.
+inline constexpr double kMaxLeaseTtlS = 1e6;
+
 struct ProtocolTiming {
   double lease_ttl_s = 10.0;
   double keepalive_period_s = 3.0;
@@ -68,8 +72,8 @@ struct ProtocolTiming {
   double max_clock_drift = 1e-3;  // ρ: a node's clock runs at most this fraction slow
   double max_apply_s = 1.0;       // d: the longest a node takes to apply a cap
 
-  // Error(usage) when a value is not positive and finite, or the timing argument above does not
-  // hold (TTL >= ρ·T + d, keep-alive period <= TTL/2).
+  // Error(usage) when a value is not positive and finite, a TTL or timeout is over kMaxLeaseTtlS,
+  // or the timing argument above does not hold (TTL >= ρ·T + d, keep-alive period <= TTL/2).
   void validate() const;
 };
 
