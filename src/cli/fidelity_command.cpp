@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 #include <iostream>
 
 #include "gpucap/calibrate/calibration.hpp"
@@ -81,7 +83,8 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                    }
                    if (!flags->zeus_power_trace.empty()) {
                      if (!flags->sources.empty() || !flags->p40_logs.empty() || !flags->report_path.empty() ||
-                         !flags->plots_dir.empty() || flags->json) {
+                         !flags->plots_dir.empty() || flags->json || !flags->pctodl_params.empty() ||
+                         !flags->published.empty() || !flags->zeus_traces.empty()) {
                        throw usage_error("--zeus-power-trace compares one trace; it takes only --gpu and --zeus-csv");
                      }
                      const auto setup = calibrate::load_zeus_setup(options.paths.zeus_setup, catalog);
@@ -94,6 +97,19 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                    }
                    options.sources = calibrate::parse_sources(
                        !flags->sources.empty() ? flags->sources : (flags->p40_logs.empty() ? "all" : "p40"));
+                   // A source's folder or file, given for a source that is not compared, would go unused.
+                   const auto selected = [&options](calibrate::Source s) {
+                     return std::find(options.sources.begin(), options.sources.end(), s) != options.sources.end();
+                   };
+                   for (const auto& [given, flag, source] :
+                        {std::tuple{&flags->p40_logs, "--p40-logs", calibrate::Source::p40},
+                         std::tuple{&flags->pctodl_params, "--pctodl-params", calibrate::Source::pctodl},
+                         std::tuple{&flags->published, "--published", calibrate::Source::published},
+                         std::tuple{&flags->zeus_traces, "--zeus-traces", calibrate::Source::zeus}}) {
+                     if (!given->empty() && !selected(source)) {
+                       throw usage_error(fmt::format("{} is for a source --sources leaves out", flag));
+                     }
+                   }
                    if (!flags->p40_logs.empty()) options.paths.p40_logs = flags->p40_logs;
                    options.p40_cross_validate = flags->p40_logs.empty();
                    if (!flags->pctodl_params.empty()) options.paths.pctodl_params = flags->pctodl_params;

@@ -57,6 +57,32 @@ std::optional<std::string> repeated_option(int argc, char** argv) {
   return std::nullopt;
 }
 
+// For a command made of commands (`bso`, `cluster`) that was given none of its own: the error line
+// naming the word given in its place, or saying that one is needed (CLI11 says only "A
+// subcommand is required").
+std::optional<std::string> missing_subcommand(const std::vector<gpucap::cli::Command>& commands, int argc, char** argv) {
+  for (const auto& command : commands) {
+    const auto* group = command.app;
+    const auto subcommands = group->get_subcommands([](const CLI::App*) { return true; });
+    if (!group->parsed() || subcommands.empty()) continue;
+    if (std::any_of(subcommands.begin(), subcommands.end(), [](const CLI::App* s) { return s->parsed(); })) return std::nullopt;
+    std::vector<std::string> names;
+    for (const auto* s : subcommands) names.push_back(s->get_name());
+    const auto known = gpucap::join(names, ", ");
+    // The word after the group's, if it is not an option.
+    for (int i = 1; i + 1 < argc; ++i) {
+      if (argv[i] != group->get_name()) continue;
+      const std::string next = argv[i + 1];
+      if (next.rfind('-', 0) != 0) {
+        return fmt::format("unknown command '{} {}'; known: {}", group->get_name(), next, known);
+      }
+      break;
+    }
+    return fmt::format("'{}' needs one of its commands: {}", group->get_name(), known);
+  }
+  return std::nullopt;
+}
+
 // A std::system_error is a bug unless the system refused what gpucap asked of it:
 // - fmt::print reports a write it could not finish as "cannot write to file: <reason>" (a full
 //   disk, a closed pipe): the output's fate, the user's to fix, as when the final flush fails;
@@ -145,6 +171,10 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "gpucap: error: %s (see --help)\n", e.what());
     }
+    return gpucap::exit_code(gpucap::ErrorCode::usage);
+  } catch (const CLI::RequiredError& e) {
+    const auto missing = missing_subcommand(commands, argc, argv);
+    std::fprintf(stderr, "gpucap: error: %s (see --help)\n", missing ? missing->c_str() : e.what());
     return gpucap::exit_code(gpucap::ErrorCode::usage);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; real parse errors are usage errors.

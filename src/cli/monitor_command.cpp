@@ -42,6 +42,7 @@ struct MonitorFlags {
   std::vector<std::string> listen;  // given without a value: the default address
   std::string hostname_label = monitor::kHostnameLabel;
   CLI::Option* listen_option = nullptr;
+  CLI::Option* hostname_label_option = nullptr;
   std::vector<std::string> command;
 };
 
@@ -279,6 +280,9 @@ int run_monitor(const MonitorFlags& flags) {
     throw usage_error("give either --listen (serve metrics) or a command after '--' (measure it), not both");
   }
   (void)monitor::parse_hostname_label(flags.hostname_label);
+  if (!listening && flags.hostname_label_option->count() > 0) {
+    throw usage_error("--hostname-label names the host label of --listen's metrics; measuring a command prints none");
+  }
   if (listening) {
     if (flags.json || flags.csv) throw usage_error("--json and --csv are for measuring a command, not for --listen");
     serve_metrics(flags);
@@ -311,7 +315,7 @@ Command add_monitor_command(CLI::App& app, const GlobalOptions& /*global*/) {
                                   "until SIGINT/SIGTERM (default {})",
                                   kDefaultListen))
           ->expected(0, 1);
-  cmd->add_option("--hostname-label", flags->hostname_label,
+  flags->hostname_label_option = cmd->add_option("--hostname-label", flags->hostname_label,
                   "--listen: the host label of the DCGM_* series: hostname (dcgm-exporter since its 2026-05 rename) or "
                   "Hostname (dashboards written before it)")
       ->capture_default_str();

@@ -37,6 +37,7 @@ namespace gpucap::cli {
 namespace {
 
 struct RunFlags {
+  const CLI::Option* sample_hz_option = nullptr;  // given or not: --sample-hz has a default
   std::string platform = "sim";
   std::optional<std::string> gpu;  // sim: the twin (default p40)
   std::optional<std::string> model;
@@ -251,6 +252,9 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   spec.sim.sample_hz = flags.sample_hz;
   spec.sim.autotune_new_shapes = flags.autotune_new_shapes;
   spec.sim.spawned_nvidia_smi = spawned_nvidia_smi(flags.sampler);
+  if (spec.sim.spawned_nvidia_smi && flags.sample_hz_option->count() > 0) {
+    throw usage_error("--sample-hz does not apply with --sampler nvidia-smi: it reads power at nvidia-smi's own pace");
+  }
   spec.sim.governor_sm_clock_mhz = flags.governor_clock_mhz;
   if (const auto budget = search_budget(flags)) spec.search_budget = *budget;
   if (control::needs_mps_planning(spec.algorithm) && !control::plans_with_fitted_predictor(spec.algorithm)) {
@@ -525,7 +529,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "unlimited");
   cmd->add_option("--seed", flags->seed, "Seed of the twin's noise (same seed, same run); on nvml, of the input")
       ->capture_default_str();
-  cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
+  flags->sample_hz_option = cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate in Hz")->capture_default_str();
   cmd->add_option("--precision", flags->precision, "fp32 or fp16; nvml also bf16 (sim default: the model's; nvml default: fp32)");
   cmd->add_option("--input-pipeline", flags->input_pipeline,
                   "sim: host-side JPEG decode per image (cost from the dataset file): none, serial (decode, then "

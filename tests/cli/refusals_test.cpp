@@ -71,6 +71,18 @@ TEST(CliRefusals, AReportIsTriedBeforeTheFitsRun) {
                "/nonexistent/folder/report.md: cannot open for writing");
 }
 
+TEST(CliRefusals, FlagsThatAnotherFlagMakesUnused) {
+  expect_error({"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet", "--algorithm", "batchdvfs",
+                "--power-cap", "131", "--sampler", "nvidia-smi", "--sample-hz", "5"},
+               2, "--sample-hz does not apply with --sampler nvidia-smi");
+  expect_error({"fidelity", "--sources", "published", "--p40-logs", "/nonexistent"}, 2,
+               "--p40-logs is for a source --sources leaves out");
+  expect_error({"fidelity", "--sources", "published", "--zeus-traces", "/nonexistent"}, 2,
+               "--zeus-traces is for a source --sources leaves out");
+  expect_error({"monitor", "--hostname-label", "Hostname", "--", "true"}, 2,
+               "--hostname-label names the host label of --listen's metrics");
+}
+
 TEST(CliRefusals, BoundsThatKeepATypoFromRunningForever) {
   expect_error({"bso", "simulate", "--workload", "librispeech/deepspeech2", "--recurrences", "100000000"}, 2,
                "--recurrences 100000000 must be between 1 and 100000");
