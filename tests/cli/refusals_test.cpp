@@ -71,6 +71,14 @@ TEST(CliRefusals, AReportIsTriedBeforeTheFitsRun) {
                "/nonexistent/folder/report.md: cannot open for writing");
 }
 
+// CLI11 said "A subcommand is required" for both.
+TEST(CliRefusals, ACommandOfCommandsNamesItsOwn) {
+  expect_error({"bso", "bogus"}, 2, "unknown command 'bso bogus'; known: serve, simulate, bench");
+  expect_error({"cluster"}, 2, "'cluster' needs one of its commands: coordinate, budget, status, forget, simulate");
+  // A missing required option still says so.
+  expect_error({"fit", "--model", "x"}, 2, "--profile is required");
+}
+
 TEST(CliRefusals, FlagsThatAnotherFlagMakesUnused) {
   expect_error({"run", "--gpu", "p40", "--model", "inception_v1", "--dataset", "imagenet", "--algorithm", "batchdvfs",
                 "--power-cap", "131", "--sampler", "nvidia-smi", "--sample-hz", "5"},
