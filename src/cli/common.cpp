@@ -78,6 +78,11 @@ const sim::ModelSpec& inference_model(const sim::Catalog& catalog, const std::st
 }
 
 void check_can_write(const std::string& path) {
+  // A pipe, a terminal or a device is written straight through when the time comes: opening it
+  // now could end a reader's input (a FIFO's reader sees EOF when the probe closes it).
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) return;
   // A writer that is never committed removes its temporary file: only the folder is tried.
   const AtomicFileWriter probe(path, AtomicFileWriter::Durability::flush);
 }

@@ -175,16 +175,17 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   const bool twin = f.platform != "nvml";
   if (!twin && f.pace != "realtime") throw usage_error("--pace does not apply to --platform nvml (a real GPU runs in real time)");
   runtime::check_sample_hz(f.sample_hz);
-  // --cap-file is read once here: its cap is the one at the start, and the watcher knows it.
+  // --cap-file is read once here: its cap is the one at the start, and the watcher knows it. The
+  // cap sources are checked before the GPU and the model are loaded; only the GPU's range waits.
   const auto cap_file_text = f.cap_file ? std::optional<std::string>(read_text_file(*f.cap_file)) : std::nullopt;
+  const auto start_cap = f.cluster.enabled() ? std::nullopt : std::optional(initial_cap(f, cap_file_text));
 
   auto served = twin ? twin_served(f, sim::Catalog::load(resolve_data_dir(global))) : nvml_served(f);
   served.identity.hostname_label = hostname_label;
   auto& platform = *served.platform;
   const auto limits = platform.controller_limits();
   // A cluster node starts at its lowest cap, until its first allocation.
-  auto [schedule, source] = f.cluster.enabled() ? std::pair{CapSchedule::constant(served.capacity->min_cap_w), std::string("cluster")}
-                                                : initial_cap(f, cap_file_text);
+  auto [schedule, source] = start_cap ? *start_cap : std::pair{CapSchedule::constant(served.capacity->min_cap_w), std::string("cluster")};
   serve::CapState cap(schedule, source, served.min_cap_w, limits.power_limit_max_w);
   // Beside a schedule, the file's cap holds from the start until the schedule's first step.
   if (cap_file_text && f.cap_schedule) cap.set(schedule.cap_at(0.0), "file", 0.0);

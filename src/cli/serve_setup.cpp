@@ -48,7 +48,7 @@ std::vector<std::int64_t> noop_dims(const std::string& text) {
 }  // namespace
 
 Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
-  f.real.reject_on_twin("twin");
+  f.real.reject_on_twin(f.platform);
   reject_for_platform(f.allow_gpu_control, "--allow-gpu-control", "twin");
   Served s;
   const auto& gpu = catalog.gpu(f.gpu.value_or("a100"));
@@ -136,17 +136,18 @@ void check_serve_algorithm(const std::string& algorithm) {
   if (algorithm == "capserve" || algorithm == "static") return;
   std::vector<std::string> served{"capserve", "static"};
   bool known = false;
+  const auto name = to_lower(trim(algorithm));  // as the registry reads it
   for (const auto& a : control::algorithms()) {
-    known = known || a.name == algorithm;
+    known = known || a.name == name;
     if (!control::needs_mps_planning(a.name) && !control::needs_offline_search(a.name)) served.push_back(a.name);
   }
   const auto choices = join(served, ", ");
   if (!known) throw usage_error(fmt::format("--algorithm '{}' is not one serve runs: {}", algorithm, choices));
-  if (control::needs_mps_planning(algorithm)) {
+  if (control::needs_mps_planning(name)) {
     throw usage_error(fmt::format("--algorithm {} partitions a GPU among MPS tenants, and serve runs one model: give one of {}",
                                   algorithm, choices));
   }
-  if (control::needs_offline_search(algorithm)) {
+  if (control::needs_offline_search(name)) {
     throw usage_error(fmt::format("--algorithm {} runs from an offline search before a job (gpucap tune --algorithm {}); "
                                   "under serve give one of {}",
                                   algorithm, algorithm, choices));

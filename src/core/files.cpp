@@ -42,8 +42,32 @@ std::string read_text_file(const std::string& path) {
   return content.str();
 }
 
+namespace {
+
+// The process's own standard output or error, if `path` names the file behind it (/dev/stdout
+// with stdout redirected to a file, say); -1 otherwise.
+int standard_stream_of(const std::string& path) {
+  struct stat named {};
+  if (stat(path.c_str(), &named) != 0) return -1;
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat open_file {};
+    if (fstat(fd, &open_file) == 0 && open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
 AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability, Unfinished unfinished)
     : path_(std::move(path)), durability_(durability), unfinished_(unfinished) {
+  // Written through the process's own descriptor: it shares the file's offset with what the
+  // process prints there (opened anew, the file would be replaced or written over from 0).
+  if (const int stream = standard_stream_of(path_); stream >= 0) {
+    fd_ = fcntl(stream, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing ({})", path_, std::strerror(errno)));
+    direct_ = true;
+    return;
+  }
   std::error_code ec;
   const auto status = std::filesystem::status(path_, ec);
   target_existed_ = !ec && std::filesystem::exists(status);

@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "support/cli_runner.hpp"
+#include "support/paths.hpp"
 
 namespace gpucap {
 namespace {
@@ -58,6 +62,26 @@ TEST(OutputPaths, DevStdoutTakesTheTraceOnStandardOutput) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("time_s,window_start_s,cap_w,", 0), 0u) << r.out;
   EXPECT_NE(r.out.find(",131,"), std::string::npos) << r.out;
+}
+
+// With standard output redirected to a file, the trace and the summary share the file's offset:
+// rows first, then the summary (opened anew, /dev/stdout would be replaced or written over).
+TEST(OutputPaths, DevStdoutRedirectedToAFileKeepsTheTraceAndTheSummary) {
+  test::TempDir dir;
+  const auto out = dir.file("out.txt");
+  const auto command = test::quote(GPUCAP_CLI_PATH) + " --data-dir " + test::quote(test::data_dir()) +
+                       " run --gpu p40 --model inception_v1 --dataset imagenet --algorithm batchdvfs --power-cap 131 "
+                       "--duration 10 --trace /dev/stdout > " +
+                       test::quote(out);
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("time_s,window_start_s,cap_w,", 0), 0u) << text;
+  const auto last_row = text.find("\n10.050,");
+  const auto summary = text.find("mean power");
+  ASSERT_NE(last_row, std::string::npos) << text;
+  ASSERT_NE(summary, std::string::npos) << text;
+  EXPECT_LT(last_row, summary) << text;
 }
 
 }  // namespace

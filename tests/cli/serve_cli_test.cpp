@@ -261,14 +261,16 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
 TEST(ServeCli, ACapFileHoldsFromTheStartUntilTheSchedulesFirstStep) {
   test::TempDir dir;
   const auto file = dir.write("cap", "200\n");
-  Server server({"--model", "noop", "--cap-file", file, "--cap-schedule", "4:240", "--metrics", "127.0.0.1:0"});
+  // The step comes late enough that the first window's figures (1 s) come before it on a loaded
+  // machine too.
+  Server server({"--model", "noop", "--cap-file", file, "--cap-schedule", "10:240", "--metrics", "127.0.0.1:0"});
   ASSERT_TRUE(server.started());
   // The cap's series appears with the first window (1 s).
   // A window sets the cap's two series (watts, then source) one after the other: waits for both.
   const auto wait_for_cap = [&server](double watts, const std::string& source) {
     const auto source_line = R"(gpucap_power_cap_source{source=")" + source + R"("} 1)";
     std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {
       text = server.scrape();
       if (test::series_value(text, "gpucap_power_cap_watts") == watts && text.find(source_line) != std::string::npos) break;
