@@ -273,6 +273,11 @@ void reject_for_platform(bool given, std::string_view option, std::string_view p
   if (given) throw usage_error(fmt::format("{} does not apply to --platform {}", option, platform));
 }
 
+void reject_given_for_platform(const CLI::App& command, std::initializer_list<const char*> options,
+                               std::string_view platform) {
+  for (const char* option : options) reject_for_platform(command.count(option) > 0, option, platform);
+}
+
 std::string default_zeus_trace(const std::string& file) {
   return (std::filesystem::path(resolve_shared_dir()) / "zeus" / "nsdi23" / file).string();
 }

@@ -169,10 +169,9 @@ Command add_profile_command(CLI::App& app, const GlobalOptions& global) {
   return Command{cmd, [flags, &global, cmd] {
                    if (flags->platform == "sim") {
                      // The real GPU's options with defaults: given on the twin, they would go unused.
-                     for (const char* option : {"--warmup-s", "--device", "--engine-device", "--input-size", "--nvml-lib",
-                                                "--precision"}) {
-                       reject_for_platform(cmd->count(option) > 0, option, "sim");
-                     }
+                     reject_given_for_platform(
+                         *cmd, {"--warmup-s", "--device", "--engine-device", "--input-size", "--nvml-lib", "--precision"},
+                         "sim");
                      profile_on_twin(*flags, global);
                    } else if (flags->platform == "nvml") {
                      profile_on_gpu(*flags);

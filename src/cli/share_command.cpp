@@ -341,11 +341,8 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
                 "runtime; capshare implies it)");
   return {cmd, [flags, &global, cmd] {
             // Each platform's own flags, given on the other, would go unused.
-            const auto reject = [cmd](std::initializer_list<const char*> options, std::string_view platform) {
-              for (const char* option : options) reject_for_platform(cmd->count(option) > 0, option, platform);
-            };
             if (flags->platform == "torch") {
-              reject({"--gpu", "--max-time", "--window", "--resume"}, "torch (a flag of the twin)");
+              reject_given_for_platform(*cmd, {"--gpu", "--max-time", "--window", "--resume"}, "torch (a flag of the twin)");
               run_on_torch(*flags);
               return;
             }
@@ -353,7 +350,7 @@ Command add_share_command(CLI::App& app, const GlobalOptions& global) {
             if (flags->platform != "twin" && flags->platform != "sim") {
               throw usage_error(fmt::format("--platform '{}' must be twin or torch", flags->platform));
             }
-            reject({"--model-dir", "--device", "--threads", "--lpu-threads"}, "twin (a flag of --platform torch)");
+            reject_given_for_platform(*cmd, {"--model-dir", "--device", "--threads", "--lpu-threads"}, "twin (a flag of --platform torch)");
             const sim::ShareTwin twin(resolve_data_dir(global), parse_seed(flags->seed));
             sched::ShareScenario scenario;
             scenario.policy = sched::parse_policy(flags->policy);

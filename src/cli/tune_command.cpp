@@ -340,10 +340,9 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& global) {
                    stop_requested.store(false);
                    if (flags->platform == "sim") {
                      // The real GPU's options with defaults: given on the twin, they are an error too.
-                     for (const char* option : {"--warmup-s", "--device", "--engine-device", "--input-size", "--nvml-lib",
-                                                "--precision"}) {
-                       reject_for_platform(cmd->count(option) > 0, option, "sim");
-                     }
+                     reject_given_for_platform(
+                         *cmd, {"--warmup-s", "--device", "--engine-device", "--input-size", "--nvml-lib", "--precision"},
+                         "sim");
                      tune_on_twin(*flags, global);
                    } else if (flags->platform == "nvml") {
                      tune_on_nvml(*flags);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,6 +111,10 @@ class StopOnSignals {
 
 // Error(usage) "OPTION does not apply to --platform PLATFORM" if the option was given.
 void reject_for_platform(bool given, std::string_view option, std::string_view platform);
+// The same for each of `options` given on `command`'s line (its count: options with a default
+// included).
+void reject_given_for_platform(const CLI::App& command, std::initializer_list<const char*> options,
+                               std::string_view platform);
 
 // What the LibTorch engine of a real GPU needs to load and feed the model, in gpucap itself
 // (`run`, `tune`) or in an MPS worker (`gpucap mps-worker`'s flags).
