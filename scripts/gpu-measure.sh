@@ -11,11 +11,23 @@
 #   1. a batch sweep of MEASURE_MODELS (resnet50, mobilenet_v2, vgg19) in MEASURE_PRECISIONS (fp16,
 #      fp32) at the GPU's own clocks: throughput, batch latency, mean and window-max power
 #      (`gpucap tune --platform nvml --algorithm oracle`, resumable through its --out files);
-#   2. under three software caps (50, 65 and 80 % of the highest power of the first model's sweep):
+#   2. under three software caps (50, 65 and 80 % of the highest power of the first model's sweep,
+#      or MEASURE_CAPS, W, lowest first):
 #      gpucap's capfit with that sweep as its profile, and batchsizer at its own window (10 batches)
 #      and at a 1-s window, each against the best static batch of the sweep under the cap;
 #   3. `gpucap share --platform torch`: a high-priority BS-1 inference beside a training job,
-#      threads against switchflow (low-priority device: the CPU), and the inference alone.
+#      threads against switchflow (low-priority device: the CPU), and the inference alone;
+#   4. `gpucap serve --platform nvml` under the same three software caps (issue 36): gpucap's
+#      capserve against the static Triton-style setting (batch cap 32, 2-ms delay: the serve
+#      matrix's; 32 also bounds capserve's batch), each taking a
+#      Poisson stream from `gpucap load --binary` on the same machine at MEASURE_SERVE_LOAD (0.7) of
+#      the sweep's capacity within the SLO under the lowest cap (at most MEASURE_SERVE_MAX_RPS,
+#      2000), MEASURE_SERVE_SECONDS (30) per run after MEASURE_SERVE_WARMUP_SECONDS (5), p99 SLO
+#      MEASURE_SERVE_SLO_MS (100), on 127.0.0.1:MEASURE_SERVE_PORT (default: a free port). Software caps
+#      move the batch cap, the delay and admission only: nothing is written to the GPU.
+#
+# MEASURE_STEPS (default sweep,capped,share,serve) picks the steps; serve needs the first model's
+# sweep and runs it when the sweep step is not picked (resumed from its --out file when there).
 #
 # What the machine needs (no package manager, no network is assumed):
 #   - this repository's working tree;
@@ -42,6 +54,15 @@ out_root=${1:-docs/measurements}
 seconds=${MEASURE_SECONDS:-10}
 warmup_seconds=${MEASURE_WARMUP_SECONDS:-2}
 capped_seconds=${MEASURE_CAPPED_SECONDS:-60}
+steps=",${MEASURE_STEPS:-sweep,capped,share,serve},"
+for step in ${steps//,/ }; do
+  case $step in sweep | capped | share | serve) ;; *)
+    echo "gpu-measure: MEASURE_STEPS: unknown step '$step' (sweep, capped, share, serve)" >&2
+    exit 2
+    ;;
+  esac
+done
+picked() { [[ $steps == *",$1,"* ]]; }
 batches=${MEASURE_BATCHES:-1,2,4,8,16,32,48,64,96,128,192,256}
 models=${MEASURE_MODELS:-resnet50,mobilenet_v2,vgg19}
 precisions=${MEASURE_PRECISIONS:-fp16,fp32}
@@ -96,12 +117,20 @@ train_dir=${MEASURE_TRAIN_MODELS_DIR:-$work/train-models}
 for model in ${models//,/ }; do
   [ -f "$models_dir/$model.pt" ] || "$python" scripts/export_models.py --out "$models_dir" --models "$model"
 done
-[ -f "$train_dir/resnet18.train.stages.json" ] && [ -f "$train_dir/mobilenet_v2.train.stages.json" ] ||
-  "$python" scripts/export_models.py --out "$train_dir" --models resnet18,mobilenet_v2 --train --stages 4
+if picked share; then
+  [ -f "$train_dir/resnet18.train.stages.json" ] && [ -f "$train_dir/mobilenet_v2.train.stages.json" ] ||
+    "$python" scripts/export_models.py --out "$train_dir" --models resnet18,mobilenet_v2 --train --stages 4
+fi
 
-# --- 1. batch sweeps (trials kept in $out, so a second start resumes) ---
-for model in ${models//,/ }; do
-  for precision in ${precisions//,/ }; do
+# --- 1. batch sweeps (trials kept in $out, so a second start resumes); serve without the sweep
+# step sweeps its first model only ---
+first_model=${models%%,*}
+first_precision=${precisions%%,*}
+sweep_models=$models sweep_precisions=$precisions
+picked sweep || { sweep_models=$first_model sweep_precisions=$first_precision; }
+picked sweep || picked capped || picked serve || sweep_models=""
+for model in ${sweep_models//,/ }; do
+  for precision in ${sweep_precisions//,/ }; do
     "$gpucap" tune --platform nvml --model-file "$models_dir/$model.pt" --engine-device "$engine_device" \
       --precision "$precision" --algorithm oracle --batch-sizes "$batches" --power-cap "$max_limit" \
       --warmup-s "$warmup_seconds" --measure-s "$seconds" --out "$out/sweep-$model-$precision.json" --json > "$raw/sweep-$model-$precision.out"
@@ -110,11 +139,13 @@ done
 
 # --- 2. under three software caps: batchsizer at its own window (10 batches) and at 1 s, and
 # gpucap's capfit with the sweep as its profile ---
-first_model=${models%%,*}
-first_precision=${precisions%%,*}
 profile="$out/sweep-$first_model-$first_precision.json"
-peak=$("$python" -c 'import json,sys; print(max(t["max_power_w"] for t in json.load(open(sys.argv[1]))["trials"]))' "$profile")
-caps=$("$python" -c 'import sys; p=float(sys.argv[1]); print(" ".join(str(round(f*p)) for f in (0.5, 0.65, 0.8)))' "$peak")
+caps=""
+if picked capped || picked serve; then
+  peak=$("$python" -c 'import json,sys; print(max(t["max_power_w"] for t in json.load(open(sys.argv[1]))["trials"]))' "$profile")
+  caps=$("$python" -c 'import sys; p=float(sys.argv[1]); print(" ".join(str(round(f*p)) for f in (0.5, 0.65, 0.8)))' "$peak")
+  [ -n "${MEASURE_CAPS:-}" ] && caps=${MEASURE_CAPS//,/ }  # W, lowest first
+fi
 capped() {  # NAME CAP OPTIONS...
   local name=$1 cap=$2
   shift 2
@@ -122,18 +153,71 @@ capped() {  # NAME CAP OPTIONS...
     --precision "$first_precision" --power-cap "$cap" --duration "$capped_seconds" \
     --trace "$out/capped-$name-$cap-trace.csv" --json "$@" > "$out/capped-$name-$cap.json"
 }
-for cap in $caps; do
+picked capped && for cap in $caps; do
   capped capfit "$cap" --algorithm capfit --profile "$profile"
   capped batchsizer "$cap" --algorithm batchsizer
   capped batchsizer-1s "$cap" --algorithm batchsizer --window 1s
 done
 
 # --- 3. a latency-critical inference beside training ---
-share=("$gpucap" share --platform torch --model-dir "$train_dir" --device "$engine_device" --json)
-fg="fg=infer:mobilenet_v2:batch=1:priority=high:requests=${MEASURE_REQUESTS:-300}:warmup=${MEASURE_WARMUP:-20}:start=3"
-"${share[@]}" --policy threads --job "$fg" > "$out/share-solo.json"
-"${share[@]}" --policy threads --job bg=train:resnet18:batch=32:until=fg --job "$fg" > "$out/share-threads.json"
-"${share[@]}" --policy switchflow --lpu cpu --job bg=train:resnet18:batch=32:until=fg --job "$fg" > "$out/share-switchflow.json"
+if picked share; then
+  share=("$gpucap" share --platform torch --model-dir "$train_dir" --device "$engine_device" --json)
+  fg="fg=infer:mobilenet_v2:batch=1:priority=high:requests=${MEASURE_REQUESTS:-300}:warmup=${MEASURE_WARMUP:-20}:start=3"
+  "${share[@]}" --policy threads --job "$fg" > "$out/share-solo.json"
+  "${share[@]}" --policy threads --job bg=train:resnet18:batch=32:until=fg --job "$fg" > "$out/share-threads.json"
+  "${share[@]}" --policy switchflow --lpu cpu --job bg=train:resnet18:batch=32:until=fg --job "$fg" > "$out/share-switchflow.json"
+fi
+
+# --- 4. gpucap serve under the same software caps: capserve against the static Triton-style
+# setting, the same Poisson load for both (issue 36) ---
+serve_seconds=${MEASURE_SERVE_SECONDS:-30}
+serve_slo_ms=${MEASURE_SERVE_SLO_MS:-100}
+serve_warmup=${MEASURE_SERVE_WARMUP_SECONDS:-5}
+serve_run() {  # ALGORITHM CAP RATE: a server, then gpucap load against it, then SIGTERM (it drains)
+  local algorithm=$1 cap=$2 rate=$3 name="$out/serve-$1-$2"
+  "$gpucap" serve --platform nvml --model-file "$models_dir/$first_model.pt" --engine-device "$engine_device" \
+    --precision "$first_precision" --profile "$profile" --algorithm "$algorithm" --power-cap "$cap" \
+    --slo-ms "$serve_slo_ms" --max-batch-size 32 --max-queue-delay-us 2000 --listen "127.0.0.1:${MEASURE_SERVE_PORT:-0}" --json > "$raw/serve.out" 2> "$name.log" &
+  local pid=$! waited=0
+  until grep -q "stop with Ctrl-C" "$raw/serve.out"; do
+    if ! kill -0 "$pid" 2> /dev/null || [ $waited -ge 600 ]; then
+      echo "gpu-measure: gpucap serve ($algorithm, $cap W) did not start; its log: $name.log" >&2
+      kill "$pid" 2> /dev/null || true
+      return 1
+    fi
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  local url
+  url=$(sed -n 's|^ *inference (KServe v2) *\(http://[^/]*\)/.*|\1|p' "$raw/serve.out")
+  "$gpucap" load --url "$url" --model "$first_model" --rate "$rate" \
+    --duration "$serve_seconds" --warmup "$serve_warmup" --slo-ms "$serve_slo_ms" --binary --connections 256 --json > "$name.load.json" ||
+    echo "gpu-measure: gpucap load against $algorithm at $cap W failed (exit $?)" >&2
+  kill -TERM "$pid" 2> /dev/null || true
+  wait "$pid" || echo "gpu-measure: gpucap serve ($algorithm, $cap W) exited with $?" >&2
+  sed -n '/^{/,$p' "$raw/serve.out" > "$name.json"
+}
+if picked serve; then
+  lowest_cap=${caps%% *}
+  # The sweep's capacity within the SLO under the lowest cap: its fastest batch whose window maximum
+  # stays under the cap and whose two batch times (one queued, one running) fit in the SLO.
+  serve_rate=$("$python" -c '
+import json, sys
+cap, slo_ms, share, most = (float(a) for a in sys.argv[2:6])
+slo_s = slo_ms / 1000
+fit = [t["throughput_img_s"] for t in json.load(open(sys.argv[1]))["trials"]
+       if t["max_power_w"] <= cap and t["throughput_img_s"] > 0 and 2 * t["batch_size"] / t["throughput_img_s"] <= slo_s]
+print(f"{min(most, share * max(fit)):.1f}" if fit else "")' \
+    "$profile" "$lowest_cap" "$serve_slo_ms" "${MEASURE_SERVE_LOAD:-0.7}" "${MEASURE_SERVE_MAX_RPS:-2000}")
+  if [ -z "$serve_rate" ]; then
+    echo "gpu-measure: no batch of the sweep fits under $lowest_cap W within the SLO: serve step skipped" >&2
+  else
+    for cap in $caps; do
+      serve_run capserve "$cap" "$serve_rate" || true  # said why; the other runs still go
+      serve_run static "$cap" "$serve_rate" || true
+    done
+  fi
+fi
 
 # --- the report: the twin's figure beside every real one ---
 cp "$raw/devices.json" "$out/"

@@ -6,7 +6,8 @@ with the twin's prediction beside every real figure where the twin knows the GPU
 
 The folder holds what gpu-measure.sh writes: sweep-MODEL-PRECISION.json (the --out files of
 `gpucap tune --platform nvml`), capped-ALGO-CAP.json (`gpucap run --platform nvml --json`;
-capped-CAP.json is batchsizer at its own window, as older runs named it), share-POLICY.json and
+capped-CAP.json is batchsizer at its own window, as older runs named it), share-POLICY.json,
+serve-ALGO-CAP.json and serve-ALGO-CAP.load.json (`gpucap serve --json`, `gpucap load --json`) and
 devices.json; and, where it was written by hand, notes.md: a title and how the folder was measured
 (it heads the README). The twin's figures are computed here, by running the twin (`gpucap run --gpu ...`)
 for each measured point: the same setup, the same length. Needs only python3 and gpucap.
@@ -209,6 +210,56 @@ def share_section(out, gpucap, twin_gpu):
     print()
 
 
+def serve_runs(out):
+    """{cap W: {algorithm: (server summary, load report)}} from serve-ALGO-CAP.json and .load.json."""
+    runs = {}
+    for path in glob.glob(os.path.join(out, "serve-*-*.load.json")):
+        match = re.fullmatch(r"serve-(.+)-(\d+)\.load\.json", os.path.basename(path))
+        server = load(path[: -len(".load.json")] + ".json")
+        client = load(path)
+        if match and client:
+            runs.setdefault(int(match.group(2)), {})[match.group(1)] = (server, client)
+    return runs
+
+
+def serve_section(out):
+    runs = serve_runs(out)
+    if not runs:
+        return
+    any_client = next(iter(next(iter(runs.values())).values()))[1]
+    print(f"## 4. `gpucap serve` under software caps ({any_client['model']})\n")
+    print(f"`gpucap serve --platform nvml` with the first sweep as capserve's profile, batch cap 32 and a 2-ms "
+          f"queue delay (the static setting's, and capserve's bound), p99 SLO {any_client['slo_ms']:g} ms; "
+          f"`gpucap load --binary` on the same machine, {any_client['arrivals']}, "
+          f"{any_client['duration_s']:g} s after a {any_client['warmup_s']:g}-s warm-up. The cap is gpucap's own "
+          "target: nothing is written to the GPU (**writes**), so static runs as it would with the power limit "
+          "left where it is, and capserve holds the cap by its batch cap, delay and admission alone. Client "
+          "figures (goodput: answers within the SLO from the scheduled time, per second) cover the measured "
+          "seconds; the server's (windows over the cap, energy) its whole run, warm-up included. No twin "
+          "column: the serve matrix (docs/results/serve) is the twin's comparison.\n")
+    print("| cap W | algorithm | sent | goodput /s | SLO attainment | p50 ms | p99 ms | 429 | failed "
+          "| windows over cap | max W | J / answer | writes | goodput / static |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for cap in sorted(runs):
+        static = runs[cap].get("static")
+        for algorithm in sorted(runs[cap], key=lambda a: (a != "capserve", a)):
+            server, client = runs[cap][algorithm]
+            lat = client["latency_ms"]
+            failed = client["failed"] + client.get("timed_out", 0)
+            if server:
+                windows = f"{server['windows_over_cap']} / {server['windows']}"
+                per_answer = f"{server['energy_j'] / server['answered']:.3f}" if server["answered"] else "–"
+                server_cols = f"{windows} | {server['max_power_w']:.1f} | {per_answer} | {server['device_writes']}"
+            else:
+                server_cols = "– | – | – | –"
+            ratio = (f"{client['goodput_rps'] / static[1]['goodput_rps']:.3f}"
+                     if static and static[1]["goodput_rps"] > 0 else "–")
+            print(f"| {cap} | {algorithm} | {client['sent']} | {client['goodput_rps']:.1f} | "
+                  f"{100 * client['slo_attainment']:.2f} % | {lat.get('p50', 0):.1f} | {lat.get('p99', 0):.1f} | "
+                  f"{client['rejected_429']} | {failed} | {server_cols} | {ratio} |")
+    print()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dir")
@@ -238,6 +289,7 @@ def main():
     sweeps_section(out, sweeps, twin, twin_cap_w)
     capped_section(out, sweeps, twin)
     share_section(out, args.gpucap, twin_gpu)
+    serve_section(out)
 
 
 if __name__ == "__main__":

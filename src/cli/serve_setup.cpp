@@ -165,7 +165,7 @@ std::unique_ptr<control::ServingController> make_serving_controller(const ServeF
     p.max_batch_size = f.max_batch_size;
     p.limits = limits;
     p.p99_memory_s = p99_window_s;
-    p.lock_clocks = gpu_writes;
+    p.gpu_writes = gpu_writes;
     return std::make_unique<control::CapserveController>(p);
   }
   if (f.algorithm == "static") return std::make_unique<control::StaticServing>(batcher, limits, gpu_writes);

@@ -29,6 +29,10 @@ CapserveController::CapserveController(CapserveParams params)
   }
   if (params_.max_batch_size < 1) throw usage_error("capserve: the model's max batch size must be >= 1");
   if (!(params_.window_s > 0.0)) throw usage_error("capserve: the window must be positive");
+  if (!params_.gpu_writes && params_.profile->columns().size() > 1) {
+    throw usage_error("capserve without GPU control needs a profile at the GPU's own clocks (one SM clock; 'gpucap "
+                      "tune --platform nvml' without --allow-gpu-control), not one that varies the clocks");
+  }
   for (const auto& column : params_.profile->columns()) {
     for (int b = column.min_batch(); b <= std::min(column.max_batch(), params_.max_batch_size); ++b) {
       if (const auto p = params_.profile->predict(column, b); p && p->throughput_img_s > 0.0) {
@@ -41,7 +45,9 @@ CapserveController::CapserveController(CapserveParams params)
   }
 }
 
-Requirements CapserveController::requirements() const { return Requirements{params_.lock_clocks, false, true}; }
+Requirements CapserveController::requirements() const {
+  return Requirements{params_.gpu_writes, false, params_.gpu_writes};
+}
 
 double CapserveController::planned_rate(double measured_rps) const {
   const double rate = std::max(0.0, measured_rps);
@@ -81,16 +87,18 @@ std::optional<CapserveChoice> CapserveController::choose(double cap_w, double pl
 ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& choice, double cap_w,
                                            double planned_items_s) const {
   ServingKnobs knobs;
-  knobs.power_limit_w = std::clamp(cap_w, params_.limits.power_limit_min_w, params_.limits.power_limit_max_w);
+  if (params_.gpu_writes) {
+    knobs.power_limit_w = std::clamp(cap_w, params_.limits.power_limit_min_w, params_.limits.power_limit_max_w);
+  }
   if (!choice) {
     // Nothing fits under the cap: the smallest batch at the lowest clock, and the board's limit
-    // holds the power; admit what that can serve (κ alone: no room, whatever learn() holds for
+    // holds the power (with GPU writes); admit what that can serve (κ alone: no room, whatever learn() holds for
     // when a configuration fits again).
     const auto lowest = std::min_element(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
       return std::tie(a.sm_clock_mhz, a.batch) < std::tie(b.sm_clock_mhz, b.batch);
     });
     knobs.max_batch_size = 1;
-    if (params_.lock_clocks) {
+    if (params_.gpu_writes) {
       knobs.sm_clock_mhz = lowest->sm_clock_mhz;
       knobs.memory_clock_mhz = lowest->memory_clock_mhz;
     }
@@ -98,7 +106,7 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
     return knobs;
   }
   knobs.max_batch_size = choice->batch_cap;
-  if (params_.lock_clocks) {
+  if (params_.gpu_writes) {
     knobs.sm_clock_mhz = choice->sm_clock_mhz;
     knobs.memory_clock_mhz = choice->memory_clock_mhz;
   }

@@ -12,9 +12,9 @@ namespace {
 
 // A toy GPU: two SM clocks, batches 1..64 profiled at powers of two. At 1000 MHz batch 64 runs
 // 889 items/s (72 ms a batch) at 147 W; at 500 MHz half the throughput at 94 W.
-std::shared_ptr<const predict::ProfileModel> toy_profile() {
+std::shared_ptr<const predict::ProfileModel> toy_profile(const std::vector<double>& clocks_mhz = {500.0, 1000.0}) {
   std::vector<predict::ProfileSample> samples;
-  for (const double mhz : {500.0, 1000.0}) {
+  for (const double mhz : clocks_mhz) {
     for (int b = 1; b <= 64; b *= 2) {
       const double fill = static_cast<double>(b) / (b + 8.0);
       samples.push_back({b, mhz, std::nullopt, 1000.0 * fill * mhz / 1000.0, 40.0 + 120.0 * fill * mhz / 1000.0});
@@ -285,6 +285,33 @@ TEST(Capserve, RefusesWhatItCannotRunFrom) {
   auto p = toy_params();
   p.slo_s = 0.0;
   EXPECT_THROW(CapserveController{p}, Error);
+  // Without GPU writes the clocks are the GPU's own: a profile that varies them cannot be followed.
+  auto software = toy_params();
+  software.gpu_writes = false;
+  EXPECT_THROW(CapserveController{software}, Error);
+}
+
+// A software cap (a real GPU without --allow-gpu-control): the knobs hold the batch cap, the delay
+// and the queue's bound, never a clock or a power limit, and nothing is asked of the GPU.
+TEST(Capserve, UnderASoftwareCapItMovesOnlyTheBatcherAtTheGpusOwnClocks) {
+  auto p = toy_params();
+  p.profile = toy_profile({1000.0});  // a profile at the GPU's own clocks: one column
+  p.gpu_writes = false;
+  CapserveController c(p);
+  const auto requirements = c.requirements();
+  EXPECT_FALSE(requirements.sm_clock || requirements.memory_clock || requirements.power_limit);
+  for (const auto& knobs : {c.initial_knobs(120.0), c.decide(window(c.initial_knobs(120.0), 120.0, 300.0, 110.0, 0.05)),
+                            c.decide(window(c.initial_knobs(120.0), 45.0, 300.0, 110.0, 0.05))}) {
+    EXPECT_FALSE(knobs.sm_clock_mhz.has_value());
+    EXPECT_FALSE(knobs.memory_clock_mhz.has_value());
+    EXPECT_FALSE(knobs.power_limit_w.has_value());
+    EXPECT_GE(knobs.max_batch_size, 1);
+  }
+  // The batch cap still follows the cap: under 120 W less 2 % (117.6 W) batches up to 15 draw
+  // little enough (the profile's power between batch 8, 100 W, and 16, 120 W, interpolated); at
+  // 300 W the SLO alone bounds it (two batches of 61 take under 0.7 × 0.2 s).
+  EXPECT_EQ(c.initial_knobs(120.0).max_batch_size, 15);
+  EXPECT_EQ(c.initial_knobs(300.0).max_batch_size, 61);
 }
 
 }  // namespace

@@ -61,7 +61,10 @@ struct CapserveParams {
   double margin_decay = 0.002;       // given back per window under it
   double learning_rate = 0.3;        // weight of a window in the power correction
   double busy_for_learning = 0.5;    // a window teaches the power ratio only when the GPU ran this busy
-  bool lock_clocks = true;           // false: the GPU's clocks (the profile has one column)
+  // Whether capserve writes to the GPU: locks its clocks and sets its power limit to the cap.
+  // false (a real GPU without --allow-gpu-control): a software cap, held by the batch cap, the delay
+  // and admission alone, at the GPU's own clocks (the profile must have one clock column).
+  bool gpu_writes = true;
   PlatformLimits limits;
 };
 
