@@ -154,7 +154,24 @@ void check_serve_algorithm(const std::string& algorithm) {
   }
 }
 
-std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
+namespace {
+
+// Without --allow-gpu-control a real GPU keeps its clocks and power limit: an algorithm that sets
+// them is refused here, by name, rather than by the first write the GPU refuses.
+void check_needs_no_gpu_writes(const control::ServingController& controller, const std::string& algorithm) {
+  const auto needs = controller.requirements();
+  std::vector<std::string> writes;
+  if (needs.sm_clock) writes.emplace_back("locks the SM clock");
+  if (needs.memory_clock) writes.emplace_back("locks the memory clock");
+  if (needs.power_limit) writes.emplace_back("sets the power limit");
+  if (writes.empty()) return;
+  throw usage_error(fmt::format("--algorithm {} {}: on a real GPU it needs --allow-gpu-control (as root); without it "
+                                "serve capserve, static, batchsizer, clipper or capfit, which move the batch cap, the "
+                                "delay and admission only",
+                                algorithm, join(writes, " and ")));
+}
+
+std::unique_ptr<control::ServingController> build_serving_controller(const ServeFlags& f, const Served& served,
                                                                      bool gpu_writes, double p99_window_s) {
   const auto limits = served.platform->controller_limits();
   const control::BatcherDefaults batcher{f.max_batch_size, f.max_queue_delay_us / 1e6};
@@ -173,6 +190,15 @@ std::unique_ptr<control::ServingController> make_serving_controller(const ServeF
   options.profile = served.profile;
   options.gpu_chooses_clocks = !gpu_writes;
   return std::make_unique<control::SeedServing>(control::make_controller(f.algorithm, options, limits), batcher);
+}
+
+}  // namespace
+
+std::unique_ptr<control::ServingController> make_serving_controller(const ServeFlags& f, const Served& served,
+                                                                     bool gpu_writes, double p99_window_s) {
+  auto controller = build_serving_controller(f, served, gpu_writes, p99_window_s);
+  if (!gpu_writes) check_needs_no_gpu_writes(*controller, f.algorithm);
+  return controller;
 }
 
 std::pair<CapSchedule, std::string> initial_cap(const ServeFlags& f, const std::optional<std::string>& cap_file_text) {

@@ -180,5 +180,22 @@ TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
                      2, "capserve on a real GPU runs from a profile");
 }
 
+// Without --allow-gpu-control the GPU keeps its clocks and limit: a seed that sets them is refused
+// by name before serving, and nothing is written.
+TEST(ServeNvml, AnAlgorithmThatSetsClocksOrTheLimitNeedsGpuControl) {
+  const FakeGpu fake;
+  const std::vector<std::string> base = {"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH,
+                                         "--model-file", model_file(".pt"), "--engine-device", "cpu",
+                                         "--power-cap", "150", "--listen", "127.0.0.1:0", "--algorithm"};
+  auto with = [&base](const std::string& algorithm) {
+    auto argv = base;
+    argv.push_back(algorithm);
+    return argv;
+  };
+  test::expect_error(with("batchdvfs"), 2, "--algorithm batchdvfs locks the SM clock: on a real GPU it needs --allow-gpu-control");
+  test::expect_error(with("powercap"), 2, "--algorithm powercap sets the power limit: on a real GPU it needs --allow-gpu-control");
+  EXPECT_TRUE(fake.writes().empty());
+}
+
 }  // namespace
 }  // namespace gpucap
