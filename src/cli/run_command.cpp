@@ -57,7 +57,7 @@ struct RunFlags {
   std::optional<int> bobd_budget;
   std::optional<std::string> params_dir;  // pctodl, directcap: PctoDL's fits
   std::optional<std::string> fitted_path; // mpsfit: gpucap's fitted predictor
-  double mps_round_s = 1.0;               // nvml, MPS tenants: one round of the workers
+  std::optional<double> mps_round_s;      // nvml, MPS tenants: one round of the workers (default 1 s)
   std::string trace_path;
   bool json = false;
   ControllerFlags controller;
@@ -226,6 +226,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   reject_for_platform(flags.search_out.has_value(), "--search-out", "sim (the twin's profile and search take seconds)");
   reject_for_platform(flags.trial_warmup_s.has_value() || flags.trial_measure_s.has_value(), "--trial-warmup-s/--trial-measure-s",
                       "sim");
+  reject_for_platform(flags.mps_round_s.has_value(), "--mps-round-s", "sim (the twin's MPS tenants share in virtual time)");
   if (!flags.model) throw usage_error("--model is required on the simulated GPU (see 'gpucap list models')");
   const auto catalog = sim::Catalog::load(resolve_data_dir(global));
   runtime::SimJobSpec spec;
@@ -427,6 +428,17 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
                                   "before the run)",
                                   flags.algorithm));
   }
+  if ((flags.trial_warmup_s || flags.trial_measure_s) && !control::needs_profile(flags.algorithm) &&
+      !control::needs_offline_search(flags.algorithm)) {
+    throw usage_error(fmt::format("--trial-warmup-s/--trial-measure-s do not apply to {} (only capfit's profile and "
+                                  "bobd's search measure trials before the run)",
+                                  flags.algorithm));
+  }
+  if (flags.mps_round_s && !mps) {
+    throw usage_error(fmt::format("--mps-round-s does not apply to {}: it paces MPS tenants' worker processes "
+                                  "(pctodl, directcap, mpsfit)",
+                                  flags.algorithm));
+  }
   (void)engine::parse_torch_precision(flags.precision.value_or("fp32"));  // before anything starts
   runtime::RunConfig config;
   config.schedule = cap_schedule(flags);
@@ -456,11 +468,12 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
     if (published_fits) published = published_pctodl_planning(flags, global, info);  // before any worker starts
     pool = mps_pool_options(engine_flags(flags), info.uuid);
   }
-  if (!(flags.mps_round_s >= 0.05 && flags.mps_round_s <= 60.0)) {
-    throw usage_error(fmt::format("--mps-round-s {:g} must be between 0.05 and 60", flags.mps_round_s));
+  const double mps_round_s = flags.mps_round_s.value_or(1.0);
+  if (!(mps_round_s >= 0.05 && mps_round_s <= 60.0)) {
+    throw usage_error(fmt::format("--mps-round-s {:g} must be between 0.05 and 60", mps_round_s));
   }
-  runtime::NvmlPlatform platform(options, [&flags, &pool](std::function<double()> now_s) -> std::unique_ptr<engine::Engine> {
-    if (pool) return std::make_unique<runtime::MpsPoolEngine>(*pool, std::move(now_s), flags.mps_round_s);
+  runtime::NvmlPlatform platform(options, [&flags, &pool, mps_round_s](std::function<double()> now_s) -> std::unique_ptr<engine::Engine> {
+    if (pool) return std::make_unique<runtime::MpsPoolEngine>(*pool, std::move(now_s), mps_round_s);
     return engine::load_torch_engine(torch_engine_options(engine_flags(flags)), std::move(now_s));
   });
   const auto& info = platform.gpu().info();
@@ -555,8 +568,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "mpsfit: gpucap's predictor fitted to a profile of the model ('gpucap fit'; required on a real GPU, "
                   "on the twin it replaces the profile gpucap takes before the run)");
   cmd->add_option("--mps-round-s", flags->mps_round_s,
-                  "nvml, MPS tenants: seconds each round of the worker processes runs (a window holds several)")
-      ->capture_default_str();
+                  "nvml, MPS tenants (pctodl, directcap, mpsfit): seconds each round of the worker processes runs (a "
+                  "window holds several; default 1)");
   cmd->add_option("--params", flags->params_dir,
                   "pctodl, directcap: PctoDL's parameter folder (default: $GPUCAP_PCTODL_PARAMS, else "
                   "../shared/data/pctodl)");

@@ -89,6 +89,21 @@ TEST(CliRefusals, FlagsThatAnotherFlagMakesUnused) {
                "--zeus-traces is for a source --sources leaves out");
   expect_error({"monitor", "--hostname-label", "Hostname", "--", "true"}, 2,
                "--hostname-label names the host label of --listen's metrics");
+  // run's trial lengths are capfit's and bobd's; its MPS round is the MPS planners' (nothing of the
+  // GPU or the model file is touched before these refusals).
+  const std::vector<std::string> real = {"run", "--platform", "nvml", "--nvml-lib", "/nonexistent/libnvidia-ml.so",
+                                         "--model-file", "/nonexistent/model.pt", "--power-cap", "200",
+                                         "--duration", "1", "--algorithm", "batchsizer"};
+  auto with = [&real](std::initializer_list<std::string> extra) {
+    auto argv = real;
+    argv.insert(argv.end(), extra);
+    return argv;
+  };
+  expect_error(with({"--trial-measure-s", "1"}), 2, "--trial-warmup-s/--trial-measure-s do not apply to batchsizer");
+  expect_error(with({"--mps-round-s", "0.5"}), 2, "--mps-round-s does not apply to batchsizer");
+  expect_error({"run", "--gpu", "p40", "--model", "inception_v1", "--algorithm", "batchdvfs", "--power-cap", "131",
+                "--mps-round-s", "0.5"},
+               2, "--mps-round-s");
 }
 
 TEST(CliRefusals, BoundsThatKeepATypoFromRunningForever) {
