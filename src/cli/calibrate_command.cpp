@@ -16,6 +16,7 @@
 #include "gpucap/core/text.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "progress.hpp"
+#include "source_path_flags.hpp"
 
 namespace gpucap::cli {
 
@@ -23,20 +24,14 @@ namespace {
 
 struct CalibrateFlags {
   std::string sources = "all";
-  std::string p40_logs;
-  std::string pctodl_params;
-  std::string published;
-  std::string zeus_traces;
+  SourcePathFlags paths;
   bool dry_run = false;
   bool json = false;
 };
 
 calibrate::SourcePaths source_paths(const CalibrateFlags& flags, const std::string& data_dir) {
   auto paths = calibrate::default_source_paths(data_dir, resolve_shared_dir());
-  if (!flags.p40_logs.empty()) paths.p40_logs = flags.p40_logs;
-  if (!flags.pctodl_params.empty()) paths.pctodl_params = flags.pctodl_params;
-  if (!flags.published.empty()) paths.published = flags.published;
-  if (!flags.zeus_traces.empty()) paths.zeus_traces = flags.zeus_traces;
+  flags.paths.apply(paths);
   return paths;
 }
 
@@ -53,10 +48,10 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
       "first fit; progress goes to stderr");
   cmd->add_option("--sources", flags->sources, "p40, pctodl, published, zeus, real (comma-separated) or all")
       ->capture_default_str();
-  cmd->add_option("--p40-logs", flags->p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
-  cmd->add_option("--pctodl-params", flags->pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
-  cmd->add_option("--published", flags->published, "Published curves file (default: DATA_DIR/calibration/published.json)");
-  cmd->add_option("--zeus-traces", flags->zeus_traces,
+  cmd->add_option("--p40-logs", flags->paths.p40_logs, "P40 logs in the batchdvfs-p40 layout (default: shared data)");
+  cmd->add_option("--pctodl-params", flags->paths.pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
+  cmd->add_option("--published", flags->paths.published, "Published curves file (default: DATA_DIR/calibration/published.json)");
+  cmd->add_option("--zeus-traces", flags->paths.zeus_traces,
                   "Folder of Zeus power traces summary_power_<gpu>.csv (default: shared data zeus/nsdi23)");
   cmd->add_flag("--dry-run", flags->dry_run, "Fit and report, but write nothing");
   cmd->add_flag("--json", flags->json, "Print the fits as JSON");
@@ -65,6 +60,7 @@ Command add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
                    const auto data_dir = resolve_data_dir(global);
                    const auto catalog = sim::Catalog::load(data_dir);
                    const auto sources = calibrate::parse_sources(flags->sources);
+                   flags->paths.reject_unselected(sources);  // a path that would go unused
                    const StageProgress progress("calibrate");
                    const auto fits = calibrate::calibrate_sources(
                        catalog, sources, source_paths(*flags, data_dir),

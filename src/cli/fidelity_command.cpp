@@ -13,6 +13,7 @@
 #include "gpucap/core/files.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "progress.hpp"
+#include "source_path_flags.hpp"
 
 namespace gpucap::cli {
 
@@ -20,10 +21,7 @@ namespace {
 
 struct FidelityFlags {
   std::string sources;
-  std::string p40_logs;
-  std::string pctodl_params;
-  std::string published;
-  std::string zeus_traces;
+  SourcePathFlags paths;
   std::string zeus_power_trace;
   std::string gpu;
   std::string zeus_csv;
@@ -35,7 +33,7 @@ struct FidelityFlags {
 std::string command_line(const FidelityFlags& flags) {
   std::string command = "gpucap fidelity";
   if (!flags.sources.empty()) command += " --sources " + flags.sources;
-  if (!flags.p40_logs.empty()) command += " --p40-logs DIR";
+  if (!flags.paths.p40_logs.empty()) command += " --p40-logs DIR";
   return command + " --report docs/fidelity.md";
 }
 
@@ -49,12 +47,12 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
       "fit (held-out grid points), published curves, Zeus's training traces under power limits (the P100 held out)");
   cmd->add_option("--sources", flags->sources,
                   "p40, pctodl, published, zeus, real (comma-separated) or all (default: all; only p40 with --p40-logs)");
-  cmd->add_option("--p40-logs", flags->p40_logs,
+  cmd->add_option("--p40-logs", flags->paths.p40_logs,
                   "Evaluate this folder of logs in the batchdvfs-p40 layout with the current data files, without "
                   "refitting (new measurements need no code change)");
-  cmd->add_option("--pctodl-params", flags->pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
-  cmd->add_option("--published", flags->published, "Published curves file");
-  cmd->add_option("--zeus-traces", flags->zeus_traces,
+  cmd->add_option("--pctodl-params", flags->paths.pctodl_params, "PctoDL fitted predictor folder (default: shared data)");
+  cmd->add_option("--published", flags->paths.published, "Published curves file");
+  cmd->add_option("--zeus-traces", flags->paths.zeus_traces,
                   "Folder of Zeus power traces summary_power_<gpu>.csv (default: shared data zeus/nsdi23)");
   cmd->add_option("--zeus-power-trace", flags->zeus_power_trace,
                   "Compare the twin as its data files stand with this one trace (Zeus's summary_power_<gpu>.csv "
@@ -82,9 +80,8 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                      throw usage_error("--gpu and --zeus-csv go with --zeus-power-trace");
                    }
                    if (!flags->zeus_power_trace.empty()) {
-                     if (!flags->sources.empty() || !flags->p40_logs.empty() || !flags->report_path.empty() ||
-                         !flags->plots_dir.empty() || flags->json || !flags->pctodl_params.empty() ||
-                         !flags->published.empty() || !flags->zeus_traces.empty()) {
+                     if (!flags->sources.empty() || flags->paths.any() || !flags->report_path.empty() ||
+                         !flags->plots_dir.empty() || flags->json) {
                        throw usage_error("--zeus-power-trace compares one trace; it takes only --gpu and --zeus-csv");
                      }
                      const auto setup = calibrate::load_zeus_setup(options.paths.zeus_setup, catalog);
@@ -96,25 +93,11 @@ Command add_fidelity_command(CLI::App& app, const GlobalOptions& global) {
                      return;
                    }
                    options.sources = calibrate::parse_sources(
-                       !flags->sources.empty() ? flags->sources : (flags->p40_logs.empty() ? "all" : "p40"));
+                       !flags->sources.empty() ? flags->sources : (flags->paths.p40_logs.empty() ? "all" : "p40"));
                    // A source's folder or file, given for a source that is not compared, would go unused.
-                   const auto selected = [&options](calibrate::Source s) {
-                     return std::find(options.sources.begin(), options.sources.end(), s) != options.sources.end();
-                   };
-                   for (const auto& [given, flag, source] :
-                        {std::tuple{&flags->p40_logs, "--p40-logs", calibrate::Source::p40},
-                         std::tuple{&flags->pctodl_params, "--pctodl-params", calibrate::Source::pctodl},
-                         std::tuple{&flags->published, "--published", calibrate::Source::published},
-                         std::tuple{&flags->zeus_traces, "--zeus-traces", calibrate::Source::zeus}}) {
-                     if (!given->empty() && !selected(source)) {
-                       throw usage_error(fmt::format("{} is for a source --sources leaves out", flag));
-                     }
-                   }
-                   if (!flags->p40_logs.empty()) options.paths.p40_logs = flags->p40_logs;
-                   options.p40_cross_validate = flags->p40_logs.empty();
-                   if (!flags->pctodl_params.empty()) options.paths.pctodl_params = flags->pctodl_params;
-                   if (!flags->published.empty()) options.paths.published = flags->published;
-                   if (!flags->zeus_traces.empty()) options.paths.zeus_traces = flags->zeus_traces;
+                   flags->paths.reject_unselected(options.sources);
+                   flags->paths.apply(options.paths);
+                   options.p40_cross_validate = flags->paths.p40_logs.empty();
                    // Where the results go is tried before minutes of fitting, not after.
                    if (!flags->report_path.empty()) check_can_write(flags->report_path);
                    if (!flags->plots_dir.empty()) {

@@ -87,6 +87,10 @@ TEST(CliRefusals, FlagsThatAnotherFlagMakesUnused) {
                "--p40-logs is for a source --sources leaves out");
   expect_error({"fidelity", "--sources", "published", "--zeus-traces", "/nonexistent"}, 2,
                "--zeus-traces is for a source --sources leaves out");
+  expect_error({"calibrate", "--sources", "published", "--dry-run", "--p40-logs", "/nonexistent"}, 2,
+               "--p40-logs is for a source --sources leaves out");
+  expect_error({"calibrate", "--sources", "p40", "--dry-run", "--published", "/nonexistent"}, 2,
+               "--published is for a source --sources leaves out");
   expect_error({"monitor", "--hostname-label", "Hostname", "--", "true"}, 2,
                "--hostname-label names the host label of --listen's metrics");
   // run's trial lengths are capfit's and bobd's; its MPS round is the MPS planners' (nothing of the
