@@ -55,6 +55,7 @@ seconds=${MEASURE_SECONDS:-10}
 warmup_seconds=${MEASURE_WARMUP_SECONDS:-2}
 capped_seconds=${MEASURE_CAPPED_SECONDS:-60}
 steps=",${MEASURE_STEPS:-sweep,capped,share,serve},"
+steps=${steps// /}
 for step in ${steps//,/ }; do
   case $step in sweep | capped | share | serve) ;; *)
     echo "gpu-measure: MEASURE_STEPS: unknown step '$step' (sweep, capped, share, serve)" >&2
@@ -114,7 +115,10 @@ mkdir -p "$out"
 work=${MEASURE_WORK:-$build/measure-work}
 models_dir=${MEASURE_MODELS_DIR:-$work/models}
 train_dir=${MEASURE_TRAIN_MODELS_DIR:-$work/train-models}
-for model in ${models//,/ }; do
+export_models=$models
+picked sweep || picked capped || export_models=${models%%,*}  # serve alone serves the first
+picked sweep || picked capped || picked serve || export_models=""
+for model in ${export_models//,/ }; do
   [ -f "$models_dir/$model.pt" ] || "$python" scripts/export_models.py --out "$models_dir" --models "$model"
 done
 if picked share; then
@@ -173,40 +177,50 @@ fi
 serve_seconds=${MEASURE_SERVE_SECONDS:-30}
 serve_slo_ms=${MEASURE_SERVE_SLO_MS:-100}
 serve_warmup=${MEASURE_SERVE_WARMUP_SECONDS:-5}
+serve_pid=""
+trap 'if [ -n "$serve_pid" ]; then kill "$serve_pid" 2> /dev/null || true; fi; rm -rf "$raw"' EXIT
 serve_run() {  # ALGORITHM CAP RATE: a server, then gpucap load against it, then SIGTERM (it drains)
   local algorithm=$1 cap=$2 rate=$3 name="$out/serve-$1-$2"
+  local banner="$raw/serve-$1-$2.out"
+  rm -f "$name.json" "$name.load.json"  # a failed run leaves no earlier run's figures behind
   "$gpucap" serve --platform nvml --model-file "$models_dir/$first_model.pt" --engine-device "$engine_device" \
     --precision "$first_precision" --profile "$profile" --algorithm "$algorithm" --power-cap "$cap" \
-    --slo-ms "$serve_slo_ms" --max-batch-size 32 --max-queue-delay-us 2000 --listen "127.0.0.1:${MEASURE_SERVE_PORT:-0}" --json > "$raw/serve.out" 2> "$name.log" &
-  local pid=$! waited=0
-  until grep -q "stop with Ctrl-C" "$raw/serve.out"; do
+    --slo-ms "$serve_slo_ms" --max-batch-size 32 --max-queue-delay-us 2000 --listen "127.0.0.1:${MEASURE_SERVE_PORT:-0}" --json > "$banner" 2> "$name.log" &
+  serve_pid=$!
+  local pid=$serve_pid waited=0
+  until grep -qs "stop with Ctrl-C" "$banner"; do
     if ! kill -0 "$pid" 2> /dev/null || [ $waited -ge 600 ]; then
       echo "gpu-measure: gpucap serve ($algorithm, $cap W) did not start; its log: $name.log" >&2
       kill "$pid" 2> /dev/null || true
+      wait "$pid" 2> /dev/null || true
+      serve_pid=""
       return 1
     fi
     sleep 0.5
     waited=$((waited + 1))
   done
   local url
-  url=$(sed -n 's|^ *inference (KServe v2) *\(http://[^/]*\)/.*|\1|p' "$raw/serve.out")
+  url=$(sed -n 's|^ *inference (KServe v2) *\(http://[^/]*\)/.*|\1|p' "$banner")
   "$gpucap" load --url "$url" --model "$first_model" --rate "$rate" \
     --duration "$serve_seconds" --warmup "$serve_warmup" --slo-ms "$serve_slo_ms" --binary --connections 256 --json > "$name.load.json" ||
     echo "gpu-measure: gpucap load against $algorithm at $cap W failed (exit $?)" >&2
   kill -TERM "$pid" 2> /dev/null || true
   wait "$pid" || echo "gpu-measure: gpucap serve ($algorithm, $cap W) exited with $?" >&2
-  sed -n '/^{/,$p' "$raw/serve.out" > "$name.json"
+  serve_pid=""
+  sed -n '/^{/,$p' "$banner" > "$name.json"
 }
 if picked serve; then
   lowest_cap=${caps%% *}
-  # The sweep's capacity within the SLO under the lowest cap: its fastest batch whose window maximum
-  # stays under the cap and whose two batch times (one queued, one running) fit in the SLO.
+  # The sweep's capacity within the SLO under the lowest cap: its fastest batch up to the servers'
+  # batch cap (32) whose window maximum stays under the cap and whose two batch times (one queued,
+  # one running) fit in the SLO.
   serve_rate=$("$python" -c '
 import json, sys
 cap, slo_ms, share, most = (float(a) for a in sys.argv[2:6])
 slo_s = slo_ms / 1000
 fit = [t["throughput_img_s"] for t in json.load(open(sys.argv[1]))["trials"]
-       if t["max_power_w"] <= cap and t["throughput_img_s"] > 0 and 2 * t["batch_size"] / t["throughput_img_s"] <= slo_s]
+       if t["max_power_w"] <= cap and t["throughput_img_s"] > 0 and t["batch_size"] <= 32
+       and 2 * t["batch_size"] / t["throughput_img_s"] <= slo_s]
 print(f"{min(most, share * max(fit)):.1f}" if fit else "")' \
     "$profile" "$lowest_cap" "$serve_slo_ms" "${MEASURE_SERVE_LOAD:-0.7}" "${MEASURE_SERVE_MAX_RPS:-2000}")
   if [ -z "$serve_rate" ]; then

@@ -237,7 +237,7 @@ def serve_section(out):
           "figures (goodput: answers within the SLO from the scheduled time, per second) cover the measured "
           "seconds; the server's (windows over the cap, energy) its whole run, warm-up included. No twin "
           "column: the serve matrix (docs/results/serve) is the twin's comparison.\n")
-    print("| cap W | algorithm | sent | goodput /s | SLO attainment | p50 ms | p99 ms | 429 | failed "
+    print("| cap W | algorithm | sent | goodput /s | SLO attainment | p50 ms | p99 ms | rejected (429) | failed "
           "| windows over cap | max W | J / answer | writes | goodput / static |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for cap in sorted(runs):
@@ -245,7 +245,7 @@ def serve_section(out):
         for algorithm in sorted(runs[cap], key=lambda a: (a != "capserve", a)):
             server, client = runs[cap][algorithm]
             lat = client["latency_ms"]
-            failed = client["failed"] + client.get("timed_out", 0)
+            failed = client["failed"]  # timed-out requests included
             if server:
                 windows = f"{server['windows_over_cap']} / {server['windows']}"
                 per_answer = f"{server['energy_j'] / server['answered']:.3f}" if server["answered"] else "–"
@@ -256,7 +256,7 @@ def serve_section(out):
                      if static and static[1]["goodput_rps"] > 0 else "–")
             print(f"| {cap} | {algorithm} | {client['sent']} | {client['goodput_rps']:.1f} | "
                   f"{100 * client['slo_attainment']:.2f} % | {lat.get('p50', 0):.1f} | {lat.get('p99', 0):.1f} | "
-                  f"{client['rejected_429']} | {failed} | {server_cols} | {ratio} |")
+                  f"{client['rejected']} ({client['rejected_429']}) | {failed} | {server_cols} | {ratio} |")
     print()
 
 

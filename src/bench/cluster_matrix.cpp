@@ -47,7 +47,14 @@ ClusterCell read_cell(const nlohmann::json& json, const std::string& path, std::
     }
   }
   try {
-    cluster::validate(o);
+    cluster::OptionNames names;  // a cell's fields
+    names.nodes = "nodes";
+    names.budget = "budget";
+    names.duration = "duration_s";
+    names.load = "load";
+    names.threads = "threads";
+    names.budget_step = "budget_steps";
+    cluster::validate(o, names);
   } catch (const Error& e) {
     throw f.error("name", fmt::format("cell '{}': {}", cell.name, e.what()));
   }

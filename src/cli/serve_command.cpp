@@ -362,9 +362,10 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--precision", flags->precision, "fp32 or fp16 (twin default: the model's; nvml: fp32, also bf16)");
   cmd->add_option("--algorithm", flags->algorithm,
                   "capserve (gpucap's serving controller, default), static (Triton as a user sets it: fixed batch cap "
-                  "and delay, default clocks, power limit = cap), or a batch-level controller of 'gpucap list "
-                  "algorithms' (batchsizer, batchdvfs, dvfs, clipper, powercap, morak, pctodl-batchdvfs, capfit; not the MPS "
-                  "partitioners nor bobd): its batch size is the batch cap")
+                  "and delay, default clocks, power limit = cap where gpucap may set it), or a batch-level controller "
+                  "of 'gpucap list algorithms' (batchsizer, batchdvfs, dvfs, clipper, powercap, morak, pctodl-batchdvfs, "
+                  "capfit; not the MPS partitioners nor bobd): its batch size is the batch cap. nvml without "
+                  "--allow-gpu-control: those that lock clocks or set the power limit are refused")
       ->capture_default_str();
   cmd->add_option("--listen", flags->listen, "The inference API's address, HOST:PORT (port 0: a free one)")
       ->capture_default_str();

@@ -354,16 +354,16 @@ std::vector<double> optimum_timeline(const Scenario& s, const SimulateOptions& o
 
 }  // namespace
 
-void validate(const SimulateOptions& o) {
+void validate(const SimulateOptions& o, const OptionNames& names) {
   const auto finite = [](double v) { return std::isfinite(v); };
-  if (o.nodes < 1 || o.nodes > 100'000) throw usage_error(fmt::format("--nodes {} must be between 1 and 100000", o.nodes));
-  if (!finite(o.budget) || o.budget <= 0.0) throw usage_error(fmt::format("--budget {} must be positive", o.budget));
+  if (o.nodes < 1 || o.nodes > 100'000) throw usage_error(fmt::format("{} {} must be between 1 and 100000", names.nodes, o.nodes));
+  if (!finite(o.budget) || o.budget <= 0.0) throw usage_error(fmt::format("{} {} must be positive", names.budget, o.budget));
   if (o.budget_fraction && o.budget > 2.0) {
-    throw usage_error(fmt::format("--budget {:g}% is absurd: at most 200% of the nodes' TDPs", o.budget * 100.0));
+    throw usage_error(fmt::format("{} {:g}% is absurd: at most 200% of the nodes' TDPs", names.budget, o.budget * 100.0));
   }
-  if (!o.budget_fraction && o.budget > kMaxBudgetW) throw usage_error(fmt::format("--budget {:g} W is absurd (at most {:g} W)", o.budget, kMaxBudgetW));
+  if (!o.budget_fraction && o.budget > kMaxBudgetW) throw usage_error(fmt::format("{} {:g} W is absurd (at most {:g} W)", names.budget, o.budget, kMaxBudgetW));
   if (!finite(o.duration_s) || o.duration_s <= 0.0 || o.duration_s > 1e6) {
-    throw usage_error(fmt::format("--duration {:g} s must be in (0, 1e6]", o.duration_s));
+    throw usage_error(fmt::format("{} {:g} s must be in (0, 1e6]", names.duration, o.duration_s));
   }
   if (!finite(o.warmup_s) || o.warmup_s < 0.0 || o.warmup_s >= o.duration_s) {
     throw usage_error(fmt::format("warm-up {} s must be >= 0 and shorter than the run", o.warmup_s));
@@ -380,7 +380,7 @@ void validate(const SimulateOptions& o) {
   if (churn > 1.0) throw usage_error("leave, death, partition and broken-curve fractions must sum to at most 1");
   if (!finite(o.demand_min) || !finite(o.demand_max) || o.demand_min <= 0.0 || o.demand_max < o.demand_min ||
       o.demand_max > 100.0) {
-    throw usage_error(fmt::format("--load {:g}-{:g} must satisfy 0 < MIN <= MAX <= 100", o.demand_min, o.demand_max));
+    throw usage_error(fmt::format("{} {:g}-{:g} must satisfy 0 < MIN <= MAX <= 100", names.load, o.demand_min, o.demand_max));
   }
   if (!finite(o.demand_change_mean_s) || o.demand_change_mean_s <= 0.0 || !finite(o.demand_detect_s) ||
       o.demand_detect_s < 0.0) {
@@ -390,14 +390,14 @@ void validate(const SimulateOptions& o) {
         o.apply_max_s >= o.apply_min_s && o.apply_max_s <= o.timing.max_apply_s)) {
     throw usage_error("watch delays and apply times must be ranges of >= 0 s, apply times within the timing's longest");
   }
-  if (o.threads < 1 || o.threads > 64) throw usage_error(fmt::format("--threads {} must be between 1 and 64", o.threads));
+  if (o.threads < 1 || o.threads > 64) throw usage_error(fmt::format("{} {} must be between 1 and 64", names.threads, o.threads));
   double last = -kNever;
   for (const auto& step : o.budget_steps) {
     if (!finite(step.at_s) || step.at_s <= 0.0 || step.at_s >= o.duration_s) {
-      throw usage_error(fmt::format("--budget-step at {:g} s must lie inside the run (0, {:g}) s", step.at_s, o.duration_s));
+      throw usage_error(fmt::format("{} at {:g} s must lie inside the run (0, {:g}) s", names.budget_step, step.at_s, o.duration_s));
     }
     if (step.at_s < last + o.notice_s || step.at_s <= last) {
-      throw usage_error(fmt::format("--budget-step steps must be in time order and at least the notice ({:g} s) apart", o.notice_s));
+      throw usage_error(fmt::format("{}: steps must be in time order and at least the notice ({:g} s) apart", names.budget_step, o.notice_s));
     }
     last = step.at_s;
     if (!finite(step.value) || step.value <= 0.0 || (step.fraction && step.value > 2.0) ||

@@ -30,7 +30,7 @@ CapserveController::CapserveController(CapserveParams params)
   if (params_.max_batch_size < 1) throw usage_error("capserve: the model's max batch size must be >= 1");
   if (!(params_.window_s > 0.0)) throw usage_error("capserve: the window must be positive");
   if (!params_.gpu_writes && params_.profile->columns().size() > 1) {
-    throw usage_error("capserve without GPU control needs a profile at the GPU's own clocks (one SM clock; 'gpucap "
+    throw usage_error("capserve without GPU control needs a profile at the GPU's own clocks (one SM and memory clock; 'gpucap "
                       "tune --platform nvml' without --allow-gpu-control), not one that varies the clocks");
   }
   for (const auto& column : params_.profile->columns()) {

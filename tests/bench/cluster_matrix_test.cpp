@@ -70,7 +70,14 @@ TEST(ClusterMatrix, ABadMatrixIsRefusedNamingTheKey) {
         (void)load_cluster_matrix(write(
             R"({"id": "x", "kind": "cluster", "cells": [{"name": "a", "nodes": 10, "budget_fraction": 5}]})"));
       },
-      ErrorCode::invalid_data, "is absurd");
+      ErrorCode::invalid_data, "cell 'a': budget 500% is absurd");
+  // The simulator's checks name the cell's fields, not the CLI's flags.
+  test::expect_error_from(
+      [&] {
+        (void)load_cluster_matrix(write(
+            R"({"id": "x", "kind": "cluster", "cells": [{"name": "a", "nodes": 10, "budget_w": 900, "load": [2, 1]}]})"));
+      },
+      ErrorCode::invalid_data, "cell 'a': load 2-1 must satisfy");
   test::expect_error_from(
       [&] {
         (void)load_cluster_matrix(write(

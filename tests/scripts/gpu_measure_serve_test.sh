@@ -17,7 +17,7 @@ MEASURE_ENGINE=cpu GPUCAP_NVML_LIB="$fake_nvml" GPUCAP_FAKE_NVML_STATE="$work/nv
   GPUCAP_BUILD_DIR="$(dirname "$gpucap")" MEASURE_WORK="$work/measure-work" MEASURE_MODELS=mnasnet0_5 MEASURE_MODELS_DIR="$models" MEASURE_STEPS=serve \
   MEASURE_BATCHES=1,4 MEASURE_WARMUP_SECONDS=0.5 MEASURE_SECONDS=1 MEASURE_CAPS=200 \
   MEASURE_SERVE_SECONDS=3 MEASURE_SERVE_WARMUP_SECONDS=1 PYTHON=/usr/bin/python3 \
-  scripts/gpu-measure.sh "$work/out" > "$work/log" 2>&1 || { cat "$work/log"; fail "gpu-measure.sh exited with $?"; }
+  scripts/gpu-measure.sh "$work/out" > "$work/log" 2>&1 || { rc=$?; cat "$work/log"; fail "gpu-measure.sh exited with $rc"; }
 
 out=$(echo "$work"/out/*-NVIDIA_A100-SXM4-40GB)
 for algorithm in capserve static; do
@@ -39,6 +39,11 @@ if problems:
     sys.exit(f"gpu_measure_serve_test: FAIL: {algorithm}: " + "; ".join(problems))
 PY
 done
+# MEASURE_STEPS=serve: the first model's sweep (serve's profile) and nothing of the other steps.
+for other in capped-\* share-\*; do
+  ! compgen -G "$out/$other" > /dev/null || fail "MEASURE_STEPS=serve ran another step ($other)"
+done
+[ -s "$out/sweep-mnasnet0_5-fp32.json" ] || fail "no sweep for serve's profile"
 writes=$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1])).get("writes", [])))' "$work/nvml.json")
 [ "$writes" = 0 ] || fail "the fake NVML logged $writes writes"
 grep -q '^## 4. `gpucap serve` under software caps (mnasnet0_5)' "$out/README.md" || fail "the report has no serve section"

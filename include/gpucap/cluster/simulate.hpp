@@ -77,8 +77,19 @@ struct SimulateOptions {
   bool timeline = false;  // keep per-sample figures (plots)
 };
 
+// How the options a user sets are named in an error: the CLI's flags by default; a matrix file
+// names its fields.
+struct OptionNames {
+  const char* nodes = "--nodes";
+  const char* budget = "--budget";
+  const char* duration = "--duration";
+  const char* load = "--load";
+  const char* threads = "--threads";
+  const char* budget_step = "--budget-step";
+};
+
 // Error(usage) naming the first bad option.
-void validate(const SimulateOptions& options);
+void validate(const SimulateOptions& options, const OptionNames& names = {});
 
 struct TimelinePoint {
   double t_s = 0.0;
