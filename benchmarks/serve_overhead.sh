@@ -10,7 +10,8 @@
 #      histogram: from a request's first byte to its answer; gpucap_serve_request_processing_seconds:
 #      from the end of its body, the server's own work);
 #   3. how fast shed requests get their 429: the twin of a P40 serving NASNet-A Large under 90 W
-#      (about 30 images/s) offered 150 requests/s, end to end and in the server.
+#      (about 30 images/s) offered 150 requests/s, end to end and in the server; and the server's
+#      peak memory then (its queue is bounded, so its memory should be too) against the 100/s run's.
 # Percentiles from the server's histogram are read as Prometheus's histogram_quantile does (linear
 # within the bucket), beside the share of requests within the bucket bound the issue names.
 # Each load starts with a warm-up of WARMUP s (default 3) whose requests are sent but counted
@@ -46,6 +47,8 @@ serve() {
   url="http://127.0.0.1:$port"
 }
 stop() { kill -TERM "$server"; wait "$server" || true; }
+# The server's peak resident memory so far (VmHWM), MiB.
+peak_mib() { awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$server/status"; }
 field() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
 
 # measure OUT LOAD_FLAGS...: gpucap load for the warm-up and DURATION s after it, its JSON report
@@ -121,6 +124,7 @@ serve --model noop --noop-shape 3,224,224 --power-cap 250 --max-batch-size 64 --
 measure "$scratch/image.json" --model noop --rate 100 --binary
 image_server=$(server_time success 0.001)
 image_processing=$(server_time success 0.001 processing)
+image_peak_mib=$(peak_mib)
 stop
 json16=$(field "$scratch/json16.json" "d['latency_ms']['p99']")
 image=$(field "$scratch/image.json" "d['latency_ms']['p99']")
@@ -133,6 +137,8 @@ echo "| the server's own work (end of the body to answer), 1x3x224x224 FP32 bina
 serve --gpu p40 --model nasnet_a_large --power-cap 90 --slo-ms 2000 --metrics "127.0.0.1:$metrics_port"
 measure "$scratch/shed.json" --model nasnet_a_large --rate 150 --binary --slo-ms 2000 --connections 256
 shed_server=$(server_time shed 0.005)
+shed_peak_mib=$(peak_mib)
 stop
 echo "| 429s under 5x overload (twin P40, NASNet-A Large, 90 W), end to end: count, p99 / max latency of a 429 | $(field "$scratch/shed.json" "d['rejected_429']"), $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['p99'],2)") / $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['max'],2)") ms (goodput $(field "$scratch/shed.json" "round(d['goodput_rps'],1)")/s of $(field "$scratch/shed.json" "round(d['throughput_rps'],1)")/s answered) | \`gpucap load --rate 150 --binary\` |"
 echo "| 429s in the server (first byte to answer) | $shed_server | gpucap_serve_request_duration_seconds{outcome=\"shed\"} |"
+echo "| the server's peak memory (VmHWM): under 5x overload of binary images / at 100/s of binary images | $shed_peak_mib / $image_peak_mib MiB | /proc/PID/status at the run's end |"

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <regex>
@@ -230,11 +231,19 @@ TEST(ServeCli, TheAdminApiSetsTheCapBehindItsToken) {
   EXPECT_NE(text.find(R"(gpucap_power_cap_source{source="admin"} 1)"), std::string::npos) << text;
 }
 
-TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
+TEST(ServeCli, ACapFileSetsTheCapAndABadOrUnreadableOneKeepsTheLastGood) {
   test::TempDir dir;
   const auto file = dir.write("cap", "240\n");
-  Server server({"--model", "noop", "--cap-file", file, "--metrics", "127.0.0.1:0"});
+  Server server({"--model", "noop", "--cap-file", file, "--metrics", "127.0.0.1:0"}, /*merge_stderr=*/true);
   ASSERT_TRUE(server.started());
+  // The server's log line for a content it keeps the last good cap over.
+  const auto logged = [&server](const std::string& fragment) {
+    while (const auto line = server.process().read_line(10.0)) {
+      if (line->find(fragment) != std::string::npos) return *line;
+    }
+    ADD_FAILURE() << "no log line with " << fragment;
+    return std::string();
+  };
   const auto wait_for = [&](const std::string& fragment) {
     std::string text;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -252,8 +261,23 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOneKeepsTheLastGood) {
   (void)dir.write("cap", "a lot\n");
   const auto text = wait_for("gpucap_cap_file_valid 0");
   EXPECT_EQ(test::series_value(text, "gpucap_cap_file_errors_total"), 1.0);
+  EXPECT_NE(logged("warning: --cap-file").find("the cap stays 190 W (from file)"), std::string::npos);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(test::series_value(server.scrape(), "gpucap_power_cap_watts"), 190.0);
+  // Unreadable (the agent removed it, then a folder took its name): the same, once per change.
+  std::filesystem::remove(file);
+  (void)wait_for("gpucap_cap_file_errors_total 2");
+  EXPECT_NE(logged("warning: --cap-file").find("the cap stays 190 W (from file)"), std::string::npos);
+  std::filesystem::create_directory(file);
+  (void)wait_for("gpucap_cap_file_errors_total 3");
+  EXPECT_NE(logged("warning: --cap-file").find("the cap stays 190 W (from file)"), std::string::npos);
+  EXPECT_EQ(test::series_value(server.scrape(), "gpucap_power_cap_watts"), 190.0);
+  EXPECT_EQ(test::series_value(server.scrape(), "gpucap_cap_file_valid"), 0.0);
+  // A good content again sets the cap and the file is valid once more.
+  std::filesystem::remove(file);
+  (void)dir.write("cap", "200\n");
+  (void)wait_for(R"(gpucap_power_cap_watts{algorithm="capserve",model="noop",gpu_model="a100",gpu="0",simulated="true"} 200)");
+  EXPECT_EQ(test::series_value(server.scrape(), "gpucap_cap_file_valid"), 1.0);
 }
 
 // Beside a schedule that starts later, the file's cap (read at the start) holds until the first
@@ -425,11 +449,34 @@ TEST(ServeCli, TritonsRequestMetricsArePromtoolClean) {
     EXPECT_TRUE(test::series_value(text, name).has_value()) << name;
   }
   EXPECT_EQ(test::promtool_problems(text), std::vector<std::string>{});
+  // dcgm-exporter's host label as its current release spells it.
+  const auto dcgm_line = [](const std::string& page) {
+    const auto at = page.find("\nDCGM_FI_DEV_POWER_USAGE{");
+    return at == std::string::npos ? std::string() : page.substr(at + 1, page.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(dcgm_line(text).find("hostname=\""), std::string::npos) << dcgm_line(text);
   // The dashboard and its data are on the same address.
   const auto page = server.metrics().Get("/");
   EXPECT_NE(page->body.find("/dashboard/chart.js"), std::string::npos);
   EXPECT_EQ(server.metrics().Get("/dashboard/chart.js")->status, 200);
   EXPECT_TRUE(nlohmann::json::parse(server.metrics().Get("/api/series")->body).contains("points"));
+}
+
+// --hostname-label Hostname: the spelling of dcgm-exporter before its 2026-05 rename, for older
+// dashboards.
+TEST(ServeCli, TheOldHostLabelSpellingIsAFlagAway) {
+  Server server({"--model", "noop", "--power-cap", "250", "--metrics", "127.0.0.1:0", "--hostname-label", "Hostname"});
+  ASSERT_TRUE(server.started());
+  std::string text = server.scrape();
+  for (int i = 0; i < 100 && !test::series_value(text, "DCGM_FI_DEV_POWER_USAGE"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = server.scrape();
+  }
+  const auto at = text.find("\nDCGM_FI_DEV_POWER_USAGE{");
+  ASSERT_NE(at, std::string::npos) << text;
+  const auto line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  EXPECT_NE(line.find("Hostname=\""), std::string::npos) << line;
+  EXPECT_EQ(line.find("hostname=\""), std::string::npos) << line;
 }
 
 // A GPU stuck in a batch (a hung engine or driver) must not hold the requests: at a pace of 1/100

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <thread>
 
@@ -37,6 +38,24 @@ std::vector<float> read_floats(const std::string& path) {
   float v = 0.0F;
   while (in.read(reinterpret_cast<char*>(&v), sizeof v)) values.push_back(v);
   return values;
+}
+
+// A binary infer request of `images` copies of the reference image, as Triton's client sends one;
+// the answer's status, or 0 if none came (the connection failed or the server died).
+int post_images(int port, int images) {
+  const auto input = read_floats(model_file(".input.f32"));
+  const std::size_t per_image = 3 * 224 * 224;
+  const nlohmann::json header = {
+      {"inputs", {{{"name", "input"}, {"shape", {images, 3, 224, 224}}, {"datatype", "FP32"},
+                   {"parameters", {{"binary_data_size", static_cast<std::size_t>(images) * per_image * 4}}}}}}};
+  auto body = header.dump();
+  const auto header_length = body.size();
+  for (int i = 0; i < images; ++i) body.append(reinterpret_cast<const char*>(input.data()), per_image * 4);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(120);
+  const auto r = client.Post("/v2/models/mnasnet0_5/infer", {{"Inference-Header-Content-Length", std::to_string(header_length)}},
+                             body, "application/octet-stream");
+  return r ? r->status : 0;
 }
 
 std::unique_ptr<test::ChildProcess> start(const std::vector<std::string>& extra, int& port) {
@@ -104,8 +123,9 @@ TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
 }
 
 // With control the static setting writes the power limit (= the cap), journaled first: a SIGKILL
-// leaves it changed, and the next gpucap start puts it back. A SIGTERM restores it itself.
-TEST(ServeNvml, TheGpuIsRestoredAtSigtermAndAfterASigkillByTheNextStart) {
+// in the middle of a batch leaves it changed, and the next gpucap start puts it back. A SIGTERM
+// restores it itself.
+TEST(ServeNvml, TheGpuIsRestoredAtSigtermAndAfterASigkillMidBatchByTheNextStart) {
   if (geteuid() != 0) GTEST_SKIP() << "NVML writes need root";
   const FakeGpu fake;
   const auto limit_mw = [&fake] { return fake.gpu()["power_limit_mw"].get<int>(); };
@@ -125,11 +145,19 @@ TEST(ServeNvml, TheGpuIsRestoredAtSigtermAndAfterASigkillByTheNextStart) {
     EXPECT_FALSE(std::filesystem::exists(fake.journal()));
   }
   int port = 0;
-  auto server = start({"--allow-gpu-control"}, port);
+  auto server = start({"--allow-gpu-control", "--max-batch-size", "32"}, port);
   ASSERT_GT(port, 0);
   EXPECT_EQ(limit_mw(), 150000);
+  // Killed mid-batch: four requests of 32 images (seconds of the CPU engine's work, batches back
+  // to back) are in, and the kill comes while some are still unanswered.
+  std::vector<std::future<int>> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(std::async(std::launch::async, post_images, port, 32));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   server->signal(SIGKILL);
   ASSERT_TRUE(server->wait(30.0).has_value());
+  int unanswered = 0;
+  for (auto& r : requests) unanswered += r.get() == 0 ? 1 : 0;
+  EXPECT_GT(unanswered, 0) << "every request was answered before the kill: it did not come mid-batch";
   EXPECT_EQ(limit_mw(), 150000) << "a killed server cannot restore";
   EXPECT_TRUE(std::filesystem::exists(fake.journal()));
   // The next start of any command that controls GPUs (the journal names the library it used).
