@@ -154,6 +154,7 @@ void CapserveController::learn(const ServingObservation& o) {
   } else if (power_speaks) {
     margin_ = std::max(params_.power_margin, margin_ - params_.margin_decay);
   }
+  windows_without_shedding_ = o.shed_rps > 0.0 ? 0 : windows_without_shedding_ + 1;
   // Latency: back off fast when the p99 comes close to the SLO, recover slowly when far below.
   // The p99 covers the last p99_memory_s: for that long after a backoff it still shows the
   // requests served before it, and any move on it would answer the past (backing off again on it
@@ -162,7 +163,12 @@ void CapserveController::learn(const ServingObservation& o) {
   latency_pressed_ = false;
   if (o.p99_s > kP99Close * o.slo_s) {
     // The queue's room goes first (it is what lengthened the waits), κ only once it is gone.
-    if (queue_room_slo_share_ > 0.0) {
+    // Halved, as additive increase, multiplicative decrease does: cleared at once, the queue held
+    // one batch again and a load near the capacity was shed by the dozen each window until the
+    // room grew back (maxvit_t at 180 W on the A100: 20 to 50 a window for 10 s).
+    if (queue_room_slo_share_ > params_.queue_room_step) {
+      queue_room_slo_share_ *= 0.5;
+    } else if (queue_room_slo_share_ > 0.0) {
       queue_room_slo_share_ = 0.0;
     } else {
       kappa_ = std::max(params_.min_latency_fraction, kappa_ * kLatencyBackoff);
@@ -179,7 +185,10 @@ void CapserveController::learn(const ServingObservation& o) {
     // mean, fill the queue, and letting it hold a little more answers them within the SLO.
     queue_room_slo_share_ += params_.queue_room_step;
   }
-  if (o.shed_rps <= 0.0) queue_room_slo_share_ = std::max(0.0, queue_room_slo_share_ - params_.queue_room_step);
+  // The room goes back a step a window once nothing has been shed for a while.
+  if (windows_without_shedding_ >= params_.queue_room_hold_windows) {
+    queue_room_slo_share_ = std::max(0.0, queue_room_slo_share_ - params_.queue_room_step);
+  }
   // κ + room stays within max_queue_fraction, also when κ has just recovered.
   queue_room_slo_share_ = std::min(queue_room_slo_share_, std::max(0.0, params_.max_queue_fraction - kappa_));
 }

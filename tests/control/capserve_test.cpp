@@ -162,7 +162,7 @@ class Overload {
   ServingKnobs knobs_;
 };
 
-TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndGivesTheRoomBackFirst) {
+TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndIsCutFirstWhenTheP99NearsTheSlo) {
   CapserveController c(toy_params());
   Overload overload(c);
   const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
@@ -177,16 +177,30 @@ TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndGivesTheRoomBackFirst) {
   EXPECT_NEAR(overload.at(20.0, 0.08, 4000.0).max_queued_items, bound(0.9), 1e-6);
   // A p99 at 88 % of the SLO (past 85 %, not 90 %) holds the room where it is.
   EXPECT_NEAR(overload.at(21.0, 0.176, 4000.0).max_queued_items, bound(0.9), 1e-6);
-  // A p99 past 90 % clears the room and leaves κ.
-  EXPECT_NEAR(overload.at(22.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
+  // A p99 past 90 % halves the room (0.2 of the SLO to 0.1) and leaves κ.
+  EXPECT_NEAR(overload.at(22.0, 0.19, 4000.0).max_queued_items, bound(0.8), 1e-6);
   EXPECT_EQ(c.latency_fraction(), 0.7);
-  // For the p99's span (10 s) nothing moves on it: it still shows the requests before the clear.
-  EXPECT_NEAR(overload.at(27.0, 0.08, 4000.0).max_queued_items, bound(0.7), 1e-6);
-  EXPECT_NEAR(overload.at(31.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
+  // For the p99's span (10 s) nothing moves on it: it still shows the requests before the cut.
+  EXPECT_NEAR(overload.at(27.0, 0.08, 4000.0).max_queued_items, bound(0.8), 1e-6);
+  EXPECT_NEAR(overload.at(31.0, 0.19, 4000.0).max_queued_items, bound(0.8), 1e-6);
   EXPECT_EQ(c.latency_fraction(), 0.7);
-  // After it, room again; a window that sheds nothing gives it back.
-  EXPECT_NEAR(overload.at(32.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
-  EXPECT_NEAR(overload.at(33.0, 0.08, 0.0).max_queued_items, bound(0.7), 1e-6);
+  // After it, halved again while the p99 stays near the SLO (0.1, 0.05, 0.025, 0.0125), then a room
+  // of one step or less is cleared, and only then would κ back off.
+  EXPECT_NEAR(overload.at(32.0, 0.19, 4000.0).max_queued_items, bound(0.75), 1e-6);
+  EXPECT_NEAR(overload.at(42.0, 0.19, 4000.0).max_queued_items, bound(0.725), 1e-6);
+  EXPECT_NEAR(overload.at(52.0, 0.19, 4000.0).max_queued_items, bound(0.7125), 1e-6);
+  EXPECT_NEAR(overload.at(62.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
+  EXPECT_EQ(c.latency_fraction(), 0.7);
+  // Room again once the p99 has room. Windows that shed nothing keep it for a while (near the
+  // capacity the next burst comes within a few); the tenth in a row gives a step back, and so on.
+  EXPECT_NEAR(overload.at(72.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
+  EXPECT_NEAR(overload.at(73.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
+  for (int i = 74; i < 83; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.74), 1e-6) << i;
+  EXPECT_NEAR(overload.at(83.0, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6);
+  EXPECT_NEAR(overload.at(84.0, 0.08, 0.0).max_queued_items, bound(0.7), 1e-6);
+  // A shed starts the count again.
+  (void)overload.at(85.0, 0.08, 4000.0);
+  for (int i = 86; i < 95; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6) << i;
 }
 
 TEST(Capserve, ABackedOffKappaRecoversUnderOverloadBeforeTheQueueGrows) {

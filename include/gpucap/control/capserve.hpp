@@ -54,6 +54,10 @@ struct CapserveParams {
   double min_latency_fraction = 0.2;
   double max_queue_fraction = 0.9;   // the queue's budget (κ + room) may grow to this share of the SLO
   double queue_room_step = 0.02;     // room added per window that shed with the p99 well under the SLO
+  // Windows in a row that shed nothing before a step of the room is given back: near the capacity
+  // the bursts that fill the queue come every few windows, and a room given back at the first
+  // quiet window was gone by the next burst.
+  int queue_room_hold_windows = 10;
   double p99_memory_s = 10.0;        // the span the observed p99 covers (the serving loop's latency window)
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
   double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
@@ -118,6 +122,7 @@ class CapserveController final : public ServingController {
   double last_planned_rps_ = 0.0;
   double last_backoff_s_ = -std::numeric_limits<double>::infinity();
   double queue_room_slo_share_ = 0.0;  // share of the SLO the queue's budget holds beyond κ
+  int windows_without_shedding_ = 0;
   bool latency_pressed_ = false;       // the p99 neared the SLO within its span
 };
 
