@@ -75,7 +75,7 @@ serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static
 measure "$scratch/open.json" --model noop --rate "$rate"
 measure "$scratch/closed.json" --model noop --clients "$clients"
 stop
-echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $run_s --warmup $warmup\` |"
+echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']")$(field "$scratch/open.json" "''.join(f': {e[\"count\"]} x {e[\"message\"]}' for e in d['errors'] if e.get('status', 0) not in (429, 503))"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $run_s --warmup $warmup\` |"
 echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $run_s --warmup $warmup\` |"
 
 # server_time OUTCOME BOUND_S [FAMILY]: from one of the server's histograms (default: duration, from
