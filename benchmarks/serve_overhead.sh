@@ -48,7 +48,7 @@ serve() {
 }
 stop() { kill -TERM "$server"; wait "$server" || true; }
 # The server's peak resident memory so far (VmHWM), MiB.
-peak_mib() { awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$server/status"; }
+peak_mib() { awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$server/status" 2>/dev/null || echo "?"; }
 field() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
 
 # measure OUT LOAD_FLAGS...: gpucap load for the warm-up and DURATION s after it, its JSON report
@@ -75,7 +75,7 @@ serve --model noop --power-cap 250 --max-batch-size 64 --algorithm static
 measure "$scratch/open.json" --model noop --rate "$rate"
 measure "$scratch/closed.json" --model noop --clients "$clients"
 stop
-echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']")$(field "$scratch/open.json" "''.join(f': {e[\"count\"]} x {e[\"message\"]}' for e in d['errors'] if e.get('status', 0) not in (429, 503))"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $run_s --warmup $warmup\` |"
+echo "| noop, 16-float JSON, open loop at ${rate}/s: answered/s | $(field "$scratch/open.json" "round(d['throughput_rps'])") (p99 $(field "$scratch/open.json" "round(d['latency_ms']['p99'],1)") ms, failed $(field "$scratch/open.json" "d['failed']")$(field "$scratch/open.json" "''.join(f': {e[\"count\"]} x ' + ' '.join(e[\"message\"].replace('|', '/').split()) for e in d['errors'] if e.get('status', 0) not in (429, 503)) + (f' (+{d[\"other_errors\"]} other)' if d.get('other_errors') else '')"), unsent $(field "$scratch/open.json" "d.get('unsent',0)")) | \`gpucap load --model noop --rate $rate --duration $run_s --warmup $warmup\` |"
 echo "| noop, 16-float JSON, closed loop, $clients clients: answered/s | $(field "$scratch/closed.json" "round(d['throughput_rps'])") | \`gpucap load --model noop --clients $clients --duration $run_s --warmup $warmup\` |"
 
 # server_time OUTCOME BOUND_S [FAMILY]: from one of the server's histograms (default: duration, from
@@ -141,4 +141,4 @@ shed_peak_mib=$(peak_mib)
 stop
 echo "| 429s under 5x overload (twin P40, NASNet-A Large, 90 W), end to end: count, p99 / max latency of a 429 | $(field "$scratch/shed.json" "d['rejected_429']"), $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['p99'],2)") / $(field "$scratch/shed.json" "round(d['rejection_latency_ms']['max'],2)") ms (goodput $(field "$scratch/shed.json" "round(d['goodput_rps'],1)")/s of $(field "$scratch/shed.json" "round(d['throughput_rps'],1)")/s answered) | \`gpucap load --rate 150 --binary\` |"
 echo "| 429s in the server (first byte to answer) | $shed_server | gpucap_serve_request_duration_seconds{outcome=\"shed\"} |"
-echo "| the server's peak memory (VmHWM): under 5x overload of binary images / at 100/s of binary images | $shed_peak_mib / $image_peak_mib MiB | /proc/PID/status at the run's end |"
+echo "| the server's peak memory (VmHWM): under 5x overload of NASNet's 1.3-MB images / at 100/s of 600-kB images | $shed_peak_mib / $image_peak_mib MiB | /proc/PID/status at the run's end |"

@@ -29,6 +29,7 @@ CapserveController::CapserveController(CapserveParams params)
   }
   if (params_.max_batch_size < 1) throw usage_error("capserve: the model's max batch size must be >= 1");
   if (!(params_.window_s > 0.0)) throw usage_error("capserve: the window must be positive");
+  if (params_.queue_room_hold_windows < 1) throw usage_error("capserve: the queue room's hold must be at least one window");
   if (!params_.gpu_writes && params_.profile->columns().size() > 1) {
     throw usage_error("capserve without GPU control needs a profile at the GPU's own clocks (one SM and memory clock; 'gpucap "
                       "tune --platform nvml' without --allow-gpu-control), not one that varies the clocks");
@@ -162,12 +163,14 @@ void CapserveController::learn(const ServingObservation& o) {
   if (o.time_s - last_backoff_s_ < params_.p99_memory_s) return;
   latency_pressed_ = false;
   if (o.p99_s > kP99Close * o.slo_s) {
-    // The queue's room goes first (it is what lengthened the waits), κ only once it is gone.
-    // Halved, as additive increase, multiplicative decrease does: cleared at once, the queue held
-    // one batch again and a load near the capacity was shed by the dozen each window until the
-    // room grew back (maxvit_t at 180 W on the A100: 20 to 50 a window for 10 s).
-    if (queue_room_slo_share_ > params_.queue_room_step) {
+    // The queue's room goes first (it is what lengthened the waits), κ only once it is gone. The
+    // first cut halves it (additive increase, multiplicative decrease): cleared at once, the
+    // queue held one batch again and a load near the capacity was shed by the dozen each window
+    // until the room grew back (maxvit_t at 180 W on the A100: 20 to 50 a window for 10 s). A p99
+    // still near the SLO after that cut's hold clears it, and the next lowers κ.
+    if (queue_room_slo_share_ > 0.0 && !room_halved_) {
       queue_room_slo_share_ *= 0.5;
+      room_halved_ = true;
     } else if (queue_room_slo_share_ > 0.0) {
       queue_room_slo_share_ = 0.0;
     } else {
@@ -177,6 +180,7 @@ void CapserveController::learn(const ServingObservation& o) {
     latency_pressed_ = true;
     return;
   }
+  room_halved_ = false;  // the p99 has come away from the SLO: a later cut halves again
   if (o.answered_rps > 0.0 && o.p99_s < kP99Far * o.slo_s && kappa_ < params_.latency_fraction) {
     // A backed-off κ recovers first: under overload a larger batch is more capacity.
     kappa_ = std::min(params_.latency_fraction, kappa_ * kLatencyRecovery);

@@ -266,11 +266,13 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOrUnreadableOneKeepsTheLastGood) {
   EXPECT_EQ(test::series_value(server.scrape(), "gpucap_power_cap_watts"), 190.0);
   // Unreadable (the agent removed it, then a folder took its name): the same, once per change.
   std::filesystem::remove(file);
-  (void)wait_for("gpucap_cap_file_errors_total 2");
+  (void)wait_for("gpucap_cap_file_errors_total 2\n");
   EXPECT_NE(logged("warning: --cap-file").find("the cap stays 190 W (from file)"), std::string::npos);
   std::filesystem::create_directory(file);
-  (void)wait_for("gpucap_cap_file_errors_total 3");
+  (void)wait_for("gpucap_cap_file_errors_total 3\n");
   EXPECT_NE(logged("warning: --cap-file").find("the cap stays 190 W (from file)"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three more reads of the same folder
+  EXPECT_EQ(test::series_value(server.scrape(), "gpucap_cap_file_errors_total"), 3.0) << "counted once per change";
   EXPECT_EQ(test::series_value(server.scrape(), "gpucap_power_cap_watts"), 190.0);
   EXPECT_EQ(test::series_value(server.scrape(), "gpucap_cap_file_valid"), 0.0);
   // A good content again sets the cap and the file is valid once more.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -148,16 +149,29 @@ TEST(ServeNvml, TheGpuIsRestoredAtSigtermAndAfterASigkillMidBatchByTheNextStart)
   auto server = start({"--allow-gpu-control", "--max-batch-size", "32"}, port);
   ASSERT_GT(port, 0);
   EXPECT_EQ(limit_mw(), 150000);
-  // Killed mid-batch: four requests of 32 images (seconds of the CPU engine's work, batches back
-  // to back) are in, and the kill comes while some are still unanswered.
-  std::vector<std::future<int>> requests;
-  for (int i = 0; i < 4; ++i) requests.push_back(std::async(std::launch::async, post_images, port, 32));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // Killed mid-batch: three clients send requests of 32 images back to back (the CPU engine's
+  // batches follow each other with no pause), and the kill comes once some have been answered,
+  // with each client's next one still in the server.
+  std::atomic<bool> killed = false;
+  std::atomic<int> answered = 0;
+  std::vector<std::future<bool>> clients;  // whether the client's last request went unanswered
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::async(std::launch::async, [&killed, &answered, port] {
+      while (!killed) {
+        if (post_images(port, 32) != 200) return true;
+        ++answered;
+      }
+      return false;
+    }));
+  }
+  for (int i = 0; i < 1200 && answered < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(answered.load(), 2) << "the server answered too few requests to be killed mid-run";
   server->signal(SIGKILL);
+  killed = true;
   ASSERT_TRUE(server->wait(30.0).has_value());
   int unanswered = 0;
-  for (auto& r : requests) unanswered += r.get() == 0 ? 1 : 0;
-  EXPECT_GT(unanswered, 0) << "every request was answered before the kill: it did not come mid-batch";
+  for (auto& c : clients) unanswered += c.get() ? 1 : 0;
+  EXPECT_GT(unanswered, 0) << "no request was in the server at the kill";
   EXPECT_EQ(limit_mw(), 150000) << "a killed server cannot restore";
   EXPECT_TRUE(std::filesystem::exists(fake.journal()));
   // The next start of any command that controls GPUs (the journal names the library it used).

@@ -162,7 +162,7 @@ class Overload {
   ServingKnobs knobs_;
 };
 
-TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndIsCutFirstWhenTheP99NearsTheSlo) {
+TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndIsHalvedThenClearedBeforeKappaMoves) {
   CapserveController c(toy_params());
   Overload overload(c);
   const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
@@ -184,23 +184,34 @@ TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndIsCutFirstWhenTheP99Near
   EXPECT_NEAR(overload.at(27.0, 0.08, 4000.0).max_queued_items, bound(0.8), 1e-6);
   EXPECT_NEAR(overload.at(31.0, 0.19, 4000.0).max_queued_items, bound(0.8), 1e-6);
   EXPECT_EQ(c.latency_fraction(), 0.7);
-  // After it, halved again while the p99 stays near the SLO (0.1, 0.05, 0.025, 0.0125), then a room
-  // of one step or less is cleared, and only then would κ back off.
-  EXPECT_NEAR(overload.at(32.0, 0.19, 4000.0).max_queued_items, bound(0.75), 1e-6);
-  EXPECT_NEAR(overload.at(42.0, 0.19, 4000.0).max_queued_items, bound(0.725), 1e-6);
-  EXPECT_NEAR(overload.at(52.0, 0.19, 4000.0).max_queued_items, bound(0.7125), 1e-6);
-  EXPECT_NEAR(overload.at(62.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
+  // Still near the SLO after the hold: the room is cleared; only the next cut would lower κ.
+  EXPECT_NEAR(overload.at(32.0, 0.19, 4000.0).max_queued_items, bound(0.7), 1e-6);
   EXPECT_EQ(c.latency_fraction(), 0.7);
   // Room again once the p99 has room. Windows that shed nothing keep it for a while (near the
   // capacity the next burst comes within a few); the tenth in a row gives a step back, and so on.
-  EXPECT_NEAR(overload.at(72.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
-  EXPECT_NEAR(overload.at(73.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
-  for (int i = 74; i < 83; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.74), 1e-6) << i;
-  EXPECT_NEAR(overload.at(83.0, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6);
-  EXPECT_NEAR(overload.at(84.0, 0.08, 0.0).max_queued_items, bound(0.7), 1e-6);
+  EXPECT_NEAR(overload.at(42.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
+  EXPECT_NEAR(overload.at(43.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
+  for (int i = 44; i < 53; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.74), 1e-6) << i;
+  EXPECT_NEAR(overload.at(53.0, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6);
+  EXPECT_NEAR(overload.at(54.0, 0.08, 0.0).max_queued_items, bound(0.7), 1e-6);
   // A shed starts the count again.
-  (void)overload.at(85.0, 0.08, 4000.0);
-  for (int i = 86; i < 95; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6) << i;
+  (void)overload.at(55.0, 0.08, 4000.0);
+  for (int i = 56; i < 65; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6) << i;
+}
+
+// Windows that shed nothing count towards the ten also while the p99's hold keeps everything else
+// still: the step goes back at the hold's end.
+TEST(Capserve, ShedFreeWindowsWithinTheHoldCountTowardsGivingTheRoomBack) {
+  CapserveController c(toy_params());
+  Overload overload(c);
+  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(best);
+  auto bound = [&](double slo_share) { return best->throughput_items_s * (slo_share * 0.2 - best->batch_time_s); };
+  (void)overload.at(1.0, 0.08, 4000.0);
+  EXPECT_NEAR(overload.at(2.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
+  EXPECT_NEAR(overload.at(3.0, 0.19, 4000.0).max_queued_items, bound(0.72), 1e-6);  // halved: 0.04 to 0.02
+  for (int i = 4; i < 13; ++i) EXPECT_NEAR(overload.at(i, 0.08, 0.0).max_queued_items, bound(0.72), 1e-6) << i;
+  EXPECT_NEAR(overload.at(13.0, 0.08, 0.0).max_queued_items, bound(0.7), 1e-6);  // the tenth, after the hold
 }
 
 TEST(Capserve, ABackedOffKappaRecoversUnderOverloadBeforeTheQueueGrows) {
@@ -299,6 +310,9 @@ TEST(Capserve, RefusesWhatItCannotRunFrom) {
   auto p = toy_params();
   p.slo_s = 0.0;
   EXPECT_THROW(CapserveController{p}, Error);
+  auto no_hold = toy_params();
+  no_hold.queue_room_hold_windows = 0;  // the room would be given back in the window that grew it
+  EXPECT_THROW(CapserveController{no_hold}, Error);
   // Without GPU writes the clocks are the GPU's own: a profile that varies them cannot be followed.
   auto software = toy_params();
   software.gpu_writes = false;

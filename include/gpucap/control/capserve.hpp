@@ -123,6 +123,7 @@ class CapserveController final : public ServingController {
   double last_backoff_s_ = -std::numeric_limits<double>::infinity();
   double queue_room_slo_share_ = 0.0;  // share of the SLO the queue's budget holds beyond κ
   int windows_without_shedding_ = 0;
+  bool room_halved_ = false;  // the last cut of the room halved it, and the p99 has not come away since
   bool latency_pressed_ = false;       // the p99 neared the SLO within its span
 };
 
