@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "gpucap/core/error.hpp"
 
@@ -147,7 +148,15 @@ TEST(Capserve, BacksOffOncePerSpanOfTheP99ItReads) {
 // Windows of an overload (5000 requests/s, far beyond the toy GPU under 200 W) at given times.
 class Overload {
  public:
-  explicit Overload(CapserveController& c) : c_(c), knobs_(c.initial_knobs(200.0)) {}
+  explicit Overload(CapserveController& c)
+      : c_(c), knobs_(c.initial_knobs(200.0)), best_(c.choose(200.0, std::numeric_limits<double>::infinity())) {
+    if (!best_) ADD_FAILURE() << "no configuration under 200 W";
+  }
+  // Items the queue may hold for a budget of `slo_share` of the SLO (0.2 s) less one batch of the
+  // configuration with the most capacity under 200 W (as chosen at the start).
+  [[nodiscard]] double bound(double slo_share) const {
+    return best_ ? best_->throughput_items_s * (slo_share * 0.2 - best_->batch_time_s) : std::nan("");
+  }
   ServingKnobs at(double time_s, double p99_s, double shed_rps) {
     auto o = window(knobs_, 200.0, 5000.0, 150.0, p99_s);
     o.time_s = time_s;
@@ -160,15 +169,13 @@ class Overload {
  private:
   CapserveController& c_;
   ServingKnobs knobs_;
+  std::optional<CapserveChoice> best_;
 };
 
 TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndIsHalvedThenClearedBeforeKappaMoves) {
   CapserveController c(toy_params());
   Overload overload(c);
-  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
-  ASSERT_TRUE(best);
-  // Items the queue may hold for a budget of `slo_share` of the SLO (0.2 s) less one batch.
-  auto bound = [&](double slo_share) { return best->throughput_items_s * (slo_share * 0.2 - best->batch_time_s); };
+  const auto bound = [&overload](double slo_share) { return overload.bound(slo_share); };
   // Requests shed with a p99 at 40 % of the SLO: each window adds 2 % of the SLO to the budget.
   EXPECT_NEAR(overload.at(1.0, 0.08, 4000.0).max_queued_items, bound(0.72), 1e-6);
   EXPECT_NEAR(overload.at(2.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
@@ -204,9 +211,7 @@ TEST(Capserve, AQueueThatShedsWhileTheP99HasRoomGrowsAndIsHalvedThenClearedBefor
 TEST(Capserve, ShedFreeWindowsWithinTheHoldCountTowardsGivingTheRoomBack) {
   CapserveController c(toy_params());
   Overload overload(c);
-  const auto best = c.choose(200.0, std::numeric_limits<double>::infinity());
-  ASSERT_TRUE(best);
-  auto bound = [&](double slo_share) { return best->throughput_items_s * (slo_share * 0.2 - best->batch_time_s); };
+  const auto bound = [&overload](double slo_share) { return overload.bound(slo_share); };
   (void)overload.at(1.0, 0.08, 4000.0);
   EXPECT_NEAR(overload.at(2.0, 0.08, 4000.0).max_queued_items, bound(0.74), 1e-6);
   EXPECT_NEAR(overload.at(3.0, 0.19, 4000.0).max_queued_items, bound(0.72), 1e-6);  // halved: 0.04 to 0.02
