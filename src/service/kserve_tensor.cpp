@@ -181,23 +181,41 @@ std::int64_t batch_size(std::span<const Tensor> inputs) {
   return *batch;
 }
 
-Tensor concat_batch(std::span<const Tensor* const> parts) {
+BatchLayout batch_layout(std::span<const Tensor* const> parts) {
   if (parts.empty()) throw ProtocolError(kInternalError, "no tensors to batch");
   const Tensor& first = *parts.front();
   if (first.shape.empty()) {
     throw ProtocolError(kInternalError, fmt::format("tensor '{}' has no batch dimension", first.name));
   }
-  std::int64_t rows = 0;
-  std::size_t total_bytes = 0;
+  BatchLayout layout{first.shape, 0};
+  layout.shape.front() = 0;
   for (const Tensor* part : parts) {
     check_same_layout(first, *part);
     check_tensor_data(*part, kInternalError);
-    rows += part->shape.front();
-    total_bytes += part->data.size();
+    layout.shape.front() += part->shape.front();
+    layout.bytes += part->data.size();
   }
-  Tensor batched{first.name, first.datatype, first.shape, {}};
-  batched.shape.front() = rows;
-  batched.data.reserve(total_bytes);
+  return layout;
+}
+
+void copy_batch(std::span<const Tensor* const> parts, std::span<std::byte> out) {
+  std::size_t offset = 0;
+  for (const Tensor* part : parts) {
+    if (part->data.size() > out.size() - offset) {
+      throw ProtocolError(kInternalError, fmt::format("a batch of {} bytes does not fit its parts", out.size()));
+    }
+    std::copy(part->data.begin(), part->data.end(), out.begin() + static_cast<std::ptrdiff_t>(offset));
+    offset += part->data.size();
+  }
+  if (offset != out.size()) {
+    throw ProtocolError(kInternalError, fmt::format("a batch of {} bytes got {} from its parts", out.size(), offset));
+  }
+}
+
+Tensor concat_batch(std::span<const Tensor* const> parts) {
+  auto layout = batch_layout(parts);
+  Tensor batched{parts.front()->name, parts.front()->datatype, std::move(layout.shape), {}};
+  batched.data.reserve(layout.bytes);
   for (const Tensor* part : parts) batched.data.insert(batched.data.end(), part->data.begin(), part->data.end());
   return batched;
 }

@@ -86,19 +86,22 @@ TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
   const auto expected = read_floats(model_file(".output.f32"));
   const std::size_t per_image = 3 * 224 * 224;
   ASSERT_GE(input.size(), 2 * per_image);
+  ASSERT_GE(expected.size(), 2u * 1000u);
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(60);
   const auto model = nlohmann::json::parse(client.Get("/v2/models/mnasnet0_5")->body);
   EXPECT_EQ(model["outputs"][0]["shape"], nlohmann::json::array({-1, 1000}));
   EXPECT_EQ(model["platform"], "pytorch_libtorch");
-  for (std::size_t image = 0; image < 2; ++image) {
+  // Images [first, first + count) in one request, each answered with Python's output for it. The
+  // batches go 1, 2, 1 images: the backend's input buffer, kept across batches, grows and shrinks.
+  const auto ask = [&](std::size_t first, std::size_t count) {
     const nlohmann::json header = {
-        {"inputs", {{{"name", "input"}, {"shape", {1, 3, 224, 224}}, {"datatype", "FP32"},
-                     {"parameters", {{"binary_data_size", per_image * 4}}}}}},
+        {"inputs", {{{"name", "input"}, {"shape", {count, 3, 224, 224}}, {"datatype", "FP32"},
+                     {"parameters", {{"binary_data_size", count * per_image * 4}}}}}},
         {"parameters", {{"binary_data_output", true}}}};
     auto body = header.dump();
     const auto header_length = body.size();
-    body.append(reinterpret_cast<const char*>(input.data() + image * per_image), per_image * 4);
+    body.append(reinterpret_cast<const char*>(input.data() + first * per_image), count * per_image * 4);
     const auto r = client.Post("/v2/models/mnasnet0_5/infer",
                                {{"Inference-Header-Content-Length", std::to_string(header_length)}}, body,
                                "application/octet-stream");
@@ -106,16 +109,19 @@ TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
     ASSERT_EQ(r->status, 200) << r->body;
     EXPECT_FALSE(r->has_header("X-Gpucap-Simulated"));
     const auto json_length = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
-    ASSERT_EQ(r->body.size(), json_length + 1000 * 4);
-    std::vector<float> output(1000);
-    std::memcpy(output.data(), r->body.data() + json_length, 4000);
+    ASSERT_EQ(r->body.size(), json_length + count * 1000 * 4);
+    std::vector<float> output(count * 1000);
+    std::memcpy(output.data(), r->body.data() + json_length, output.size() * 4);
     double worst = 0.0;
     for (std::size_t i = 0; i < output.size(); ++i) {
-      const double want = expected[image * 1000 + i];
+      const double want = expected[first * 1000 + i];
       worst = std::max(worst, std::abs(static_cast<double>(output[i]) - want) / (1e-3 + std::abs(want)));
     }
-    EXPECT_LT(worst, 1e-3) << "image " << image << ": worst relative difference from Python";
-  }
+    EXPECT_LT(worst, 1e-3) << "images " << first << ".." << first + count - 1 << ": worst relative difference from Python";
+  };
+  ask(0, 1);
+  ask(0, 2);
+  ask(1, 1);
   EXPECT_TRUE(fake.writes().empty()) << "without --allow-gpu-control nothing is written";
   server->signal(SIGTERM);
   const auto status = server->wait(60.0);

@@ -998,6 +998,28 @@ TEST(KserveBatch, BytesTensorsSplitOnElementBoundaries) {
   EXPECT_EQ(concat_batch(parts).data, data);
 }
 
+// What the LibTorch backend does with a buffer it keeps across batches: the layout concat_batch
+// would make, and the parts' bytes copied into it, the same bytes as concat_batch's.
+TEST(KserveBatch, CopyBatchFillsABufferAsConcatBatchWould) {
+  const auto a = simple_request(1, 0);
+  const auto b = simple_request(3, 100);
+  const std::vector<const Tensor*> parts = {&a.inputs[0], &b.inputs[0]};
+  const auto layout = batch_layout(parts);
+  EXPECT_EQ(layout.shape, (std::vector<std::int64_t>{4, 16}));
+  EXPECT_EQ(layout.bytes, 4u * 16u * 4u);
+  std::vector<std::byte> buffer(layout.bytes, std::byte{0x5a});
+  copy_batch(parts, buffer);
+  EXPECT_EQ(buffer, concat_batch(parts).data);
+
+  std::vector<std::byte> short_buffer(layout.bytes - 4);
+  expect_protocol_error([&] { copy_batch(parts, short_buffer); }, 500, "does not fit its parts");
+  std::vector<std::byte> long_buffer(layout.bytes + 4);
+  expect_protocol_error([&] { copy_batch(parts, long_buffer); }, 500, "got 256 from its parts");
+  const auto other = make_tensor("INPUT0", Datatype::fp32, {1, 16}, bytes_of(std::vector<float>(16, 1.0f)));
+  const std::vector<const Tensor*> mixed = {&a.inputs[0], &other};
+  expect_protocol_error([&] { (void)batch_layout(mixed); }, 500, "cannot batch tensor 'INPUT0' INT32 [1,16]");
+}
+
 TEST(KserveBatch, MismatchesAreServerFaults) {
   const auto batched = make_tensor("y", Datatype::fp32, {3, 2}, bytes_of(std::vector<float>(6, 1.0f)));
   const std::vector<std::int64_t> wrong = {1, 1};

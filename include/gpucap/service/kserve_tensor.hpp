@@ -100,6 +100,18 @@ void append_bytes_element(std::vector<std::byte>& data, std::string_view element
 // server fault, ProtocolError(500), because parsed requests were validated against one model.
 [[nodiscard]] Tensor concat_batch(std::span<const Tensor* const> parts);
 
+// What concat_batch would make, without making it: the stacked shape and its size in bytes, after
+// the same checks (ProtocolError(500) on a mismatch).
+struct BatchLayout {
+  std::vector<std::int64_t> shape;
+  std::size_t bytes = 0;
+};
+[[nodiscard]] BatchLayout batch_layout(std::span<const Tensor* const> parts);
+// The parts' data, stacked, into `out` (exactly batch_layout(parts).bytes long, else
+// ProtocolError(500)): a caller that keeps one buffer across batches copies each byte once and
+// allocates nothing (the serving thread's batch of images is tens of MB).
+void copy_batch(std::span<const Tensor* const> parts, std::span<std::byte> out);
+
 // The inverse: `batched` cut along dimension 0 into pieces of `batch_sizes` rows, which must add
 // up to its first dimension (else ProtocolError(500): the engine answered with another batch).
 [[nodiscard]] std::vector<Tensor> split_batch(const Tensor& batched, std::span<const std::int64_t> batch_sizes);
