@@ -183,7 +183,9 @@ serve_run() {  # ALGORITHM CAP RATE: a server, then gpucap load against it, then
   local algorithm=$1 cap=$2 rate=$3 name="$out/serve-$1-$2"
   local banner="$raw/serve-$1-$2.out"
   rm -f "$name.json" "$name.load.json"  # a failed run leaves no earlier run's figures behind
-  "$gpucap" serve --platform nvml --model-file "$models_dir/$first_model.pt" --engine-device "$engine_device" \
+  # -v: every window's decision and the controller's state (learnt host time, κ, room) go to
+  # $name.log, the timeline a real-GPU run is explained by.
+  "$gpucap" -v serve --platform nvml --model-file "$models_dir/$first_model.pt" --engine-device "$engine_device" \
     --precision "$first_precision" --profile "$profile" --algorithm "$algorithm" --power-cap "$cap" \
     --slo-ms "$serve_slo_ms" --max-batch-size 32 --max-queue-delay-us 2000 --listen "127.0.0.1:${MEASURE_SERVE_PORT:-0}" --json > "$banner" 2> "$name.log" &
   serve_pid=$!

@@ -18,6 +18,10 @@ constexpr double kLatencyRecovery = 1.02;
 constexpr double kP99Close = 0.9;  // p99 above this share of the SLO lowers κ
 constexpr double kP99Far = 0.6;    // below it (with traffic) raises κ again
 constexpr double kP99Room = 0.85;  // below it, a window that shed lets the queue hold more
+// Measured batch times within this share above the profile's teach no host time: a profile's own
+// points scatter by about as much (and a mix of batch sizes is timed against its mean's).
+constexpr double kHostTimeTolerance = 0.05;
+constexpr int kBatchesForHostTime = 5;  // fewer batches in a window time too little
 
 }  // namespace
 
@@ -66,8 +70,8 @@ std::optional<CapserveChoice> CapserveController::choose(double cap_w, double pl
     choice.batch_cap = c.batch;
     choice.sm_clock_mhz = c.sm_clock_mhz;
     choice.memory_clock_mhz = c.memory_clock_mhz;
-    choice.throughput_items_s = c.profile.throughput_img_s;
-    choice.batch_time_s = c.batch / c.profile.throughput_img_s;
+    choice.batch_time_s = c.batch / c.profile.throughput_img_s + host_s_per_item_ * c.batch;
+    choice.throughput_items_s = c.batch / choice.batch_time_s;
     choice.power_w = c.profile.max_power_w * power_ratio_;
     if (choice.power_w > budget_w) continue;
     if (!least_power || choice.power_w < least_power->power_w) least_power = choice;
@@ -132,7 +136,35 @@ ServingKnobs CapserveController::initial_knobs(double cap_w) const {
   return knobs_for(choose(cap_w, std::numeric_limits<double>::infinity()), cap_w, 0.0);
 }
 
+std::optional<double> CapserveController::profiled_batch_time_s(double items, const ServingKnobs& knobs) const {
+  const auto time_of = [&](int batch) -> std::optional<double> {
+    const auto it = std::find_if(candidates_.begin(), candidates_.end(), [&](const Candidate& c) {
+      return c.batch == batch && (!knobs.sm_clock_mhz || c.sm_clock_mhz == *knobs.sm_clock_mhz) &&
+             c.memory_clock_mhz == knobs.memory_clock_mhz;
+    });
+    if (it == candidates_.end()) return std::nullopt;
+    return batch / it->profile.throughput_img_s;
+  };
+  const int low = std::max(1, static_cast<int>(std::floor(items)));
+  const auto low_s = time_of(low);
+  const auto high_s = time_of(low + 1);
+  if (!low_s) return std::nullopt;
+  if (!high_s || items <= low) return *low_s;
+  return *low_s + (items - low) * (*high_s - *low_s);
+}
+
+void CapserveController::learn_host_time(const ServingObservation& o) {
+  if (o.batches < kBatchesForHostTime || o.mean_batch_items <= 0.0 || o.window_s <= 0.0) return;
+  const auto profiled_s = profiled_batch_time_s(o.mean_batch_items, o.knobs);
+  if (!profiled_s) return;
+  const double measured_s = o.busy_fraction * o.window_s / o.batches;
+  const double excess_s = measured_s - *profiled_s;
+  const double target = excess_s > kHostTimeTolerance * *profiled_s ? excess_s / o.mean_batch_items : 0.0;
+  host_s_per_item_ = host_s_per_item_ * (1.0 - params_.learning_rate) + target * params_.learning_rate;
+}
+
 void CapserveController::learn(const ServingObservation& o) {
+  learn_host_time(o);
   // A window in a cap transition shows the GPU as it ran under the old cap: it teaches nothing
   // about power, and its readings over the new cap are not an overshoot of the rule's.
   const bool power_speaks = !o.power.empty() && !o.cap_transition;
@@ -205,8 +237,8 @@ ServingKnobs CapserveController::decide(const ServingObservation& observation) {
 }
 
 std::string CapserveController::describe_state() const {
-  return fmt::format("planned {:.0f}/s, kappa {:.2f}, queue room {:.2f}, power ratio {:.3f}, margin {:.1f} %",
-                     last_planned_rps_, kappa_, queue_room_slo_share_, power_ratio_, 100.0 * margin_);
+  return fmt::format("planned {:.0f}/s, kappa {:.2f}, queue room {:.2f}, power ratio {:.3f}, margin {:.1f} %, host {:.0f} us/item",
+                     last_planned_rps_, kappa_, queue_room_slo_share_, power_ratio_, 100.0 * margin_, 1e6 * host_s_per_item_);
 }
 
 }  // namespace gpucap::control

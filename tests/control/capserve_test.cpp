@@ -309,6 +309,44 @@ TEST(Capserve, LearnsThePowerRatioOnlyFromBusySettledWindowsOutsideCapTransition
   EXPECT_GT(c.power_ratio(), 1.0);
 }
 
+// A real server spends time per item that the profile (inputs already on the GPU) leaves out: the
+// batches' measured time teaches it, and the capacity planned for every batch size shrinks with it.
+TEST(Capserve, LearnsTheServersOwnTimePerItemFromBatchesSlowerThanTheProfile) {
+  auto p = toy_params();
+  p.profile = toy_profile({1000.0});
+  p.gpu_writes = false;
+  CapserveController c(p);
+  const auto knobs = c.initial_knobs(300.0);
+  const auto profile = toy_profile({1000.0});
+  const double batch16_s = 16.0 / profile->predict(profile->columns().front(), 16)->throughput_img_s;  // 24 ms
+  const auto timed = [&](int batches, double batch_s) {
+    auto o = window(knobs, 300.0, 100.0, 100.0, 0.02);
+    o.batches = batches;
+    o.mean_batch_items = 16.0;
+    o.busy_fraction = batches * batch_s / o.window_s;
+    return o;
+  };
+  (void)c.decide(timed(40, batch16_s * 1.04));  // within the profile's scatter: nothing learnt
+  EXPECT_EQ(c.host_s_per_item(), 0.0);
+  (void)c.decide(timed(4, batch16_s * 2.0));  // too few batches to time
+  EXPECT_EQ(c.host_s_per_item(), 0.0);
+  const auto before = c.choose(300.0, 100.0);
+  // Batches of 16 take 16 ms more than the profile's 24: 1 ms an item, learnt at the learning rate.
+  for (int k = 0; k < 30; ++k) (void)c.decide(timed(20, batch16_s + 0.016));
+  EXPECT_NEAR(c.host_s_per_item(), 0.001, 1e-5);
+  const auto after = c.choose(300.0, 100.0);
+  ASSERT_TRUE(before && after);
+  EXPECT_NEAR(after->batch_time_s, after->batch_cap / profile->predict(profile->columns().front(), after->batch_cap)->throughput_img_s +
+                                       0.001 * after->batch_cap, 1e-6);
+  EXPECT_NEAR(after->throughput_items_s, after->batch_cap / after->batch_time_s, 1e-9);
+  // The SLO bounds the batch by its real time now: two batches within 0.7 × 0.2 s.
+  EXPECT_LE(2.0 * after->batch_time_s, 0.7 * 0.2 + 1e-12);
+  EXPECT_LT(after->batch_cap, before->batch_cap);
+  // Batches back at the profile's time: the learnt time decays away.
+  for (int k = 0; k < 40; ++k) (void)c.decide(timed(20, batch16_s));
+  EXPECT_LT(c.host_s_per_item(), 1e-8);
+}
+
 TEST(Capserve, RefusesWhatItCannotRunFrom) {
   CapserveParams no_profile;
   EXPECT_THROW(CapserveController{no_profile}, Error);
