@@ -152,7 +152,7 @@ class EngineBackend final : public InferenceBackend {
   // backend (batches come one at a time, from the serving loop's GPU thread), so a batch of images
   // (tens of MB) is neither allocated nor zeroed again. On an H200, a fresh concatenation and a
   // second copy into the engine's floats kept that thread busy ~20 ms per batch of 32 images, more
-  // than the GPU's 4.4 ms (docs/measurements/2026-11-30-NVIDIA_H200).
+  // than the GPU's 4.4 ms (docs/measurements/2026-11-30-NVIDIA_H200-serve-before).
   void gather_input(std::span<const kserve::InferRequest* const> requests) {
     parts_.clear();
     for (const auto* request : requests) {
