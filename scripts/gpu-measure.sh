@@ -22,7 +22,7 @@
 #      matrix's; 32 also bounds capserve's batch), each taking a
 #      Poisson stream from `gpucap load --binary` on the same machine at MEASURE_SERVE_LOAD (0.7) of
 #      the sweep's capacity within the SLO under the lowest cap (at most MEASURE_SERVE_MAX_RPS,
-#      2000), MEASURE_SERVE_SECONDS (30) per run after MEASURE_SERVE_WARMUP_SECONDS (5), p99 SLO
+#      2000), MEASURE_SERVE_SECONDS (30) per run, the first MEASURE_SERVE_WARMUP_SECONDS (5) a warm-up, p99 SLO
 #      MEASURE_SERVE_SLO_MS (100), on 127.0.0.1:MEASURE_SERVE_PORT (default: a free port). Software caps
 #      move the batch cap, the delay and admission only: nothing is written to the GPU.
 #

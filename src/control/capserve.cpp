@@ -22,6 +22,9 @@ constexpr double kP99Room = 0.85;  // below it, a window that shed lets the queu
 // points scatter by about as much (and a mix of batch sizes is timed against its mean's).
 constexpr double kHostTimeTolerance = 0.05;
 constexpr int kBatchesForHostTime = 5;  // fewer batches in a window time too little
+// h is learnt from batches at least this full (mean items / batch cap): small batches' excess is
+// mostly a cost per batch, which counted per item would inflate large batches' planned time.
+constexpr double kFullnessForHostTime = 0.5;
 
 }  // namespace
 
@@ -154,7 +157,9 @@ std::optional<double> CapserveController::profiled_batch_time_s(double items, co
 }
 
 void CapserveController::learn_host_time(const ServingObservation& o) {
-  if (o.batches < kBatchesForHostTime || o.mean_batch_items <= 0.0 || o.window_s <= 0.0) return;
+  // A window in a cap transition ran batches at the clocks before the change.
+  if (o.cap_transition || o.batches < kBatchesForHostTime || o.window_s <= 0.0) return;
+  if (o.mean_batch_items < kFullnessForHostTime * o.knobs.max_batch_size || o.mean_batch_items <= 0.0) return;
   const auto profiled_s = profiled_batch_time_s(o.mean_batch_items, o.knobs);
   if (!profiled_s) return;
   const double measured_s = o.busy_fraction * o.window_s / o.batches;

@@ -80,7 +80,8 @@ std::unique_ptr<test::ChildProcess> start(const std::vector<std::string>& extra,
 TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
   const FakeGpu fake;
   int port = 0;
-  auto server = start({}, port);
+  // A 300-ms queue delay: two requests sent at once are stacked into one batch.
+  auto server = start({"--json", "--max-queue-delay-us", "300000"}, port);
   ASSERT_GT(port, 0) << "the server did not start";
   const auto input = read_floats(model_file(".input.f32"));
   const auto expected = read_floats(model_file(".output.f32"));
@@ -93,8 +94,11 @@ TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
   EXPECT_EQ(model["outputs"][0]["shape"], nlohmann::json::array({-1, 1000}));
   EXPECT_EQ(model["platform"], "pytorch_libtorch");
   // Images [first, first + count) in one request, each answered with Python's output for it. The
-  // batches go 1, 2, 1 images: the backend's input buffer, kept across batches, grows and shrinks.
+  // batches go 1, 2, 1 images, then two requests of one in one batch: the backend's input buffer,
+  // kept across batches, grows and shrinks, and stacks requests in their order.
   const auto ask = [&](std::size_t first, std::size_t count) {
+    httplib::Client own("127.0.0.1", port);  // its own connection: two asks may run at once
+    own.set_read_timeout(60);
     const nlohmann::json header = {
         {"inputs", {{{"name", "input"}, {"shape", {count, 3, 224, 224}}, {"datatype", "FP32"},
                      {"parameters", {{"binary_data_size", count * per_image * 4}}}}}},
@@ -102,9 +106,9 @@ TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
     auto body = header.dump();
     const auto header_length = body.size();
     body.append(reinterpret_cast<const char*>(input.data() + first * per_image), count * per_image * 4);
-    const auto r = client.Post("/v2/models/mnasnet0_5/infer",
-                               {{"Inference-Header-Content-Length", std::to_string(header_length)}}, body,
-                               "application/octet-stream");
+    const auto r = own.Post("/v2/models/mnasnet0_5/infer",
+                            {{"Inference-Header-Content-Length", std::to_string(header_length)}}, body,
+                            "application/octet-stream");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     EXPECT_FALSE(r->has_header("X-Gpucap-Simulated"));
@@ -122,11 +126,21 @@ TEST(ServeNvml, ServesTheRealModelOnTheRequestsDataAsPythonDoes) {
   ask(0, 1);
   ask(0, 2);
   ask(1, 1);
+  auto second = std::async(std::launch::async, [&] { ask(1, 1); });
+  ask(0, 1);
+  second.get();
   EXPECT_TRUE(fake.writes().empty()) << "without --allow-gpu-control nothing is written";
   server->signal(SIGTERM);
+  std::string summary;
+  while (const auto line = server->read_line(60.0)) {
+    if (!summary.empty() || line->starts_with("{")) summary += *line + "\n";
+  }
   const auto status = server->wait(60.0);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  const auto totals = nlohmann::json::parse(summary);
+  EXPECT_EQ(totals["answered"], 5);
+  EXPECT_EQ(totals["batches"], 4) << "the last two requests were not stacked into one batch";
 }
 
 // With control the static setting writes the power limit (= the cap), journaled first: a SIGKILL

@@ -316,7 +316,8 @@ TEST(Capserve, LearnsTheServersOwnTimePerItemFromBatchesSlowerThanTheProfile) {
   p.profile = toy_profile({1000.0});
   p.gpu_writes = false;
   CapserveController c(p);
-  const auto knobs = c.initial_knobs(300.0);
+  auto knobs = c.initial_knobs(300.0);
+  knobs.max_batch_size = 16;  // the window's batches of 16 are full
   const auto profile = toy_profile({1000.0});
   const double batch16_s = 16.0 / profile->predict(profile->columns().front(), 16)->throughput_img_s;  // 24 ms
   const auto timed = [&](int batches, double batch_s) {
@@ -329,6 +330,14 @@ TEST(Capserve, LearnsTheServersOwnTimePerItemFromBatchesSlowerThanTheProfile) {
   (void)c.decide(timed(40, batch16_s * 1.04));  // within the profile's scatter: nothing learnt
   EXPECT_EQ(c.host_s_per_item(), 0.0);
   (void)c.decide(timed(4, batch16_s * 2.0));  // too few batches to time
+  EXPECT_EQ(c.host_s_per_item(), 0.0);
+  auto transition = timed(40, batch16_s * 2.0);
+  transition.cap_transition = true;  // batches ran at the clocks before a cap change
+  (void)c.decide(transition);
+  EXPECT_EQ(c.host_s_per_item(), 0.0);
+  auto sparse = timed(40, batch16_s * 2.0);
+  sparse.knobs.max_batch_size = 64;  // batches of 16 under a cap of 64: a cost per batch, not per item
+  (void)c.decide(sparse);
   EXPECT_EQ(c.host_s_per_item(), 0.0);
   const auto before = c.choose(300.0, 100.0);
   // Batches of 16 take 16 ms more than the profile's 24: 1 ms an item, learnt at the learning rate.

@@ -20,9 +20,9 @@
 // A batch's time s(B, f) is the profile's plus h·B, where h is the server's own time per item that
 // the profile leaves out (it is measured with the inputs already on the GPU; a server copies each
 // request's input into the batch and moves it to the GPU): learnt from the windows' measured batch
-// times against the profile's for the batches that ran, when they are more than 5 % longer (on an
-// H200, before a fix of the server's copies, ResNet-50 images took ~0.6 ms each beyond the GPU's
-// time; the twin has none of its own, but a board limit that throttles the clock slows batches).
+// times against the profile's for the batches that ran, when they are more than 5 % longer, in
+// windows outside cap transitions whose batches were at least half full (the twin has no host time
+// of its own, but a board limit that throttles the clock slows its batches).
 // Among the configurations that meet all three it takes the one with the least energy per item
 // (predicted power / throughput): the load is served, under the cap and the SLO, with the least
 // power. When none can carry the load (demand beyond what the GPU can serve under the cap and the
