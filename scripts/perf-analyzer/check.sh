@@ -22,9 +22,14 @@ url=127.0.0.1:$port
 server=$!
 trap 'kill -TERM $server 2>/dev/null' EXIT
 for _ in $(seq 100); do
-  curl -sf "http://$url/v2/health/ready" >/dev/null && break
+  kill -0 $server 2>/dev/null || break
+  curl -sf --max-time 1 "http://$url/v2/health/ready" >/dev/null && break
   sleep 0.1
 done
+if ! curl -sf --max-time 1 "http://$url/v2/health/ready" >/dev/null; then
+  echo "check.sh: gpucap serve is not ready on $url (PORT=... picks another port): $(tail -1 "$out/serve.log")" >&2
+  exit 2
+fi
 
 failed=0
 run() {
