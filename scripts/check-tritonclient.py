@@ -9,8 +9,11 @@ src/python/library) on PYTHONPATH with Debian's python3-geventhttpclient, python
 python3-numpy:
 
     PYTHONPATH=CLIENT/src/python/library /usr/bin/python3 scripts/check-tritonclient.py --gpucap build-ci/gpucap
-    # another server, already running (a real GPU's, Triton itself):
+    # a gpucap serve already running (a real GPU's, say):
     PYTHONPATH=... /usr/bin/python3 scripts/check-tritonclient.py --url 127.0.0.1:8000 --model resnet50
+
+With --url the model must take one FP32 input with a leading batch dimension (the checks send
+FP32 data, and INT32 as the wrong datatype); it was run against gpucap's twin server only.
 
 Each call the client makes prints PASS or FAIL with what came back; exit 0 when all passed.
 """
@@ -19,6 +22,7 @@ import argparse
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -55,12 +59,14 @@ def start_twin_server(gpucap, gpu, model):
     port = free_port()
     args = [gpucap, "serve", "--gpu", gpu, "--model", model, "--power-cap", "250",
             "--slo-ms", "100", "--listen", f"127.0.0.1:{port}"]
-    server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.TemporaryFile(mode="w+")  # its stderr, read only if it fails to start
+    server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            sys.exit(f"check-tritonclient: gpucap serve exited {server.returncode}: {server.stderr.read().strip()}")
+            log.seek(0)
+            sys.exit(f"check-tritonclient: gpucap serve exited {server.returncode}: {log.read().strip()}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return server, url
@@ -142,7 +148,11 @@ def main():
     finally:
         if server is not None:
             server.terminate()
-            check("gpucap serve exits 0 on SIGTERM", server.wait(timeout=30) == 0)
+            try:
+                check("gpucap serve exits 0 on SIGTERM", server.wait(timeout=30) == 0)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                check("gpucap serve exits 0 on SIGTERM", False, "still running 30 s after SIGTERM: killed")
     passed = sum(check.results)
     print(f"{passed} of {len(check.results)} checks passed (tritonclient against {url})")
     return 0 if passed == len(check.results) else 1

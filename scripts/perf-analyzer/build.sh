@@ -6,6 +6,8 @@
 #   sudo apt-get install -y --no-install-recommends libcurl4-openssl-dev rapidjson-dev libgrpc++-dev \
 #       protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libb64-dev zlib1g-dev
 #   git clone https://github.com/triton-inference-server/perf_analyzer   # and client, common
+#   # tried with perf_analyzer 263c5f6e, client 58a44caa, common 83adf7cf (2026-11-30); a later
+#   # perf_analyzer may add or rename sources, which the Makefile lists
 #   scripts/perf-analyzer/build.sh PERF_ANALYZER_DIR CLIENT_DIR COMMON_DIR [BUILD_DIR]
 #
 # Prints the path of the binary. JOBS (default 2) compiles in parallel.
