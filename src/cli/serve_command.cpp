@@ -392,7 +392,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--preferred-batch-size", flags->preferred_batch_sizes, "Triton's preferred_batch_size (repeatable)");
   cmd->add_option("--priority-levels", flags->priority_levels,
-                  "Triton's priority_levels: requests' \"priority\" parameter 1 (highest) to N; 0 is the lowest")
+                  "Triton's priority_levels N: requests' \"priority\" parameter 1 (highest) to N, and a request "
+                  "without one (or 0) at level N; 0 or 1: one level")
       ->capture_default_str();
   cmd->add_option("--max-queue-size", flags->max_queue_size,
                   "Triton's max_queue_size per priority level (0: unbounded; a full queue answers 503)")
@@ -423,6 +424,10 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", flags->json, "At exit, print the summary as JSON");
   add_cluster_node_flags(*cmd, flags->cluster);
   flags->real.add_to(*cmd);
+  // Shared with run and tune, where they apply; serve refuses them (reject_for_requests), and its
+  // help says so.
+  cmd->get_option("--images-dir")->description("not with serve: the model runs on the requests' own data");
+  cmd->get_option("--cuda-graphs")->description("not with serve: the requests' batches run as they come, not as graphs");
   return Command{cmd, [flags, &global] { run_serve(*flags, global); }};
 }
 
