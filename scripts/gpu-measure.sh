@@ -210,6 +210,7 @@ serve_run() {  # ALGORITHM CAP RATE: a server, then gpucap load against it, then
   wait "$pid" || echo "gpu-measure: gpucap serve ($algorithm, $cap W) exited with $?" >&2
   serve_pid=""
   sed -n '/^{/,$p' "$banner" > "$name.json"
+  sed -n '/^{/q;p' "$banner" >> "$name.log"  # the banner: the server's warm-up and its time
 }
 if picked serve; then
   lowest_cap=${caps%% *}

@@ -227,6 +227,8 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
   runtime_options.on_failure = [] { ::kill(::getpid(), SIGUSR2); };
   runtime_options.batch_timeout_s = f.batch_timeout_s;
+  std::optional<std::string> warmup_note;
+  if (served.warm_up) runtime_options.prepare = [&served, &warmup_note] { warmup_note = served.warm_up(); };
   std::atomic<ClusterNode*> cluster_node{nullptr};
   const auto on_window = [&exports, &cluster_node](const serve::ServingWindow& w) {
     if (auto* node = cluster_node.load()) node->observe(w);
@@ -310,6 +312,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
                metrics_url.substr(0, metrics_url.rfind("/metrics")));
   }
   if (admin) fmt::print("  admin                  {}/v1/power\n", admin->url());
+  if (warmup_note) fmt::print("  warmed up              {}\n", *warmup_note);
   fmt::print("  stop with Ctrl-C or SIGTERM: the queue drains and every GPU setting is restored\n");
   std::fflush(stdout);
 
@@ -421,6 +424,12 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "twin: seed of its noise")->capture_default_str();
   cmd->add_option("--sample-hz", flags->sample_hz, "Power sampling rate, Hz")->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup,
+                  "nvml: before serving, run the model twice at every batch size up to --max-batch-size, so that no "
+                  "request waits for a batch size's first, slow run (kernel selection, the TorchScript executor's "
+                  "specialisation): auto (on with a CUDA engine), on or off. Its time grows with the square of "
+                  "--max-batch-size")
+      ->capture_default_str();
   cmd->add_flag("--json", flags->json, "At exit, print the summary as JSON");
   add_cluster_node_flags(*cmd, flags->cluster);
   flags->real.add_to(*cmd);

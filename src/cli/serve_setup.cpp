@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -45,11 +46,49 @@ std::vector<std::int64_t> noop_dims(const std::string& text) {
   return dims;
 }
 
+// --warmup: whether the engine runs every batch size before serving.
+bool wants_warmup(const std::string& warmup, const std::string& engine_device) {
+  if (warmup == "on") return true;
+  if (warmup == "off") return false;
+  if (warmup == "auto") return engine_device.starts_with("cuda");
+  throw usage_error(fmt::format("--warmup '{}' must be auto, on or off", warmup));
+}
+
+// Runs the model on zeros at every batch size from 1 to `max_batch_size`, twice each, the way a
+// request's batch runs (from host memory, outputs back to it); on the thread that will run the
+// batches (PyTorch keeps cuDNN's execution plans per thread). A batch size's first runs on a GPU
+// are slow (cuDNN's plans, the TorchScript executor's specialisation to the shape, CUDA modules
+// loaded on first use): on an H200 both settings answered at p99 220-400 ms in the first seconds
+// of a ResNet-50 server at 2000 requests/s, and capserve read that p99 as the load's and held its
+// queue short for the next 20 s (docs/measurements/2026-11-30-NVIDIA_H200-serve-run2). Triton
+// offers the same as its model_warmup setting. Returns what ran, for the banner.
+std::string warm_up(engine::Engine& engine, int input_size, int max_batch_size) {
+  constexpr int kPasses = 2;  // the executor profiles a shape's first run and optimises the second
+  const auto started = std::chrono::steady_clock::now();
+  const auto per_image = static_cast<std::size_t>(3) * static_cast<std::size_t>(input_size) * static_cast<std::size_t>(input_size);
+  engine::TensorData zeros;
+  for (int batch = 1; batch <= max_batch_size; ++batch) {
+    zeros.shape = {batch, 3, input_size, input_size};
+    zeros.values.assign(per_image * static_cast<std::size_t>(batch), 0.0F);
+    try {
+      for (int pass = 0; pass < kPasses; ++pass) (void)engine.run_data(zeros);
+    } catch (const std::exception& e) {
+      // Before serving: a model that cannot run a batch the server would admit says so now.
+      const auto* error = dynamic_cast<const Error*>(&e);
+      throw Error(error ? error->code() : ErrorCode::device, fmt::format("warming the model up at batch size {}: {} (--max-batch-size bounds the batches; "
+                                        "--warmup off skips the warm-up)", batch, e.what()));
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return fmt::format("batch sizes 1-{}, {} passes each, {:.1f} s", max_batch_size, kPasses, seconds);
+}
+
 }  // namespace
 
 Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
   f.real.reject_on_twin(f.platform);
   reject_for_platform(f.allow_gpu_control, "--allow-gpu-control", "twin");
+  reject_for_platform(f.warmup != "auto", "--warmup", "twin (its batches have no first-run cost)");
   Served s;
   const auto& gpu = catalog.gpu(f.gpu.value_or("a100"));
   const auto model_id = f.model.value_or("resnet50");
@@ -97,6 +136,7 @@ Served nvml_served(const ServeFlags& f) {
   }
   Served s;
   const auto engine_flags = f.real.engine(f.seed, f.precision);
+  const bool warmup = wants_warmup(f.warmup, engine_flags.engine_device);
   s.platform = std::make_unique<runtime::NvmlPlatform>(
       f.real.platform(f.allow_gpu_control, f.sample_hz), [&engine_flags](std::function<double()> now_s) {
         return engine::load_torch_engine(torch_engine_options(engine_flags), std::move(now_s));
@@ -119,6 +159,11 @@ Served nvml_served(const ServeFlags& f) {
     m.outputs.push_back({outputs.size() == 1 ? "output" : fmt::format("output{}", k), service::kserve::Datatype::fp32, shape});
   }
   s.backend = service::make_engine_backend(std::move(m), nvml.engine());
+  if (warmup) {
+    s.warm_up = [&engine = nvml.engine(), size = f.real.input_size, batch = f.max_batch_size] {
+      return warm_up(engine, size, batch);
+    };
+  }
   const auto& info = nvml.gpu().info();
   s.gpu_id = info.name;
   s.gpu_name = info.name;

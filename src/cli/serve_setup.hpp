@@ -3,6 +3,7 @@
 // a real GPU through LibTorch), the batcher, the serving controller and the cap to start with.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,7 @@ struct ServeFlags {
   std::string hostname_label = monitor::kHostnameLabel;
   std::string seed = "1";
   double sample_hz = 100.0;
+  std::string warmup = "auto";  // nvml: auto (on with a CUDA engine), on or off
   bool json = false;
   ClusterNodeFlags cluster;
 };
@@ -71,6 +73,9 @@ struct Served {
   std::shared_ptr<const predict::ProfileModel> profile;
   double min_cap_w = 1.0;  // below it no controller can meet the cap
   std::optional<cluster::NodeCurve> capacity;  // with --cluster-etcd: what it can serve under each cap
+  // --warmup: runs the model at every batch size (on the serving loop's GPU thread, before it
+  // serves) and says what ran, for the banner; empty: no warm-up.
+  std::function<std::string()> warm_up;
 };
 
 // The GPU and the model: the twin (--platform twin) or a real GPU with a TorchScript model.

@@ -48,6 +48,33 @@ ServingRuntime::ServingRuntime(runtime::Platform& platform, control::ServingCont
   if (options_.batch_timeout_s && !(*options_.batch_timeout_s > 0.0 && std::isfinite(*options_.batch_timeout_s))) {
     throw usage_error(fmt::format("the batch timeout {:g} s must be positive", *options_.batch_timeout_s));
   }
+  // The thread prepares first (nothing set up yet), then waits for the go: set_up() has run here,
+  // or failed (the thread ends, joined before the error leaves).
+  auto prepared = std::make_shared<std::promise<void>>();
+  auto prepared_result = prepared->get_future();
+  std::promise<bool> go;
+  thread_ = std::thread([this, prepared, go_result = go.get_future()]() mutable {
+    try {
+      if (options_.prepare) options_.prepare();
+      prepared->set_value();
+    } catch (...) {
+      prepared->set_exception(std::current_exception());
+      return;
+    }
+    if (go_result.get()) gpu_thread();
+  });
+  try {
+    prepared_result.get();
+    set_up(controller, std::move(on_sample));
+  } catch (...) {
+    go.set_value(false);
+    thread_.join();
+    throw;
+  }
+  go.set_value(true);
+}
+
+void ServingRuntime::set_up(control::ServingController& controller, SampleSink on_sample) {
   auto stats = options_.stats;
   stats.slo_s = options_.slo_s;
   core_ = std::make_unique<ServingCore>(options_.batcher, stats, controller.initial_knobs(cap_.at(0.0).cap_w));
@@ -55,7 +82,6 @@ ServingRuntime::ServingRuntime(runtime::Platform& platform, control::ServingCont
                                         options_.slo_s);
   if (on_sample) loop_->on_power_sample(std::move(on_sample));
   start_ = std::chrono::steady_clock::now();
-  thread_ = std::thread([this] { gpu_thread(); });
 }
 
 ServingRuntime::~ServingRuntime() {

@@ -49,6 +49,11 @@ TEST(ServeFlags, BadOnesAreOneLineBeforeAnythingStarts) {
                "--cuda-graphs does not apply here");
   expect_error({"serve", "--platform", "nvml", "--model-file", "m.pt", "--power-cap", "250", "--noop-shape", "8"}, 2,
                "--noop-shape does not apply to --platform nvml");
+  expect_error({"serve", "--platform", "nvml", "--model-file", "m.pt", "--power-cap", "250", "--algorithm", "static",
+                "--warmup", "maybe"},
+               2, "--warmup 'maybe' must be auto, on or off");
+  expect_error({"serve", "--model", "noop", "--power-cap", "250", "--warmup", "on"}, 2,
+               "--warmup does not apply to --platform twin");
   // An algorithm serve does not run is named with the ones it does.
   expect_error({"serve", "--model", "noop", "--power-cap", "250", "--algorithm", "pctodl"}, 2,
                "--algorithm pctodl partitions a GPU among MPS tenants, and serve runs one model: give one of capserve, "

@@ -235,6 +235,35 @@ TEST(ServeNvml, AServingLoopThatFailsEndsTheServerWithAnError) {
   }
 }
 
+// --warmup on runs every batch size the server may batch before it says it serves, and says so;
+// auto on the CPU (every other test here) runs none.
+TEST(ServeNvml, TheWarmUpRunsEveryBatchSizeBeforeServing) {
+  const FakeGpu fake;
+  const auto banner = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {GPUCAP_CLI_PATH, "serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH,
+                                     "--model-file", model_file(".pt"), "--engine-device", "cpu", "--input-size", "224",
+                                     "--power-settle-s", "0", "--power-cap", "150", "--algorithm", "static",
+                                     "--listen", "127.0.0.1:0", "--max-batch-size", "3"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    test::ChildProcess server(argv);
+    std::string text;
+    while (const auto line = server.read_line(120.0)) {
+      text += *line + "\n";
+      if (line->find("stop with Ctrl-C") != std::string::npos) break;
+    }
+    server.signal(SIGTERM);
+    const auto status = server.wait(60.0);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << text;
+    return text;
+  };
+  const auto on = banner({"--warmup", "on"});
+  EXPECT_TRUE(std::regex_search(on, std::regex(R"(\n  warmed up +batch sizes 1-3, 2 passes each, [0-9]+\.[0-9] s\n)"))) << on;
+  EXPECT_LT(on.find("warmed up"), on.find("stop with Ctrl-C")) << on;
+  const auto automatic = banner({});
+  EXPECT_NE(automatic.find("stop with Ctrl-C"), std::string::npos) << automatic;
+  EXPECT_EQ(automatic.find("warmed up"), std::string::npos) << automatic;
+}
+
 TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
   const FakeGpu fake;
   test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),

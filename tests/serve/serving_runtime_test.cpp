@@ -231,6 +231,50 @@ TEST(ServingRuntime, ADrainThatMayGiveUpStillWaitsForASlowBatch) {
   EXPECT_GE(totals.windows, 1) << "the last window is closed as in any drain";
 }
 
+// The engine's warm-up (RuntimeOptions::prepare) runs on the thread that then runs the batches
+// (PyTorch keeps cuDNN's plans per thread), before any GPU setting is written.
+TEST(ServingRuntime, PrepareRunsOnTheGpuThreadBeforeAnythingIsSet) {
+  TwinA100 twin;
+  auto options = one_request_batches(5.0);
+  std::thread::id prepared_on;
+  bool limit_set_while_preparing = true;
+  options.prepare = [&] {
+    prepared_on = std::this_thread::get_id();
+    limit_set_while_preparing = twin.platform.twin().power_limit_set();
+  };
+  std::promise<std::thread::id> ran_on;
+  const auto executor = [&](ServingLoop& loop, const Launch& launch) {
+    ran_on.set_value(std::this_thread::get_id());
+    return loop.execute(launch);
+  };
+  ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, executor);
+  EXPECT_FALSE(limit_set_while_preparing) << "the first knobs were applied before the warm-up";
+  auto answer = runtime.submit(1, 1, 0, std::nullopt);
+  auto batch_thread = ran_on.get_future();
+  ASSERT_EQ(batch_thread.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(prepared_on, std::this_thread::get_id());
+  EXPECT_EQ(prepared_on, batch_thread.get());
+  EXPECT_EQ(answer.get().kind, AnswerKind::ok);
+}
+
+// A warm-up that fails (a batch size the model cannot run) ends the constructor with its error,
+// the GPU untouched and the thread joined.
+TEST(ServingRuntime, APrepareThatFailsEndsTheConstructorWithNothingSet) {
+  TwinA100 twin;
+  auto options = one_request_batches(5.0);
+  options.prepare = [] { throw Error(ErrorCode::device, "out of memory at batch size 64"); };
+  try {
+    ServingRuntime runtime(twin.platform, twin.controller, twin.cap, options, [](ServingLoop& loop, const Launch& launch) {
+      return loop.execute(launch);
+    });
+    ADD_FAILURE() << "the runtime started";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device);
+    EXPECT_STREQ(e.what(), "out of memory at batch size 64");
+  }
+  EXPECT_FALSE(twin.platform.twin().power_limit_set());
+}
+
 TEST(ServingRuntime, RefusesABatchTimeoutThatIsNotPositive) {
   TwinA100 twin;
   for (const double timeout_s : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {

@@ -67,6 +67,11 @@ struct RuntimeOptions {
   // that batch returns, new requests are answered `stalled` at once, serving() is false, and a
   // caller waiting for an answer may give up (stalled()). nullopt: never.
   std::optional<double> batch_timeout_s;
+  // Run on the GPU thread before anything is set up (no GPU setting written, no window open),
+  // e.g. the engine's warm-up: PyTorch keeps cuDNN's execution plans per thread, so a warm-up on
+  // another thread leaves each batch size's first run on this one slow. Its error ends the
+  // constructor.
+  std::function<void()> prepare;
 };
 
 class ServingRuntime {
@@ -79,8 +84,9 @@ class ServingRuntime {
   // Told of the newest power sample after each batch or idle, on the GPU thread.
   using SampleSink = std::function<void(const PowerSample& sample, double cap_w)>;
 
-  // Applies the controller's first knobs (Error before anything is written) and starts the GPU
-  // thread. Everything passed must outlive the runtime.
+  // Starts the GPU thread, runs options.prepare on it, then applies the controller's first knobs
+  // (Error before anything is written) and lets the thread serve. Everything passed must outlive
+  // the runtime.
   ServingRuntime(runtime::Platform& platform, control::ServingController& controller, CapState& cap,
                  RuntimeOptions options, Executor executor, WindowSink on_window = {}, SampleSink on_sample = {});
   ~ServingRuntime();
@@ -160,6 +166,8 @@ class ServingRuntime {
 
  private:
   void gpu_thread();
+  // The core and the loop (the first knobs applied), and the start of serving's time.
+  void set_up(control::ServingController& controller, SampleSink on_sample);
   void give_back_place();
   void answer(std::uint64_t id, Answer answer);
   void answer_everyone(AnswerKind kind, const std::string& message);  // every admitted request
