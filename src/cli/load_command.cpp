@@ -38,6 +38,7 @@ struct LoadFlags {
   std::optional<double> think_ms;
   std::optional<double> duration_s;
   double warmup_s = 0.0;
+  double wait_s = 0.0;
   long long max_requests = 1'000'000;
   std::optional<int> connections;
   long long batch = 1;
@@ -85,6 +86,7 @@ service::LoadOptions load_options(const LoadFlags& flags) {
     options.duration_s = options.trace_s->back() + kTraceTailS;
   }
   options.warmup_s = flags.warmup_s;
+  options.wait_s = flags.wait_s;
   if (flags.max_requests < 1) throw usage_error(fmt::format("--max-requests must be at least 1, got {}", flags.max_requests));
   options.max_requests = static_cast<std::uint64_t>(flags.max_requests);
   options.batch = flags.batch;
@@ -137,6 +139,9 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
   cmd->add_option("--warmup", flags->warmup_s,
                   "Seconds at the start whose requests are sent but not counted in any figure (a server's first "
                   "requests open its connections and touch its memory for the first time; default 0)");
+  cmd->add_option("--wait-s", flags->wait_s,
+                  "Wait up to this many seconds for a server that cannot be reached yet (or answers 5xx) to answer "
+                  "the model's metadata before the run starts: a server started a moment before (default 0: fail at once)");
   cmd->add_option("--max-requests", flags->max_requests,
                   "Stop after this many requests (this bounds memory: under 100 bytes per request)")
       ->capture_default_str();

@@ -29,6 +29,8 @@ constexpr std::size_t kMaxErrorSamples = 5;
 constexpr auto kStopPoll = std::chrono::milliseconds(20);
 constexpr auto kDriverPoll = std::chrono::milliseconds(5);
 constexpr double kMetadataTimeoutS = 10.0;
+constexpr auto kServerUpPoll = std::chrono::milliseconds(200);
+constexpr double kLongestWaitS = 3600.0;
 // httplib's read timeout is per read: a request that failed after this share of the timeout
 // ran out of time rather than into an error.
 constexpr double kTimedOutShare = 0.95;
@@ -337,6 +339,9 @@ void validate(const LoadOptions& options) {
     throw usage_error(fmt::format("--warmup must be from 0 to less than --duration ({:g} s), got {:g}",
                                   options.duration_s, options.warmup_s));
   }
+  if (!(std::isfinite(options.wait_s) && options.wait_s >= 0.0 && options.wait_s <= kLongestWaitS)) {
+    throw usage_error(fmt::format("--wait-s must be from 0 to {:g} seconds, got {:g}", kLongestWaitS, options.wait_s));
+  }
   if (options.batch < 1) throw usage_error(fmt::format("--batch must be at least 1, got {}", options.batch));
   if (!positive(options.timeout_s)) throw usage_error("--timeout-ms must be positive");
   if (!positive(options.slo_s)) throw usage_error("--slo-ms must be positive");
@@ -358,11 +363,36 @@ void validate(const LoadOptions& options) {
   }
 }
 
+namespace {
+
+// The model's metadata, asked again while the server cannot be reached or answers 5xx (an io
+// error), for up to options.wait_s or until *stop; a 4xx (an unknown model) is final at once.
+kserve::ModelMetadata metadata_once_up(const kserve::ServerUrl& url, const LoadOptions& options,
+                                       const std::atomic<bool>* stop) {
+  const auto deadline = Clock::now() + to_duration(options.wait_s);
+  for (;;) {
+    try {
+      return kserve::fetch_model_metadata(url, options.model, options.model_version,
+                                          std::min(options.timeout_s, kMetadataTimeoutS));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::io || options.wait_s <= 0.0) throw;
+      if (stop != nullptr && stop->load()) {
+        throw Error(ErrorCode::interrupted, fmt::format("stopped while waiting for the server: {}", e.what()));
+      }
+      if (Clock::now() >= deadline) {
+        throw Error(ErrorCode::io, fmt::format("{} (asked for {:g} s, --wait-s)", e.what(), options.wait_s));
+      }
+    }
+    std::this_thread::sleep_for(kServerUpPoll);
+  }
+}
+
+}  // namespace
+
 LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
   validate(options);
   const auto url = kserve::parse_server_url(options.url);
-  const auto metadata = kserve::fetch_model_metadata(url, options.model, options.model_version,
-                                                     std::min(options.timeout_s, kMetadataTimeoutS));
+  const auto metadata = metadata_once_up(url, options, stop);
   const auto inputs = kserve::make_request_inputs(metadata, options.batch, options.shapes, options.seed);
   const auto request = kserve::encode_infer_request(inputs, options.binary);
 

@@ -39,6 +39,7 @@ struct StubConfig {
   int cut_every = 0;          // every Nth: the connection is cut in the middle of the answer
   std::size_t keep_alive_max = 10'000;
   int threads = 32;
+  int port = 0;  // 0: any free one
 };
 
 // Triton's "simple" model, with one INT32 and one FP32 input so that the order shows.
@@ -69,7 +70,12 @@ class KserveStub {
     });
     server_.Post(model_route + "/infer",
                  [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
-    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (config_.port > 0) {
+      if (!server_.bind_to_port("127.0.0.1", config_.port)) throw std::runtime_error("the stub's port is taken");
+      port_ = config_.port;
+    } else {
+      port_ = server_.bind_to_any_port("127.0.0.1");
+    }
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(milliseconds(1));
   }
@@ -557,6 +563,54 @@ TEST(LoadGeneratorTest, UnreachableServerIsAnIoError) {
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "cannot reach the KServe server at");
 }
 
+// --wait-s: a server that comes up a moment after the load generator starts is waited for, and
+// one that does not come up is the same io error, after the wait, saying so.
+TEST(LoadGeneratorTest, WaitsForAServerThatComesUpWithinWaitS) {
+  const int port = test::free_port();
+  LoadOptions options;
+  options.url = "http://127.0.0.1:" + std::to_string(port);
+  options.model = "simple";
+  options.schedule = serve::RateSchedule::constant(50.0);
+  options.duration_s = 0.2;
+  options.wait_s = 20.0;
+  std::unique_ptr<KserveStub> stub;
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(500));
+    StubConfig config;
+    config.port = port;
+    stub = std::make_unique<KserveStub>(config);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  LoadReport report;
+  EXPECT_NO_THROW(report = run_load(options, nullptr));
+  later.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(500));
+  EXPECT_GT(report.answered, 0U);
+  EXPECT_EQ(report.failed(), 0U);
+  ASSERT_TRUE(stub);
+  EXPECT_EQ(static_cast<std::uint64_t>(stub->infers()), report.answered);
+}
+
+TEST(LoadGeneratorTest, AServerThatDoesNotComeUpWithinWaitSIsAnIoError) {
+  LoadOptions options;
+  options.url = "http://127.0.0.1:" + std::to_string(test::free_port());
+  options.model = "simple";
+  options.schedule = serve::RateSchedule::constant(10.0);
+  options.duration_s = 0.1;
+  options.wait_s = 0.6;
+  const auto started = std::chrono::steady_clock::now();
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "(asked for 0.6 s, --wait-s)");
+  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(600));
+  // A model the server does not know is final at once, also with a wait.
+  KserveStub stub({});
+  options.url = stub.url();
+  options.model = "nope";
+  options.wait_s = 30.0;
+  const auto asked = std::chrono::steady_clock::now();
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "does not know model 'nope'");
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(10));
+}
+
 TEST(LoadGeneratorTest, BadUrlsAndOptionsAreUsageErrors) {
   expect_error([] { (void)kserve::parse_server_url("127.0.0.1:8000"); }, ErrorCode::usage, "has no scheme");
   expect_error([] { (void)kserve::parse_server_url("ftp://host"); }, ErrorCode::usage, "other than http");
@@ -575,6 +629,9 @@ TEST(LoadGeneratorTest, BadUrlsAndOptionsAreUsageErrors) {
   options = open_loop(stub, 10.0, 0.1, 1);
   options.schedule.reset();
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--rate");
+  options = open_loop(stub, 10.0, 0.1, 1);
+  options.wait_s = -1.0;
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--wait-s must be from 0 to 3600 seconds, got -1");
   options = open_loop(stub, 10.0, 0.1, 1);
   options.batch = 9;
   options.max_requests = 1;
