@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 namespace gpucap::service::kserve::detail {
@@ -44,12 +46,115 @@ std::optional<NonFinite> non_finite_at(std::string_view text, std::size_t i) {
 }
 
 bool json_whitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// An array of numbers alone: text[begin, end) from its '[' to one past its ']'.
+struct FlatArray {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::size_t values = 0;
+};
 
 struct HeaderScan {
   std::uint64_t values = 0;  // about how many values the parser would build
   std::vector<NonFinite> non_finite;
+  std::vector<FlatArray> arrays;
   std::size_t longest_nul_run = 0;  // escaped NULs (\u0000) in a row in one of the client's strings
 };
+
+// The end of the JSON number that starts at p (RFC 8259: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?
+// [0-9]+)?), or nullptr if none does. `integer`: it has neither fraction nor exponent.
+const char* json_number_end(const char* p, const char* end, bool& integer) {
+  const auto digits = [end](const char* q) {
+    while (q != end && digit(*q)) ++q;
+    return q;
+  };
+  if (p != end && *p == '-') ++p;
+  if (p == end) return nullptr;
+  if (*p == '0') {
+    ++p;
+  } else if (digit(*p)) {
+    p = digits(p + 1);
+  } else {
+    return nullptr;
+  }
+  integer = true;
+  if (p != end && *p == '.') {
+    if (++p == end || !digit(*p)) return nullptr;
+    p = digits(p + 1);
+    integer = false;
+  }
+  if (p != end && (*p == 'e' || *p == 'E')) {
+    if (++p != end && (*p == '+' || *p == '-')) ++p;
+    if (p == end || !digit(*p)) return nullptr;
+    p = digits(p + 1);
+    integer = false;
+  }
+  return p;
+}
+
+// The array whose '[' is text[open] if it holds numbers alone (at least one), each followed by
+// whitespace, ',' or ']': where it ends and how many it holds. Only checks the grammar.
+std::optional<FlatArray> flat_number_array(std::string_view text, std::size_t open) {
+  FlatArray array{open, 0, 0};
+  const char* p = text.data() + open + 1;
+  const char* const end = text.data() + text.size();
+  for (;;) {
+    while (p != end && json_whitespace(*p)) ++p;
+    bool integer = false;
+    p = json_number_end(p, end, integer);
+    if (p == nullptr) return std::nullopt;
+    ++array.values;
+    while (p != end && json_whitespace(*p)) ++p;
+    if (p == end) return std::nullopt;
+    if (*p == ']') break;
+    if (*p != ',') return std::nullopt;
+    ++p;
+  }
+  array.end = static_cast<std::size_t>(p - text.data()) + 1;
+  return array;
+}
+
+// The value nlohmann's parser builds for the number at p (grammar checked), and where it ends: an
+// integer (unsigned when it has no sign) if it has neither fraction nor exponent and fits, else
+// the nearest double (strtod's and from_chars' rounding are both correct); nullopt for one beyond
+// a double's range or below its smallest, which the parser refuses or reads as strtod does (left
+// to it).
+std::optional<nlohmann::json> json_number_value(const char*& p, const char* end) {
+  bool integer = false;
+  const char* const first = p;
+  p = json_number_end(first, end, integer);  // the grammar was checked: not nullptr
+  if (integer) {
+    if (*first == '-') {
+      std::int64_t whole = 0;
+      if (const auto r = std::from_chars(first, p, whole); r.ec == std::errc() && r.ptr == p) return nlohmann::json(whole);
+    } else {
+      std::uint64_t whole = 0;
+      if (const auto r = std::from_chars(first, p, whole); r.ec == std::errc() && r.ptr == p) return nlohmann::json(whole);
+    }
+  }
+  double value = 0.0;
+  if (const auto r = std::from_chars(first, p, value); r.ec != std::errc() || r.ptr != p) return std::nullopt;
+  return nlohmann::json(value);
+}
+
+// The values of a flat array (flat_number_array), or nullopt if one is left to the parser.
+std::optional<nlohmann::json> flat_array_values(std::string_view text, const FlatArray& array) {
+  nlohmann::json values = nlohmann::json::array();
+  auto& elements = values.get_ref<nlohmann::json::array_t&>();
+  elements.reserve(array.values);
+  const char* p = text.data() + array.begin + 1;
+  const char* const end = text.data() + array.end;
+  while (elements.size() < array.values) {
+    while (json_whitespace(*p)) ++p;
+    auto value = json_number_value(p, end);
+    if (!value) return std::nullopt;
+    elements.push_back(std::move(*value));
+    while (json_whitespace(*p)) ++p;
+    ++p;  // ',' or the closing ']'
+  }
+  return values;
+}
 
 // What nlohmann's parser would let through or pay dearly for, refused in one pass over the header
 // before it builds anything: nesting deeper than kMaxJsonDepth (a 10,000-deep array is cheap to
@@ -58,7 +163,11 @@ struct HeaderScan {
 // Counts about how many values the parser would build (commas and arrays or objects outside
 // strings: at least the values less one per array or object), for max_json_values, and finds the
 // tokens of numbers that are not finite where a value stands (after '[', ':' or an array's ',').
-HeaderScan check_json_header(std::string_view text, const std::string& not_json, bool header_length_given) {
+//
+// An array of `min_fast_array` numbers or more and nothing else is recorded (flat_number_array)
+// and passed over at once, its values counted as the parser would build them.
+HeaderScan check_json_header(std::string_view text, const std::string& not_json, bool header_length_given,
+                             std::size_t min_fast_array) {
   HeaderScan scan;
   std::string open;  // the containers open at this point, '[' or '{', at most kMaxJsonDepth
   bool in_string = false;
@@ -112,6 +221,14 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
       if (open.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
         throw ProtocolError(kBadRequest, fmt::format("the inference request nests JSON deeper than {} levels", kMaxJsonDepth));
       }
+      if (c == '[' && (text.size() - i) / 2 >= min_fast_array) {  // n numbers take 2n bytes at least
+        if (const auto array = flat_number_array(text, i); array && array->values >= min_fast_array) {
+          scan.values += array->values - 1;  // the '[' counted one, then one per comma
+          scan.arrays.push_back(*array);
+          i = array->end - 1;
+          continue;
+        }
+      }
       open.push_back(c);
       value_here = c == '[';
     } else if ((c == ']' || c == '}') && !open.empty()) {
@@ -121,21 +238,48 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
   return scan;
 }
 
-// The header with each token replaced by its marker string: `nuls` escaped NULs, then its spelling.
-std::string with_markers(std::string_view text, const std::vector<NonFinite>& tokens, std::size_t nuls) {
+// A stretch of the header to replace by a marker string: `nuls` escaped NULs, then `spelling`.
+struct Replacement {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::string spelling;
+};
+
+// The header with each stretch (in order, apart) replaced by its marker string.
+std::string with_markers(std::string_view text, const std::vector<Replacement>& stretches, std::size_t nuls) {
   std::string out;
-  out.reserve(text.size() + tokens.size() * (12 + 6 * nuls));
+  out.reserve(text.size() + stretches.size() * (12 + 6 * nuls));
   std::size_t from = 0;
-  for (const auto& token : tokens) {
-    out.append(text.substr(from, token.begin - from));
+  for (const auto& stretch : stretches) {
+    out.append(text.substr(from, stretch.begin - from));
     out += '"';
     for (std::size_t i = 0; i < nuls; ++i) out += "\\u0000";
-    out.append(token.spelling);
+    out.append(stretch.spelling);
     out += '"';
-    from = token.end;
+    from = stretch.end;
   }
   out.append(text.substr(from));
   return out;
+}
+
+// The header rewritten for the parser: the non-finite tokens as markers, and with `arrays` (each
+// holding its values, or nullopt for one left to the parser) those arrays as markers too.
+JsonHeaderScan rewrite(std::string_view text, const HeaderScan& scan, std::size_t nuls,
+                       std::vector<std::optional<nlohmann::json>> arrays) {
+  JsonHeaderScan result;
+  result.marker_nuls = nuls;
+  result.non_finite = !scan.non_finite.empty();
+  std::vector<Replacement> stretches;
+  for (const auto& token : scan.non_finite) stretches.push_back({token.begin, token.end, std::string(token.spelling)});
+  for (std::size_t k = 0; k < arrays.size(); ++k) {
+    if (!arrays[k]) continue;
+    stretches.push_back({scan.arrays[k].begin, scan.arrays[k].end, fmt::format("[{}", result.arrays.size())});
+    result.arrays.push_back(std::move(*arrays[k]));
+  }
+  if (stretches.empty()) return result;
+  std::sort(stretches.begin(), stretches.end(), [](const Replacement& a, const Replacement& b) { return a.begin < b.begin; });
+  result.rewritten = with_markers(text, stretches, nuls);
+  return result;
 }
 
 // The most JSON values a request for `model` needs, as the pre-scan counts them (commas, arrays
@@ -171,8 +315,8 @@ std::optional<std::uint64_t> max_json_values(const ModelMetadata& model) {
 }  // namespace
 
 JsonHeaderScan check_json_before_parsing(std::string_view text, const std::string& not_json, bool header_length_given,
-                                         const ModelMetadata& model) {
-  const auto scan = check_json_header(text, not_json, header_length_given);
+                                         const ModelMetadata& model, std::size_t min_fast_array) {
+  const auto scan = check_json_header(text, not_json, header_length_given, std::max<std::size_t>(min_fast_array, 1));
   const auto values = scan.values;
   if (const auto most = max_json_values(model); most && values > *most) {
     throw ProtocolError(kBadRequest,
@@ -181,20 +325,22 @@ JsonHeaderScan check_json_before_parsing(std::string_view text, const std::strin
                                     "the request's fields)",
                                     values, model.name, *most, std::max(model.max_batch_size, 1)));
   }
-  JsonHeaderScan result;
-  if (scan.non_finite.empty()) return result;
-  if (scan.longest_nul_run >= kMaxNulRunBesideTokens) {
+  if (!scan.non_finite.empty() && scan.longest_nul_run >= kMaxNulRunBesideTokens) {
     throw ProtocolError(kBadRequest, fmt::format("the inference request holds a string of {} or more NUL characters "
                                                  "(\\u0000) in a row beside a NaN or Infinity token; at most {} are "
                                                  "read beside one",
                                                  kMaxNulRunBesideTokens, kMaxNulRunBesideTokens - 1));
   }
-  result.marker_nuls = scan.longest_nul_run + 1;
-  result.rewritten = with_markers(text, scan.non_finite, result.marker_nuls);
-  return result;
+  // The arrays' values are built only now, within the model's bound; beside a long run of NULs
+  // (markers as long) the parser reads them.
+  std::vector<std::optional<nlohmann::json>> arrays;
+  if (scan.longest_nul_run < kMaxNulRunBesideTokens) {
+    for (const auto& array : scan.arrays) arrays.push_back(flat_array_values(text, array));
+  }
+  return rewrite(text, scan, scan.longest_nul_run + 1, std::move(arrays));
 }
 
-nlohmann::json parse_json_header(std::string_view text, const JsonHeaderScan& scan) {
+nlohmann::json parse_json_header(std::string_view text, JsonHeaderScan& scan) {
   if (scan.rewritten.empty()) return nlohmann::json::parse(text.begin(), text.end());
   // The markers as the parser decodes them: the NULs, then the spelling. The client's strings hold
   // fewer NULs in a row, so none of them is taken for a marker.
@@ -202,6 +348,7 @@ nlohmann::json parse_json_header(std::string_view text, const JsonHeaderScan& sc
   const std::string nan_marker = nuls + std::string(kNan);
   const std::string infinity_marker = nuls + std::string(kInfinity);
   const std::string minus_infinity_marker = nuls + std::string(kMinusInfinity);
+  const std::string array_marker = nuls + "[";
   const nlohmann::json::parser_callback_t restore = [&](int /*depth*/, nlohmann::json::parse_event_t event,
                                                         nlohmann::json& parsed) {
     if (event != nlohmann::json::parse_event_t::value || !parsed.is_string()) return true;
@@ -212,10 +359,26 @@ nlohmann::json parse_json_header(std::string_view text, const JsonHeaderScan& sc
       parsed = std::numeric_limits<double>::infinity();
     } else if (string == minus_infinity_marker) {
       parsed = -std::numeric_limits<double>::infinity();
+    } else if (string.starts_with(array_marker)) {
+      std::size_t k = 0;
+      const auto* first = string.data() + array_marker.size();
+      const auto r = std::from_chars(first, string.data() + string.size(), k);
+      if (r.ec == std::errc() && r.ptr == string.data() + string.size() && k < scan.arrays.size()) {
+        parsed = std::move(scan.arrays[k]);
+      }
     }
     return true;
   };
-  return nlohmann::json::parse(scan.rewritten, restore);
+  try {
+    return nlohmann::json::parse(scan.rewritten, restore);
+  } catch (const nlohmann::json::exception&) {
+    if (scan.arrays.empty()) throw;
+  }
+  // The header is not valid JSON elsewhere: the parser's own message, as it gives it for the text
+  // with the NaN markers alone (the arrays' markers would shift its positions).
+  auto plain = rewrite(text, check_json_header(text, {}, false, std::numeric_limits<std::size_t>::max()),
+                       scan.marker_nuls, {});
+  return parse_json_header(text, plain);
 }
 
 }  // namespace gpucap::service::kserve::detail

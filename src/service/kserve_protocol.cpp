@@ -354,14 +354,14 @@ InferRequest parse_request(std::string_view body, std::optional<std::size_t> hea
       header_length ? fmt::format("the first {} bytes of the body (Inference-Header-Content-Length) are not valid JSON",
                                   *header_length)
                     : std::string("the request body is not valid JSON");
-  const auto scan = detail::check_json_before_parsing(header, not_json, header_length.has_value(), model);
+  auto scan = detail::check_json_before_parsing(header, not_json, header_length.has_value(), model);
   json doc;
   try {
     doc = detail::parse_json_header(header, scan);
   } catch (const json::exception& e) {
     // parse_error, or out_of_range 406 for a number beyond a double (1e999).
     throw bad_request(fmt::format("{}: {}{}", not_json, e.what(),
-                                  scan.rewritten.empty() ? ""
+                                  !scan.non_finite ? ""
                                                          : " (the position counts each NaN or Infinity token "
                                                            "as the longer string the parser was given for it)"));
   }

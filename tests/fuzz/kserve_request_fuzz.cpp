@@ -9,9 +9,13 @@
 // 0 plain JSON, 1 "raw binary" (header length 0), 2 the header length as a decimal line before
 // the body, 3 the header length at the body's first NUL byte. The rest is the body.
 // Oracle: every refusal is a ProtocolError(400) (a 500 is a server bug); a parsed request holds
-// exactly the model's inputs, each with whole, well-formed data; the answer encodes.
+// exactly the model's inputs, each with whole, well-formed data; the answer encodes. And the JSON
+// pre-scan's own reading of flat arrays of numbers (kserve_json_guard, here from one number up)
+// gives the document nlohmann's parser gives, or the same refusal, word for word.
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +24,7 @@
 
 #include "fuzz_support.hpp"
 #include "gpucap/service/kserve_protocol.hpp"
+#include "kserve_json_guard.hpp"
 
 using gpucap::fuzz::check;
 using gpucap::fuzz::finding;
@@ -90,6 +95,20 @@ void protocol_refusals_only(F&& call) {
   }
 }
 
+// The document (as text) or the refusal the JSON header `text` gets, with the pre-scan reading
+// every flat array of at least `min_fast_array` numbers.
+std::string reading(std::string_view text, const kserve::ModelMetadata& model, std::size_t min_fast_array) {
+  namespace detail = gpucap::service::kserve::detail;
+  try {
+    auto scan = detail::check_json_before_parsing(text, "not JSON", false, model, min_fast_array);
+    return detail::parse_json_header(text, scan).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const kserve::ProtocolError& e) {
+    return std::string("refused: ") + e.what();
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("not parsed: ") + e.what();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -110,6 +129,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     header_length = nul == std::string_view::npos ? body.size() : nul;
   }
   if (!framed) return 0;
+  if (!header_length || *header_length > 0) {
+    const auto header = body.substr(0, std::min(header_length.value_or(body.size()), body.size()));
+    check(reading(header, model, 1) == reading(header, model, std::numeric_limits<std::size_t>::max()),
+          "the pre-scan read an array of numbers otherwise than nlohmann's parser");
+  }
 
   protocol_refusals_only([&] {
     const auto request = kserve::parse_infer_request(body, header_length, model);
