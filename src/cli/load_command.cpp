@@ -140,7 +140,7 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
                   "Seconds at the start whose requests are sent but not counted in any figure (a server's first "
                   "requests open its connections and touch its memory for the first time; default 0)");
   cmd->add_option("--wait-s", flags->wait_s,
-                  "Wait up to this many seconds for a server that cannot be reached yet (or answers 5xx) to answer "
+                  "Wait up to this many seconds for a server that cannot be reached yet (or answers 5xx, or not in time) to answer "
                   "the model's metadata before the run starts: a server started a moment before (default 0: fail at once)");
   cmd->add_option("--max-requests", flags->max_requests,
                   "Stop after this many requests (this bounds memory: under 100 bytes per request)")

@@ -58,7 +58,7 @@ bool wants_warmup(const std::string& warmup, const std::string& engine_device) {
 // request's batch runs (from host memory, outputs back to it); on the thread that will run the
 // batches (PyTorch keeps cuDNN's execution plans per thread). A batch size's first runs on a GPU
 // are slow (cuDNN's plans, the TorchScript executor's specialisation to the shape, CUDA modules
-// loaded on first use): on an H200 both settings answered at p99 220-400 ms in the first seconds
+// loaded on first use): on an H200 both settings answered at p99 180-410 ms in the first seconds
 // of a ResNet-50 server at 2000 requests/s, and capserve read that p99 as the load's and held its
 // queue short for the next 20 s (docs/measurements/2026-11-30-NVIDIA_H200-serve-run2). Triton
 // offers the same as its model_warmup setting. Returns what ran, for the banner.

@@ -208,6 +208,7 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
         continue;
       }
     }
+    const bool value_position = value_here;
     value_here = false;
     if (c == '"') {
       in_string = true;
@@ -221,7 +222,9 @@ HeaderScan check_json_header(std::string_view text, const std::string& not_json,
       if (open.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
         throw ProtocolError(kBadRequest, fmt::format("the inference request nests JSON deeper than {} levels", kMaxJsonDepth));
       }
-      if (c == '[' && (text.size() - i) / 2 >= min_fast_array) {  // n numbers take 2n bytes at least
+      // Only where a value stands: an array where an object's key goes is the parser's to refuse
+      // (its marker would be a valid key).
+      if (c == '[' && value_position && (text.size() - i) / 2 >= min_fast_array) {  // n numbers: 2n bytes at least
         if (const auto array = flat_number_array(text, i); array && array->values >= min_fast_array) {
           scan.values += array->values - 1;  // the '[' counted one, then one per comma
           scan.arrays.push_back(*array);
@@ -374,6 +377,7 @@ nlohmann::json parse_json_header(std::string_view text, JsonHeaderScan& scan) {
   } catch (const nlohmann::json::exception&) {
     if (scan.arrays.empty()) throw;
   }
+  scan.arrays.clear();  // not held beside the parser's own reading of them
   // The header is not valid JSON elsewhere: the parser's own message, as it gives it for the text
   // with the NaN markers alone (the arrays' markers would shift its positions).
   auto plain = rewrite(text, check_json_header(text, {}, false, std::numeric_limits<std::size_t>::max()),

@@ -29,6 +29,7 @@ constexpr std::size_t kMaxErrorSamples = 5;
 constexpr auto kStopPoll = std::chrono::milliseconds(20);
 constexpr auto kDriverPoll = std::chrono::milliseconds(5);
 constexpr double kMetadataTimeoutS = 10.0;
+constexpr double kServerUpPollS = 0.2;
 constexpr auto kServerUpPoll = std::chrono::milliseconds(200);
 constexpr double kLongestWaitS = 3600.0;
 // httplib's read timeout is per read: a request that failed after this share of the timeout
@@ -370,10 +371,14 @@ namespace {
 kserve::ModelMetadata metadata_once_up(const kserve::ServerUrl& url, const LoadOptions& options,
                                        const std::atomic<bool>* stop) {
   const auto deadline = Clock::now() + to_duration(options.wait_s);
+  const double longest_ask_s = std::min(options.timeout_s, kMetadataTimeoutS);
   for (;;) {
+    // While waiting, no ask outlasts the wait by more than a poll (a server that accepts the
+    // connection but does not answer yet, e.g. gpucap serve in its warm-up, is asked again).
+    const double time_left_s = seconds_between(Clock::now(), deadline);
+    const double ask_s = options.wait_s > 0.0 ? std::min(longest_ask_s, std::max(time_left_s, kServerUpPollS)) : longest_ask_s;
     try {
-      return kserve::fetch_model_metadata(url, options.model, options.model_version,
-                                          std::min(options.timeout_s, kMetadataTimeoutS));
+      return kserve::fetch_model_metadata(url, options.model, options.model_version, ask_s);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::io || options.wait_s <= 0.0) throw;
       if (stop != nullptr && stop->load()) {

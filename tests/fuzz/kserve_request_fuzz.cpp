@@ -95,13 +95,35 @@ void protocol_refusals_only(F&& call) {
   }
 }
 
-// The document (as text) or the refusal the JSON header `text` gets, with the pre-scan reading
-// every flat array of at least `min_fast_array` numbers.
+// A document as text with every number's type: dump() writes an unsigned 5 and a signed 5 alike.
+std::string typed_text(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::array: {
+      std::string out = "[";
+      for (const auto& element : value) out += typed_text(element) + ",";
+      return out + "]";
+    }
+    case nlohmann::json::value_t::object: {
+      std::string out = "{";
+      for (const auto& [key, element] : value.items()) {
+        out += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ":" + typed_text(element) + ",";
+      }
+      return out + "}";
+    }
+    case nlohmann::json::value_t::number_unsigned: return "u" + value.dump();
+    case nlohmann::json::value_t::number_integer: return "i" + value.dump();
+    case nlohmann::json::value_t::number_float: return "f" + value.dump();
+    default: return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+
+// The document (as typed text) or the refusal the JSON header `text` gets, with the pre-scan
+// reading every flat array of at least `min_fast_array` numbers.
 std::string reading(std::string_view text, const kserve::ModelMetadata& model, std::size_t min_fast_array) {
   namespace detail = gpucap::service::kserve::detail;
   try {
     auto scan = detail::check_json_before_parsing(text, "not JSON", false, model, min_fast_array);
-    return detail::parse_json_header(text, scan).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return typed_text(detail::parse_json_header(text, scan));
   } catch (const kserve::ProtocolError& e) {
     return std::string("refused: ") + e.what();
   } catch (const nlohmann::json::exception& e) {

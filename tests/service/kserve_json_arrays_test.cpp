@@ -133,17 +133,32 @@ TEST(KserveJsonArrays, WhatTheParserRefusesItRefusesWithItsOwnMessage) {
   auto tokens = filled({});
   tokens[260] = "1e999";
   expect_same_either_way("FP64", Datatype::fp64, tokens);
-  for (const std::string bad : {"01", "1.", ".5", "+1", "1e", "-", "1e+", "0x10", "1,,2", "1 2", "true", "\"3\""}) {
+  // A bad token in an array of its own, after the data's flat array (which the pre-scan reads):
+  // the refusal is the parser's for the text as sent.
+  for (const std::string bad : {"01", "1.", ".5", "+1", "1e", "-", "1e+", "0x10", "1,,2", "1 2", "1e999"}) {
+    const auto body = flat("FP64", filled({}), R"(, "parameters": {"p": [)" + bad + "]}");
+    const auto expected = parser_refusal(body);
+    EXPECT_FALSE(expected.empty()) << bad;
+    EXPECT_EQ(parse(body, Datatype::fp64).refusal, expected) << bad;
+  }
+  // Inside the data's array it is no array of numbers alone: the parser's reading, flat or nested.
+  for (const std::string bad : {"01", "1.", "+1", "true", "\"3\""}) {
     tokens = filled({});
     tokens[270] = bad;
     const auto body = flat("FP64", tokens);
     const auto expected = parser_refusal(body);
-    const auto r = parse(body, Datatype::fp64);
-    if (expected.empty()) {  // valid JSON ("true", a string): refused by the element check, as nested
+    if (expected.empty()) {  // valid JSON (true, a string): refused by the element check, as nested
       expect_same_either_way("FP64", Datatype::fp64, tokens);
     } else {
-      EXPECT_EQ(r.refusal, expected) << bad;
+      EXPECT_EQ(parse(body, Datatype::fp64).refusal, expected) << bad;
     }
+  }
+  // An array of numbers where an object's key goes is not JSON, however long.
+  for (const std::string& tail : {", " + join(filled({}), 0, 300) + ": 1", R"(, "parameters": {)" + join(filled({}), 0, 300) + ": 1}"}) {
+    const auto body = flat("FP64", filled({}), tail);
+    const auto expected = parser_refusal(body);
+    EXPECT_NE(expected.find("syntax error while parsing object key"), std::string::npos) << expected;
+    EXPECT_EQ(parse(body, Datatype::fp64).refusal, expected);
   }
   // Valid arrays, then JSON that is not: the message counts positions in the text as sent.
   const auto body = flat("FP32", filled({}), R"(, "parameters": {"a": })");

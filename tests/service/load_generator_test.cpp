@@ -6,8 +6,12 @@
 
 #include "gpucap/service/load_generator.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -574,16 +578,22 @@ TEST(LoadGeneratorTest, WaitsForAServerThatComesUpWithinWaitS) {
   options.duration_s = 0.2;
   options.wait_s = 20.0;
   std::unique_ptr<KserveStub> stub;
+  std::string stub_error;  // the port taken meanwhile: the test fails rather than the binary
   std::thread later([&] {
     std::this_thread::sleep_for(milliseconds(500));
     StubConfig config;
     config.port = port;
-    stub = std::make_unique<KserveStub>(config);
+    try {
+      stub = std::make_unique<KserveStub>(config);
+    } catch (const std::exception& e) {
+      stub_error = e.what();
+    }
   });
   const auto started = std::chrono::steady_clock::now();
   LoadReport report;
   EXPECT_NO_THROW(report = run_load(options, nullptr));
   later.join();
+  ASSERT_EQ(stub_error, "");
   EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(500));
   EXPECT_GT(report.answered, 0U);
   EXPECT_EQ(report.failed(), 0U);
@@ -609,6 +619,32 @@ TEST(LoadGeneratorTest, AServerThatDoesNotComeUpWithinWaitSIsAnIoError) {
   const auto asked = std::chrono::steady_clock::now();
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "does not know model 'nope'");
   EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(10));
+}
+
+// A server that takes the connection but does not answer yet (gpucap serve in its warm-up: its
+// socket listens, nothing accepts): no ask outlasts the wait, where one ask alone may take 10 s.
+TEST(LoadGeneratorTest, AServerThatDoesNotAnswerYetIsAskedAgainWithinWaitS) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 64), 0);  // the kernel completes connections; nobody reads them
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  LoadOptions options;
+  options.url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  options.model = "simple";
+  options.schedule = serve::RateSchedule::constant(10.0);
+  options.duration_s = 0.1;
+  options.wait_s = 1.0;
+  const auto started = std::chrono::steady_clock::now();
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "(asked for 1 s, --wait-s)");
+  const auto waited = std::chrono::steady_clock::now() - started;
+  ::close(listener);
+  EXPECT_GE(waited, milliseconds(1000));
+  EXPECT_LT(waited, milliseconds(5000)) << "an ask outlasted the wait";
 }
 
 TEST(LoadGeneratorTest, BadUrlsAndOptionsAreUsageErrors) {

@@ -70,9 +70,9 @@ struct LoadOptions {
   // figure (perf_analyzer's warm-up): a server's first requests open its connections and touch
   // its memory for the first time. Less than duration_s.
   double warmup_s = 0.0;
-  // A server that cannot be reached yet, or answers the metadata request with a 5xx, is asked
-  // again every 0.2 s for up to this long before the run starts (a server started a moment
-  // before); 0: the first refusal is the error.
+  // A server that cannot be reached yet, or answers the metadata request with a 5xx or not in
+  // time, is asked again every 0.2 s for up to this long before the run starts (a server started
+  // a moment before); 0: the first refusal is the error.
   double wait_s = 0.0;
 };
 
