@@ -2,23 +2,17 @@
 // kernel picks): counts of answers, rejections and failures, goodput against the SLO, latency
 // from the scheduled time when connections are few, the closed loop's bound on requests in
 // flight, the request framing (checked with gpucap's own codec and by hand against Triton's
-// client), and the tool's own errors. Every run is bounded to well under a second or two.
+// client), and stopping; its own errors are load_generator_errors_test.cpp's. Every run is bounded
+// to well under a second or two.
 
 #include "gpucap/service/load_generator.hpp"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,189 +20,20 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/service/kserve_client.hpp"
 #include "gpucap/service/kserve_protocol.hpp"
-#include "support/free_port.hpp"
+#include "service/kserve_stub.hpp"
 
 namespace gpucap::service {
 namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
-
-struct StubConfig {
-  milliseconds delay{0};
-  int reject_every = 0;       // every Nth inference request: 429 with Retry-After
-  std::string retry_after = "1";
-  int unavailable_every = 0;  // every Nth: 503
-  int fail_every = 0;         // every Nth: 500 {"error": "engine failed"}
-  int cut_every = 0;          // every Nth: the connection is cut in the middle of the answer
-  std::size_t keep_alive_max = 10'000;
-  int threads = 32;
-  int port = 0;  // 0: any free one
-};
-
-// Triton's "simple" model, with one INT32 and one FP32 input so that the order shows.
-kserve::ModelMetadata stub_model() {
-  return {"simple",
-          {"1"},
-          "pytorch_libtorch",
-          {{"INPUT0", kserve::Datatype::int32, {-1, 16}}, {"INPUT1", kserve::Datatype::fp32, {-1, 16}}},
-          {{"OUTPUT0", kserve::Datatype::int32, {-1, 16}}},
-          8};
-}
-
-class KserveStub {
- public:
-  explicit KserveStub(StubConfig config, kserve::ModelMetadata model = stub_model())
-      : config_(std::move(config)), model_(std::move(model)) {
-    const int threads = config_.threads;
-    server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-    server_.set_keep_alive_max_count(config_.keep_alive_max);
-    server_.set_tcp_nodelay(true);
-    const auto model_route = "/v2/models/" + model_.name;
-    server_.Get(model_route, [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(kserve::to_json(model_).dump(), "application/json");
-    });
-    server_.Get(R"(/v2/models/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
-      res.status = 404;
-      res.set_content(kserve::error_json("unknown model '" + std::string(req.matches[1]) + "'"), "application/json");
-    });
-    server_.Post(model_route + "/infer",
-                 [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
-    if (config_.port > 0) {
-      if (!server_.bind_to_port("127.0.0.1", config_.port)) throw std::runtime_error("the stub's port is taken");
-      port_ = config_.port;
-    } else {
-      port_ = server_.bind_to_any_port("127.0.0.1");
-    }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(milliseconds(1));
-  }
-  ~KserveStub() {
-    server_.stop();
-    thread_.join();
-  }
-  KserveStub(const KserveStub&) = delete;
-  KserveStub& operator=(const KserveStub&) = delete;
-
-  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  [[nodiscard]] int infers() const { return infers_.load(); }
-  [[nodiscard]] int max_in_flight() const { return max_in_flight_.load(); }
-  // Distinct client connections that sent inference requests.
-  [[nodiscard]] std::size_t connections() const {
-    const std::lock_guard lock(mutex_);
-    return ports_.size();
-  }
-  [[nodiscard]] httplib::Request last_request() const {
-    const std::lock_guard lock(mutex_);
-    return last_;
-  }
-
- private:
-  void infer(const httplib::Request& req, httplib::Response& res) {
-    const int n = ++infers_;
-    const int now = ++in_flight_;
-    int seen = max_in_flight_.load();
-    while (now > seen && !max_in_flight_.compare_exchange_weak(seen, now)) {
-    }
-    {
-      const std::lock_guard lock(mutex_);
-      last_ = req;
-      ports_.insert(req.remote_port);
-    }
-    std::this_thread::sleep_for(config_.delay);
-    --in_flight_;
-    const auto every = [n](int k) { return k > 0 && n % k == 0; };
-    if (every(config_.reject_every)) {
-      res.status = 429;
-      res.set_header("Retry-After", config_.retry_after);
-      res.set_content(kserve::error_json("queue full: request shed"), "application/json");
-      return;
-    }
-    if (every(config_.unavailable_every)) {
-      res.status = 503;
-      res.set_content(kserve::error_json("model not ready"), "application/json");
-      return;
-    }
-    if (every(config_.fail_every)) {
-      res.status = 500;
-      res.set_content(kserve::error_json("engine failed"), "application/json");
-      return;
-    }
-    if (every(config_.cut_every)) {
-      // Headers promise a body that never comes: the server closes the connection.
-      res.set_content_provider(1000, "application/json", [](std::size_t, std::size_t, httplib::DataSink&) {
-        return false;
-      });
-      return;
-    }
-    try {
-      std::optional<std::size_t> header_length;
-      if (req.has_header("Inference-Header-Content-Length")) {
-        header_length = kserve::parse_header_length(req.get_header_value("Inference-Header-Content-Length"));
-      }
-      const auto parsed = kserve::parse_infer_request(req.body, header_length, model_);
-      res.set_content(R"({"model_name":"simple","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[)" +
-                          std::to_string(parsed.batch_size) + R"(,16],"data":[]}]})",
-                      "application/json");
-    } catch (const kserve::ProtocolError& e) {
-      res.status = e.http_status();
-      res.set_content(kserve::error_json(e.what()), "application/json");
-    }
-  }
-
-  StubConfig config_;
-  kserve::ModelMetadata model_;
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-  std::atomic<int> infers_{0};
-  std::atomic<int> in_flight_{0};
-  std::atomic<int> max_in_flight_{0};
-  mutable std::mutex mutex_;
-  httplib::Request last_;
-  std::set<int> ports_;
-};
-
-LoadOptions open_loop(const KserveStub& stub, double rate, double duration_s, int connections) {
-  LoadOptions options;
-  options.url = stub.url();
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(rate);
-  options.spacing = serve::ArrivalSpacing::constant;
-  options.duration_s = duration_s;
-  options.connections = connections;
-  options.timeout_s = 5.0;
-  return options;
-}
-
-LoadOptions closed_loop(const KserveStub& stub, int clients, double duration_s) {
-  LoadOptions options;
-  options.url = stub.url();
-  options.model = "simple";
-  options.mode = LoadMode::closed_loop;
-  options.clients = clients;
-  options.duration_s = duration_s;
-  options.timeout_s = 5.0;
-  return options;
-}
-
-void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "not one line: " << e.what();
-  }
-}
-
-std::uint64_t count_of(const LoadReport& report, int status) {
-  for (const auto& e : report.errors) {
-    if (e.http_status == status) return e.count;
-  }
-  return 0;
-}
+using load_stub::closed_loop;
+using load_stub::count_of;
+using load_stub::expect_error;
+using load_stub::KserveStub;
+using load_stub::open_loop;
+using load_stub::StubConfig;
+using load_stub::stub_model;
 
 // --- Counts, goodput, the report ---
 
@@ -545,170 +370,6 @@ TEST(LoadGeneratorTest, SameSeedSameRequest) {
       EXPECT_EQ(parsed.inputs[i].data, inputs[i].data) << inputs[i].name << (binary ? " binary" : " JSON");
     }
   }
-}
-
-// --- The tool's own errors: one line, a code main() maps to an exit status ---
-
-TEST(LoadGeneratorTest, UnknownModelIsTheServers404) {
-  KserveStub stub({});
-  auto options = open_loop(stub, 10.0, 0.1, 1);
-  options.model = "nope";
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "does not know model 'nope'");
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "404: unknown model 'nope'");
-  EXPECT_EQ(stub.infers(), 0);
-}
-
-TEST(LoadGeneratorTest, UnreachableServerIsAnIoError) {
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(test::free_port());
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(10.0);
-  options.duration_s = 0.1;
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "cannot reach the KServe server at");
-}
-
-// --wait-s: a server that comes up a moment after the load generator starts is waited for, and
-// one that does not come up is the same io error, after the wait, saying so.
-TEST(LoadGeneratorTest, WaitsForAServerThatComesUpWithinWaitS) {
-  const int port = test::free_port();
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(port);
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(50.0);
-  options.duration_s = 0.2;
-  options.wait_s = 20.0;
-  std::unique_ptr<KserveStub> stub;
-  std::string stub_error;  // the port taken meanwhile: the test fails rather than the binary
-  std::thread later([&] {
-    std::this_thread::sleep_for(milliseconds(500));
-    StubConfig config;
-    config.port = port;
-    try {
-      stub = std::make_unique<KserveStub>(config);
-    } catch (const std::exception& e) {
-      stub_error = e.what();
-    }
-  });
-  const auto started = std::chrono::steady_clock::now();
-  LoadReport report;
-  EXPECT_NO_THROW(report = run_load(options, nullptr));
-  later.join();
-  ASSERT_EQ(stub_error, "");
-  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(500));
-  EXPECT_GT(report.answered, 0U);
-  EXPECT_EQ(report.failed(), 0U);
-  ASSERT_TRUE(stub);
-  EXPECT_EQ(static_cast<std::uint64_t>(stub->infers()), report.answered);
-}
-
-TEST(LoadGeneratorTest, AServerThatDoesNotComeUpWithinWaitSIsAnIoError) {
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(test::free_port());
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(10.0);
-  options.duration_s = 0.1;
-  options.wait_s = 0.6;
-  const auto started = std::chrono::steady_clock::now();
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "(asked for 0.6 s, --wait-s)");
-  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(600));
-  // A model the server does not know is final at once, also with a wait.
-  KserveStub stub({});
-  options.url = stub.url();
-  options.model = "nope";
-  options.wait_s = 30.0;
-  const auto asked = std::chrono::steady_clock::now();
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "does not know model 'nope'");
-  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(10));
-}
-
-// A server that takes the connection but does not answer yet (gpucap serve in its warm-up: its
-// socket listens, nothing accepts): no ask outlasts the wait, where one ask alone may take 10 s.
-TEST(LoadGeneratorTest, AServerThatDoesNotAnswerYetIsAskedAgainWithinWaitS) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 64), 0);  // the kernel completes connections; nobody reads them
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(10.0);
-  options.duration_s = 0.1;
-  options.wait_s = 1.0;
-  const auto started = std::chrono::steady_clock::now();
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "(asked for 1 s, --wait-s)");
-  const auto waited = std::chrono::steady_clock::now() - started;
-  ::close(listener);
-  EXPECT_GE(waited, milliseconds(1000));
-  EXPECT_LT(waited, milliseconds(5000)) << "an ask outlasted the wait";
-}
-
-TEST(LoadGeneratorTest, BadUrlsAndOptionsAreUsageErrors) {
-  expect_error([] { (void)kserve::parse_server_url("127.0.0.1:8000"); }, ErrorCode::usage, "has no scheme");
-  expect_error([] { (void)kserve::parse_server_url("ftp://host"); }, ErrorCode::usage, "other than http");
-  expect_error([] { (void)kserve::parse_server_url("http://"); }, ErrorCode::usage, "has no host");
-  expect_error([] { (void)kserve::parse_server_url("http://host:99999"); }, ErrorCode::usage, "port");
-  const auto prefixed = kserve::parse_server_url("http://host:8000/serving/");
-  EXPECT_EQ(prefixed.scheme_host_port, "http://host:8000");
-  EXPECT_EQ(kserve::model_path(prefixed, "m", "2"), "/serving/v2/models/m/versions/2");
-
-  KserveStub stub({});
-  auto options = open_loop(stub, 10.0, 0.1, 1);
-  options.url = "localhost:1";
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "has no scheme");
-  options = open_loop(stub, 10.0, 0.1, 0);
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--connections");
-  options = open_loop(stub, 10.0, 0.1, 1);
-  options.schedule.reset();
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--rate");
-  options = open_loop(stub, 10.0, 0.1, 1);
-  options.wait_s = -1.0;
-  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--wait-s must be from 0 to 3600 seconds, got -1");
-  options = open_loop(stub, 10.0, 0.1, 1);
-  options.batch = 9;
-  options.max_requests = 1;
-  // The stub's model batches up to 8: the server refuses, the run reports it.
-  const auto refused = run_load(options, nullptr);
-  EXPECT_EQ(refused.failed_http, 1U);
-  EXPECT_EQ(count_of(refused, 400), 1U);
-}
-
-TEST(LoadGeneratorTest, ShapesComeFromTheMetadataOrFromShapeFlags) {
-  kserve::ModelMetadata fixed{"fixed", {"1"}, "", {{"X", kserve::Datatype::fp32, {3, 4}}}, {}, 0};
-  EXPECT_EQ(kserve::make_request_inputs(fixed, 1, {}, 1)[0].shape, (std::vector<std::int64_t>{3, 4}));
-  expect_error([&] { (void)kserve::make_request_inputs(fixed, 2, {}, 1); }, ErrorCode::usage,
-               "without a batch dimension");
-  kserve::ModelMetadata variable{"var", {"1"}, "", {{"TOKENS", kserve::Datatype::int64, {-1, -1}}}, {}, 8};
-  expect_error([&] { (void)kserve::make_request_inputs(variable, 1, {}, 1); }, ErrorCode::usage,
-               "--shape TOKENS:D1,D2");
-  const std::vector<kserve::InputShape> shapes = {kserve::parse_input_shape("TOKENS:128")};
-  EXPECT_EQ(kserve::make_request_inputs(variable, 2, shapes, 1)[0].shape, (std::vector<std::int64_t>{2, 128}));
-  const std::vector<kserve::InputShape> wrong = {kserve::parse_input_shape("OTHER:1")};
-  expect_error([&] { (void)kserve::make_request_inputs(variable, 1, wrong, 1); }, ErrorCode::usage,
-               "not an input of model 'var'");
-  expect_error([] { (void)kserve::parse_input_shape("X:0"); }, ErrorCode::usage, "NAME:D1,D2");
-  kserve::ModelMetadata half{"half", {"1"}, "", {{"H", kserve::Datatype::fp16, {-1, 2}}}, {}, 8};
-  const auto inputs = kserve::make_request_inputs(half, 1, {}, 1);
-  expect_error([&] { (void)kserve::encode_infer_request(inputs, false); }, ErrorCode::usage, "add --binary");
-  EXPECT_TRUE(kserve::encode_infer_request(inputs, true).header_length);
-}
-
-TEST(LoadGeneratorTest, MetadataThatIsNotMetadataIsInvalidData) {
-  expect_error([] { (void)kserve::parse_model_metadata("<html>", "http://x/v2/models/m"); }, ErrorCode::invalid_data,
-               "model metadata from http://x/v2/models/m: not a JSON object");
-  expect_error([] { (void)kserve::parse_model_metadata(R"({"name":"m"})", "s"); }, ErrorCode::invalid_data,
-               "no \"inputs\"");
-  expect_error([] { (void)kserve::parse_model_metadata(R"({"inputs":[{"name":"x","datatype":"FP8","shape":[1]}]})", "s"); },
-               ErrorCode::invalid_data, "unknown datatype 'FP8'");
-  const auto triton = kserve::parse_model_metadata(
-      R"({"name":"simple","versions":["1"],"platform":"tensorflow_graphdef","inputs":[{"name":"INPUT0","datatype":"INT32","shape":[-1,16]}],"outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[-1,16]}]})",
-      "s");
-  EXPECT_EQ(triton.inputs[0].shape, (std::vector<std::int64_t>{-1, 16}));
-  EXPECT_EQ(triton.outputs.size(), 1U);
 }
 
 // --- Stopping ---
