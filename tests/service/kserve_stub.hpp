@@ -20,6 +20,7 @@
 #include "gpucap/core/error.hpp"
 #include "gpucap/service/kserve_protocol.hpp"
 #include "gpucap/service/load_generator.hpp"
+#include "support/expect_error.hpp"
 
 namespace gpucap::service::load_stub {
 
@@ -183,15 +184,18 @@ inline LoadOptions closed_loop(const KserveStub& stub, int clients, double durat
   return options;
 }
 
+// test::expect_error_from, and the message is one line (main() prints it as one).
 inline void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "not one line: " << e.what();
-  }
+  test::expect_error_from(
+      [&] {
+        try {
+          call();
+        } catch (const Error& e) {
+          EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "not one line: " << e.what();
+          throw;
+        }
+      },
+      code, fragment);
 }
 
 inline std::uint64_t count_of(const LoadReport& report, int status) {

@@ -31,6 +31,18 @@ using load_stub::KserveStub;
 using load_stub::open_loop;
 using load_stub::StubConfig;
 
+// A run of a few requests against 127.0.0.1:`port`, waiting up to `wait_s` for the server.
+LoadOptions options_for_port(int port, double rate, double duration_s, double wait_s) {
+  LoadOptions options;
+  options.url = "http://127.0.0.1:" + std::to_string(port);
+  options.model = "simple";
+  options.schedule = serve::RateSchedule::constant(rate);
+  options.duration_s = duration_s;
+  options.wait_s = wait_s;
+  return options;
+}
+
+
 // --- The tool's own errors: one line, a code main() maps to an exit status ---
 
 TEST(LoadGeneratorTest, UnknownModelIsTheServers404) {
@@ -43,11 +55,7 @@ TEST(LoadGeneratorTest, UnknownModelIsTheServers404) {
 }
 
 TEST(LoadGeneratorTest, UnreachableServerIsAnIoError) {
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(test::free_port());
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(10.0);
-  options.duration_s = 0.1;
+  const auto options = options_for_port(test::free_port(), 10.0, 0.1, 0.0);
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "cannot reach the KServe server at");
 }
 
@@ -55,12 +63,7 @@ TEST(LoadGeneratorTest, UnreachableServerIsAnIoError) {
 // one that does not come up is the same io error, after the wait, saying so.
 TEST(LoadGeneratorTest, WaitsForAServerThatComesUpWithinWaitS) {
   const int port = test::free_port();
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(port);
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(50.0);
-  options.duration_s = 0.2;
-  options.wait_s = 20.0;
+  const auto options = options_for_port(port, 50.0, 0.2, 20.0);
   std::unique_ptr<KserveStub> stub;
   std::string stub_error;  // the port taken meanwhile: the test fails rather than the binary
   std::thread later([&] {
@@ -86,12 +89,7 @@ TEST(LoadGeneratorTest, WaitsForAServerThatComesUpWithinWaitS) {
 }
 
 TEST(LoadGeneratorTest, AServerThatDoesNotComeUpWithinWaitSIsAnIoError) {
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(test::free_port());
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(10.0);
-  options.duration_s = 0.1;
-  options.wait_s = 0.6;
+  auto options = options_for_port(test::free_port(), 10.0, 0.1, 0.6);
   const auto started = std::chrono::steady_clock::now();
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "(asked for 0.6 s, --wait-s)");
   EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(600));
@@ -117,12 +115,7 @@ TEST(LoadGeneratorTest, AServerThatDoesNotAnswerYetIsAskedAgainWithinWaitS) {
   ASSERT_EQ(::listen(listener, 64), 0);  // the kernel completes connections; nobody reads them
   socklen_t length = sizeof address;
   ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  LoadOptions options;
-  options.url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-  options.model = "simple";
-  options.schedule = serve::RateSchedule::constant(10.0);
-  options.duration_s = 0.1;
-  options.wait_s = 1.0;
+  const auto options = options_for_port(ntohs(address.sin_port), 10.0, 0.1, 1.0);
   const auto started = std::chrono::steady_clock::now();
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::io, "(asked for 1 s, --wait-s)");
   const auto waited = std::chrono::steady_clock::now() - started;
