@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "gpucap/service/kserve_protocol.hpp"
+#include "service/kserve_codec_support.hpp"
 
 namespace gpucap::service::kserve {
 namespace {
@@ -19,10 +19,8 @@ namespace {
 constexpr int kRows = 2;
 constexpr int kColumns = 150;  // a row alone is under the pre-scan's 256; the flat array is over
 
-// One input "x" of `datatype` with shape [-1, -1], batching up to 4.
-ModelMetadata typed_model(Datatype datatype) {
-  return {"typed", {"1"}, "custom", {{"x", datatype, {-1, -1}}}, {{"y", datatype, {-1, -1}}}, 4};
-}
+using codec_test::typed_model;
+using codec_test::values_of;
 
 // kRows x kColumns tokens, the given ones first, then `filler`.
 std::vector<std::string> filled(std::vector<std::string> tokens, const std::string& filler = "0.25") {
@@ -103,8 +101,7 @@ TEST(KserveJsonArrays, FloatDataReadsAsTheParserReadsIt) {
                                                          "18446744073709551616", "-9223372036854775809", "4.9e-324"}));
   const auto r = parse(flat("FP32", filled({"-0", "-0.0", "2", "1e3"})), Datatype::fp32);
   ASSERT_TRUE(r.accepted) << r.refusal;
-  std::vector<float> values(r.data.size() / sizeof(float));
-  std::memcpy(values.data(), r.data.data(), r.data.size());
+  const auto values = values_of<float>(r.data);
   EXPECT_FALSE(std::signbit(values[0])) << "\"-0\" is the integer 0, as nlohmann reads it";
   EXPECT_TRUE(std::signbit(values[1]));
   EXPECT_EQ(values[2], 2.0F);

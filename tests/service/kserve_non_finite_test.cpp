@@ -7,32 +7,23 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "gpucap/service/kserve_protocol.hpp"
+#include "service/kserve_codec_support.hpp"
 
 namespace gpucap::service::kserve {
 namespace {
 
-// One input "x" of `datatype` with shape [-1, -1], batching up to 4; output "y" alike.
-ModelMetadata typed_model(Datatype datatype) {
-  return {"typed", {"1"}, "custom", {{"x", datatype, {-1, -1}}}, {{"y", datatype, {-1, -1}}}, 4};
-}
+using codec_test::typed_model;
+using codec_test::values_of;
 
 std::string request_with_data(const std::string& datatype, int count, const std::string& data,
                               const std::string& extra = "") {
   return R"({"inputs": [{"name": "x", "datatype": ")" + datatype + R"(", "shape": [1, )" + std::to_string(count) +
          R"(], "data": )" + data + "}]" + extra + "}";
-}
-
-template <typename T>
-std::vector<T> values_of(const std::vector<std::byte>& bytes) {
-  std::vector<T> values(bytes.size() / sizeof(T));
-  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
-  return values;
 }
 
 std::string refusal(const std::string& body, Datatype datatype) {
