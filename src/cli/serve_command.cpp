@@ -414,8 +414,9 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--threads", flags->threads, "HTTP worker threads: requests answered at once (a connection holds none while idle or while its request arrives)")->capture_default_str();
   cmd->add_option("--profile", flags->profile_path,
-                  "capserve and capfit: the model's profile on this GPU (the JSON of 'gpucap tune --json'); the twin "
-                  "measures one when none is given; required on a real GPU");
+                  "capserve and capfit: the model's profile on this GPU (the JSON of 'gpucap tune --json', taken with "
+                  "this server's --precision, --input-size and --engine-device: one measured otherwise is refused); the "
+                  "twin measures one when none is given; required on a real GPU");
   cmd->add_flag("--allow-gpu-control", flags->allow_gpu_control,
                 "nvml: let the controller lock clocks and set the power limit (root; restored at exit and after a crash "
                 "by the next gpucap start); without it only the batch cap, delay and admission move");

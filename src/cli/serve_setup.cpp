@@ -46,6 +46,16 @@ std::vector<std::int64_t> noop_dims(const std::string& text) {
   return dims;
 }
 
+// --profile: its trials, once the file says it was measured where and as this server runs (or
+// does not say); `retake` is the command that measures the right one.
+std::shared_ptr<const predict::ProfileModel> load_profile_for(const std::string& path, const predict::ProfileOrigin& here,
+                                                              const std::string& retake) {
+  if (const auto mismatch = predict::profile_mismatch(predict::load_profile_origin(path), here)) {
+    throw usage_error(fmt::format("--profile {}: {}; measure this one's with '{}'", path, *mismatch, retake));
+  }
+  return std::make_shared<const predict::ProfileModel>(predict::load_profile_json(path));
+}
+
 // --warmup: whether the engine runs every batch size before serving.
 bool wants_warmup(const std::string& warmup, const std::string& engine_device) {
   if (warmup == "on") return true;
@@ -108,7 +118,12 @@ Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
   s.gpu_name = gpu.name;
   s.identity = monitor::twin_identity(0, gpu.name, monitor::local_hostname());
   if (f.profile_path) {
-    s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+    predict::ProfileOrigin here;
+    here.simulated = true;
+    here.gpu = gpu.id;
+    here.model = model.id;
+    s.profile = load_profile_for(*f.profile_path, here,
+                                 fmt::format("gpucap tune --gpu {} --model {} --algorithm oracle --power-cap W --json", gpu.id, model.id));
   } else if (f.algorithm == "capserve" || control::needs_profile(f.algorithm)) {
     s.profile = runtime::measure_default_profile(catalog, gpu.id, model.id, f.sample_hz,
                                                  sim::derive_seed(o.seed, runtime::kProfileSeedStream));
@@ -148,7 +163,8 @@ Served nvml_served(const ServeFlags& f) {
   probe.values.assign(static_cast<std::size_t>(3 * f.real.input_size * f.real.input_size), 0.0F);
   const auto outputs = nvml.engine().run_data(probe);
   service::kserve::ModelMetadata m;
-  m.name = std::filesystem::path(*f.real.model_file).stem().string();
+  const auto model_name = std::filesystem::path(*f.real.model_file).stem().string();
+  m.name = model_name;
   m.versions = {"1"};
   m.platform = "pytorch_libtorch";
   m.max_batch_size = f.max_batch_size;
@@ -168,7 +184,19 @@ Served nvml_served(const ServeFlags& f) {
   s.gpu_id = info.name;
   s.gpu_name = info.name;
   s.identity = monitor::nvml_identity(info, monitor::local_hostname());
-  if (f.profile_path) s.profile = std::make_shared<const predict::ProfileModel>(predict::load_profile_json(*f.profile_path));
+  if (f.profile_path) {
+    predict::ProfileOrigin here;
+    here.simulated = false;
+    here.gpu = info.name;
+    here.model = model_name;
+    here.precision = engine_flags.precision.value_or("fp32");
+    here.input_size = engine_flags.input_size;
+    here.engine_device = engine_flags.engine_device;
+    s.profile = load_profile_for(*f.profile_path, here,
+                                 fmt::format("gpucap tune --platform nvml --model-file {} --precision {} --input-size {} "
+                                             "--engine-device {} --algorithm oracle --power-cap W --json",
+                                             *f.real.model_file, *here.precision, *here.input_size, *here.engine_device));
+  }
   if (f.cluster.enabled()) {
     if (!s.profile) throw usage_error("--cluster-etcd on a real GPU needs --profile FILE: the node's curve comes from it");
     s.capacity = cluster::profile_capacity_curve(*s.profile, f.slo_ms / 1e3, std::max(info.power_limit_min_w, s.min_cap_w),

@@ -254,8 +254,9 @@ void tune_on_nvml(const TuneFlags& flags) {
       .check_range(0.0, info.power_limit_max_w, fmt::format("what the {} can draw (up to its highest power limit)", info.name));
   const auto space = real_search_space(flags, platform.gpu(), platform.controller_limits());
   const runtime::PlatformTrialOptions trial_options{flags.warmup_s, flags.measure_s, flags.allow_gpu_control, &stop_requested};
+  const auto setup = trial_setup(engine, platform.gpu(), trial_options, flags.sample_hz);
   std::optional<runtime::TrialFile> file;
-  if (flags.out) file.emplace(*flags.out, trial_setup(engine, platform.gpu(), trial_options, flags.sample_hz));
+  if (flags.out) file.emplace(*flags.out, setup);
   const StopOnSignals stop_on_signals;
   runtime::PlatformTrialRunner runner(platform, trial_options);
   auto tuner = tune::make_tuner(flags.algorithm, space, flags.power_cap_w, parse_seed(flags.seed));
@@ -284,7 +285,8 @@ void tune_on_nvml(const TuneFlags& flags) {
   if (flags.json) {
     auto out = result_json(flags, info.name, *flags.real.model_file, space, budget, outcome);
     out.update(nlohmann::json{{"platform", "nvml"}, {"uuid", info.uuid}, {"clocks_locked", flags.allow_gpu_control},
-                              {"warmup_s", flags.warmup_s}, {"engine", platform.engine().name()}});
+                              {"warmup_s", flags.warmup_s}, {"engine", platform.engine().name()},
+                              {"setup", setup}});  // what `serve --profile` checks the profile against
     std::cout << out.dump(2) << "\n";
   } else {
     fmt::print("gpucap tune ({}) on a REAL {} ({})\n", flags.algorithm, info.name, *flags.real.model_file);

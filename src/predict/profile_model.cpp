@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <tuple>
 
 #include "gpucap/core/error.hpp"
@@ -97,6 +98,64 @@ std::vector<ProfileSample> load_profile_json(const std::string& path) {
     samples.push_back(s);
   }
   return samples;
+}
+
+namespace {
+
+std::optional<std::string> optional_string(const JsonFields& f, std::string_view key) {
+  if (!f.has(key) || f.at(key).is_null()) return std::nullopt;
+  return f.string(key);
+}
+
+std::string file_stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+// "cuda:1" and "cuda" run the same engine; only the kind of device changes what a batch costs.
+std::string device_kind(const std::string& device) { return device.substr(0, device.find(':')); }
+
+}  // namespace
+
+ProfileOrigin load_profile_origin(const std::string& path) {
+  const auto json = load_json_file(path);
+  if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a profile must be a JSON object", path));
+  const JsonFields top(json, path);
+  ProfileOrigin o;
+  if (top.has("simulated")) {
+    if (!top.at("simulated").is_boolean()) throw top.error("simulated", "must be true or false");
+    o.simulated = top.at("simulated").get<bool>();
+  }
+  o.gpu = optional_string(top, "gpu");
+  // The twin's model is an id; a real GPU's is the file it loaded. Without "simulated" which of
+  // the two it is is unknown, and it is not compared.
+  if (const auto model = optional_string(top, "model"); model && o.simulated) o.model = *o.simulated ? *model : file_stem(*model);
+  if (top.has("setup") && !top.at("setup").is_null()) {
+    const auto setup = top.object("setup");
+    if (!o.gpu) o.gpu = optional_string(setup, "gpu");
+    if (const auto file = optional_string(setup, "model_file"); file && !o.model) o.model = file_stem(*file);
+    o.precision = optional_string(setup, "precision");
+    if (setup.has("input_size") && !setup.at("input_size").is_null()) o.input_size = setup.positive_integer("input_size");
+    o.engine_device = optional_string(setup, "engine_device");
+  }
+  return o;
+}
+
+std::optional<std::string> profile_mismatch(const ProfileOrigin& measured, const ProfileOrigin& here) {
+  const auto where = [](bool simulated) { return simulated ? std::string("the twin") : std::string("a real GPU"); };
+  if (measured.simulated && here.simulated && *measured.simulated != *here.simulated) {
+    return fmt::format("it was measured on {}, and this runs on {}", where(*measured.simulated), where(*here.simulated));
+  }
+  const auto differ = [](const auto& a, const auto& b) { return a && b && *a != *b; };
+  if (differ(measured.gpu, here.gpu)) return fmt::format("it was measured on {}, and this GPU is {}", *measured.gpu, *here.gpu);
+  if (differ(measured.model, here.model)) return fmt::format("it was measured with model {}, and this runs {}", *measured.model, *here.model);
+  if (differ(measured.precision, here.precision)) {
+    return fmt::format("it was measured with precision {}, and this runs {}", *measured.precision, *here.precision);
+  }
+  if (differ(measured.input_size, here.input_size)) {
+    return fmt::format("it was measured with input size {}, and this runs {}", *measured.input_size, *here.input_size);
+  }
+  if (measured.engine_device && here.engine_device && device_kind(*measured.engine_device) != device_kind(*here.engine_device)) {
+    return fmt::format("it was measured with the engine on {}, and this runs it on {}", *measured.engine_device, *here.engine_device);
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpucap::predict

@@ -69,5 +69,26 @@ TEST(ServeFlags, BadOnesAreOneLineBeforeAnythingStarts) {
   expect_error({"serve", "--model", "noop", "--power-cap", "250", "--platform", "tpu"}, 2, "--platform 'tpu'");
 }
 
+// A profile measured for another model, another GPU or on a real GPU is refused by its difference:
+// capserve would plan the batches and the power from another's figures.
+TEST(ServeFlags, AProfileMeasuredElsewhereIsRefusedByItsDifference) {
+  test::TempDir dir;
+  const std::string trials = R"("trials": [{"batch_size": 1, "sm_clock_mhz": 1410, "memory_clock_mhz": null,
+    "throughput_img_s": 100, "max_power_w": 100}])";
+  const auto serve = [](const std::string& profile) {
+    return std::vector<std::string>{"serve", "--gpu", "a100", "--model", "vgg19", "--power-cap", "250", "--listen",
+                                    "127.0.0.1:0", "--profile", profile};
+  };
+  const auto resnet = dir.write("resnet50.json", R"({"simulated": true, "gpu": "a100", "model": "resnet50", )" + trials + "}");
+  expect_error(serve(resnet), 2,
+               "--profile " + resnet + ": it was measured with model resnet50, and this runs vgg19; measure this one's with "
+               "'gpucap tune --gpu a100 --model vgg19 --algorithm oracle --power-cap W --json'");
+  const auto v100 = dir.write("v100.json", R"({"simulated": true, "gpu": "v100", "model": "vgg19", )" + trials + "}");
+  expect_error(serve(v100), 2, "it was measured on v100, and this GPU is a100");
+  const auto real = dir.write("real.json", R"({"simulated": false, "gpu": "NVIDIA A100-SXM4-40GB", "model": "vgg19.pt", )" +
+                                               trials + "}");
+  expect_error(serve(real), 2, "it was measured on a real GPU, and this runs on the twin");
+}
+
 }  // namespace
 }  // namespace gpucap

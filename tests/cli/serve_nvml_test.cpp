@@ -271,6 +271,40 @@ TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
                      2, "capserve on a real GPU runs from a profile");
 }
 
+// A profile holds one model's figures on one GPU with one engine setup. One that tune measured with
+// the server's flags is served from; one measured otherwise (here: images of 32 pixels, and the
+// server takes 224) is refused by its difference before serving, with the command that measures
+// the right one.
+TEST(ServeNvml, AProfileIsServedFromOnlyWhereItWasMeasured) {
+  const FakeGpu fake;
+  test::TempDir dir;
+  const auto tune = [&dir](const std::string& input_size) {
+    const auto r = test::gpucap({"tune", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file",
+                                 model_file(".pt"), "--engine-device", "cpu", "--input-size", input_size,
+                                 "--power-settle-s", "0", "--warmup-s", "0.05", "--measure-s", "0.3", "--power-cap", "150",
+                                 "--algorithm", "oracle", "--batch-sizes", "1,2", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return dir.write("profile-" + input_size + ".json", r.out);
+  };
+  const auto other = tune("32");
+  test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),
+                      "--engine-device", "cpu", "--input-size", "224", "--power-cap", "150", "--listen", "127.0.0.1:0",
+                      "--profile", other},
+                     2,
+                     "--profile " + other + ": it was measured with input size 32, and this runs 224; measure this one's with "
+                     "'gpucap tune --platform nvml --model-file " + model_file(".pt") + " --precision fp32 --input-size 224 "
+                     "--engine-device cpu --algorithm oracle --power-cap W --json'");
+  EXPECT_TRUE(fake.writes().empty());
+
+  int port = 0;
+  auto server = start({"--profile", tune("224")}, port);
+  ASSERT_GT(port, 0) << "the server did not start from tune's own profile";
+  EXPECT_EQ(post_images(port, 1), 200);
+  server->signal(SIGTERM);
+  const auto status = server->wait(60.0);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
 // Without --allow-gpu-control the GPU keeps its clocks and limit: a seed that sets them is refused
 // by name before serving, and nothing is written.
 TEST(ServeNvml, AnAlgorithmThatSetsClocksOrTheLimitNeedsGpuControl) {

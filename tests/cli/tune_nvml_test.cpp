@@ -62,6 +62,11 @@ TEST(TuneNvml, WithoutGpuControlItSearchesBatchSizesOnlyAndWritesNothing) {
   EXPECT_FALSE(json["simulated"].get<bool>());
   EXPECT_EQ(json["platform"], "nvml");
   EXPECT_FALSE(json["clocks_locked"].get<bool>());
+  // What serve --profile checks a profile against: the engine's setup, as tune --out's file holds it.
+  EXPECT_EQ(json["setup"]["gpu"], "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(json["setup"]["precision"], "fp32");
+  EXPECT_EQ(json["setup"]["input_size"], 32);
+  EXPECT_EQ(json["setup"]["engine_device"], "cpu");
   ASSERT_EQ(json["trials"].size(), 3U);
   for (const auto& t : json["trials"]) {
     EXPECT_EQ(t["sm_clock_mhz"], 1410) << "the GPU's highest clock, as a label";

@@ -58,4 +58,25 @@ class ProfileModel {
 // `gpucap tune --json` prints. Throws Error(io) or Error(invalid_data) naming the file.
 [[nodiscard]] std::vector<ProfileSample> load_profile_json(const std::string& path);
 
+// Where a profile was measured, as its file says: `gpucap tune --json` writes "simulated", "gpu"
+// (the twin's id or the NVML name) and "model" (the twin's model id or the model file), and on a
+// real GPU a "setup" (tune's --out trial file holds the same one) with the engine's "precision",
+// "input_size" and "engine_device". A field the file does not hold stays empty and is not
+// compared: a profile written by hand or by an older gpucap is taken as it is.
+struct ProfileOrigin {
+  std::optional<bool> simulated;
+  std::optional<std::string> gpu;
+  std::optional<std::string> model;          // the twin's id, or the model file's name without folder and extension
+  std::optional<std::string> precision;      // fp32, fp16, bf16
+  std::optional<long long> input_size;       // height = width of the images
+  std::optional<std::string> engine_device;  // cpu, cuda or cuda:N (compared by kind: cuda:1 runs as cuda does)
+};
+// Reads the origin of a profile file; Error(invalid_data) for a field of the wrong type.
+[[nodiscard]] ProfileOrigin load_profile_origin(const std::string& path);
+// The first field both origins name that differs, as a phrase ("it was measured with precision
+// fp32, and this runs fp16"); nullopt when none does. A profile measured under other conditions
+// predicts other batch times and powers, and a controller planning from it would miss the SLO or
+// the cap without a word.
+[[nodiscard]] std::optional<std::string> profile_mismatch(const ProfileOrigin& measured, const ProfileOrigin& here);
+
 }  // namespace gpucap::predict
