@@ -334,13 +334,28 @@ JsonHeaderScan check_json_before_parsing(std::string_view text, const std::strin
                                                  "read beside one",
                                                  kMaxNulRunBesideTokens, kMaxNulRunBesideTokens - 1));
   }
+  // Each token's marker is longer than the token, the more so the more NULs it needs: a text of
+  // millions of them beside a string of 60 NULs would take a hundred times its size to read.
+  const std::size_t nuls = scan.longest_nul_run + 1;
+  std::size_t marker_growth = 0;
+  for (const auto& token : scan.non_finite) {
+    marker_growth += std::max<std::size_t>(2 + 6 * nuls + token.spelling.size(), token.end - token.begin) - (token.end - token.begin);
+  }
+  if (text.size() + marker_growth > kMaxMarkedTextFactor * text.size() + kMarkedTextSlackBytes) {
+    throw ProtocolError(kBadRequest,
+                        fmt::format("the inference request's {} NaN or Infinity tokens, beside a string of {} NUL "
+                                    "characters (\\u0000) in a row, would take {} bytes to read, more than {} times its "
+                                    "{}-byte JSON: send fewer NULs, or the tensor as binary data",
+                                    scan.non_finite.size(), scan.longest_nul_run, text.size() + marker_growth,
+                                    kMaxMarkedTextFactor, text.size()));
+  }
   // The arrays' values are built only now, within the model's bound; beside a long run of NULs
   // (markers as long) the parser reads them.
   std::vector<std::optional<nlohmann::json>> arrays;
   if (scan.longest_nul_run < kMaxNulRunBesideTokens) {
     for (const auto& array : scan.arrays) arrays.push_back(flat_array_values(text, array));
   }
-  return rewrite(text, scan, scan.longest_nul_run + 1, std::move(arrays));
+  return rewrite(text, scan, nuls, std::move(arrays));
 }
 
 nlohmann::json parse_json_header(std::string_view text, JsonHeaderScan& scan) {

@@ -39,6 +39,12 @@ inline constexpr std::size_t kMinFastArrayValues = 256;
 // refused (400) rather than given markers of its length, which it could make as long as its body
 // for every token.
 inline constexpr std::size_t kMaxNulRunBesideTokens = 64;
+// The most the markers may grow a header: the text the parser reads stays within this many times
+// the client's (and the slack), so memory and time stay proportional to the body. A token becomes
+// 2 + 6·n bytes and its spelling, n the NULs a marker needs (one more than the longest run in the
+// client's strings): an array of "NaN" grows 3 times with none in them, of "Inf" 4.25 times.
+inline constexpr std::size_t kMaxMarkedTextFactor = 5;
+inline constexpr std::size_t kMarkedTextSlackBytes = 64 * 1024;
 
 // ProtocolError(400) for a JSON header (`text`) that holds a NUL byte, nests deeper than
 // kMaxJsonDepth, or holds more values than `model` could take; `not_json` starts the NUL's
