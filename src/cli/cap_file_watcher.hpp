@@ -2,6 +2,7 @@
 // `gpucap serve --cap-file F`: a file a node's power agent rewrites, watched on a thread of its own.
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/files.hpp"
+#include "gpucap/core/stderr_line.hpp"
 
 #include "gpucap/serve/cap_state.hpp"
 #include "gpucap/serve/serving_runtime.hpp"
@@ -23,7 +25,9 @@ inline constexpr double kCapFilePollS = 0.2;  // how often the file is read
 
 // Watches --cap-file (a power agent rewrites it): a new content that is a cap sets it; one that
 // is not (malformed, unreadable, out of range) keeps the last good cap, with a log line and the
-// cap-file metrics.
+// cap-file metrics. A rewrite with the same content is the agent saying its cap again: it sets it
+// once more if another source (an operator's PUT, a schedule's step) has set another since, and
+// is otherwise nothing new (no log line for an agent that rewrites its cap every second).
 class CapFileWatcher {
  public:
   // `start_text`: the content read at the start, whose cap is in force (serve's initial_cap): a
@@ -32,6 +36,7 @@ class CapFileWatcher {
                  service::ServeMetrics* metrics)
       : path_(std::move(path)), cap_(cap), runtime_(runtime), metrics_(metrics) {
     last_ = std::move(start_text);
+    last_stamp_ = stamp();
     if (metrics_ != nullptr) metrics_->cap_file(true);
     thread_ = std::thread([this] { watch(); });
   }
@@ -47,6 +52,14 @@ class CapFileWatcher {
   CapFileWatcher& operator=(const CapFileWatcher&) = delete;
 
  private:
+  // Which file, written when: a rewrite in place moves the modification time, a rename over it
+  // brings another inode. Empty when the file cannot be looked at.
+  std::string stamp() const {
+    struct stat s {};
+    if (::stat(path_.c_str(), &s) != 0) return {};
+    return fmt::format("{}:{}.{}:{}", s.st_ino, s.st_mtim.tv_sec, s.st_mtim.tv_nsec, s.st_size);
+  }
+
   std::string read_or_error() const {
     try {
       return read_text_file(path_);
@@ -58,8 +71,11 @@ class CapFileWatcher {
   void watch() {
     std::unique_lock lock(mutex_);
     while (!wake_.wait_for(lock, std::chrono::duration<double>(kCapFilePollS), [this] { return stop_; })) {
+      const auto file_stamp = stamp();  // before the read: a write after it shows at the next poll
       const auto text = read_or_error();
-      if (text == last_) continue;
+      const bool rewritten = file_stamp != last_stamp_;
+      last_stamp_ = file_stamp;
+      if (text == last_ && !(rewritten && reasserts(text))) continue;
       last_ = text;
       try {
         if (text.starts_with('\x01')) throw Error(ErrorCode::io, text.substr(1));
@@ -67,14 +83,26 @@ class CapFileWatcher {
         cap_.set(watts, "file", runtime_.now_s());
         runtime_.cap_changed();
         if (metrics_ != nullptr) metrics_->cap_file(true);
-        fmt::print(stderr, "gpucap serve: the cap is {:g} W from now on (--cap-file {})\n", watts, path_);
-      } catch (const Error& e) {
+        print_stderr_line("gpucap serve: the cap is {:g} W from now on (--cap-file {})", watts, path_);
+      } catch (const std::exception& e) {  // gpucap's errors, and anything else: this thread must not end the server
         cap_.note_error("file", e.what());
         if (metrics_ != nullptr) metrics_->cap_file(false);
         const auto kept = cap_.at(runtime_.now_s());
-        fmt::print(stderr, "gpucap serve: warning: --cap-file: {}; the cap stays {:g} W (from {})\n", e.what(), kept.cap_w,
-                   kept.source);
+        print_stderr_line("gpucap serve: warning: --cap-file: {}; the cap stays {:g} W (from {})", e.what(), kept.cap_w,
+                          kept.source);
       }
+    }
+  }
+
+  // Whether the same good content, written again, changes the cap in force: another source set
+  // another cap since the file's.
+  bool reasserts(const std::string& text) const {
+    if (text.starts_with('\x01')) return false;
+    try {
+      const auto now = cap_.at(runtime_.now_s());
+      return now.source != "file" || now.cap_w != serve::parse_cap_file(text, path_);
+    } catch (const Error&) {
+      return false;  // a bad content written again: already said
     }
   }
 
@@ -83,6 +111,7 @@ class CapFileWatcher {
   serve::ServingRuntime& runtime_;
   service::ServeMetrics* metrics_;
   std::string last_;
+  std::string last_stamp_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

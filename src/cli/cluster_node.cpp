@@ -9,6 +9,7 @@
 #include "gpucap/cluster/node_curves.hpp"
 #include "gpucap/cluster/schema.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/stderr_line.hpp"
 
 namespace gpucap::cli {
 namespace {
@@ -90,7 +91,7 @@ ClusterNode::ClusterNode(const ClusterNodeFlags& flags, ClusterNodeSetup setup)
   options.gpu = setup_.gpu;
   options.model = setup_.model;
   options.log = [program = setup_.program](std::string_view line) {
-    fmt::print(stderr, "gpucap {}: cluster: {}\n", program, line);
+    print_stderr_line("gpucap {}: cluster: {}", program, line);
   };
   agent_ = std::make_unique<cluster::NodeAgent>(
       *store_, options, [this](double cap_w) { apply(cap_w, agent_ && agent_->fallen_back() ? "safe cap" : "allocation"); },
@@ -115,7 +116,7 @@ ClusterNode::~ClusterNode() {
     agent_->leave(loop_.now_s());
     if (report_lease_ != 0) store_->revoke_lease(report_lease_);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "gpucap {}: cluster: leaving: {} (the lease expires on its own)\n", setup_.program, e.what());
+    print_stderr_line("gpucap {}: cluster: leaving: {} (the lease expires on its own)", setup_.program, e.what());
   }
 }
 
@@ -123,8 +124,8 @@ void ClusterNode::apply(double cap_w, const char* why) {
   if (leaving_) {
     // The job has ended (a run) or drained (serve): nothing runs any more, the node holds nothing
     // the budget must count. The GPU is left as the command leaves it (restored at its exit).
-    fmt::print(stderr, "gpucap {}: cluster cap {} {:.3f} W at {:.6f} (leaving: nothing runs any more)\n", setup_.program,
-               flags_.node, 0.0, cluster::unix_now_s());
+    print_stderr_line("gpucap {}: cluster cap {} {:.3f} W at {:.6f} (leaving: nothing runs any more)", setup_.program,
+                      flags_.node, 0.0, cluster::unix_now_s());
     applied_w_ = 0.0;
     return;
   }
@@ -135,9 +136,9 @@ void ClusterNode::apply(double cap_w, const char* why) {
   const double before_s = cluster::unix_now_s();
   setup_.apply_cap(settable_w);
   const double logged_s = raise ? before_s : cluster::unix_now_s();
-  fmt::print(stderr, "gpucap {}: cluster cap {} {:.3f} W at {:.6f} ({}{})\n", setup_.program, flags_.node, settable_w,
-             logged_s, why,
-             cap_w < settable_w ? fmt::format(": given {:g} W, standby is not supported, holding the lowest cap", cap_w) : "");
+  print_stderr_line("gpucap {}: cluster cap {} {:.3f} W at {:.6f} ({}{})", setup_.program, flags_.node, settable_w, logged_s,
+                    why, cap_w < settable_w ? fmt::format(": given {:g} W, standby is not supported, holding the lowest cap", cap_w)
+                                            : "");
   applied_w_ = settable_w;
   std::lock_guard lock(mutex_);
   measured_.cap_w = settable_w;

@@ -24,6 +24,7 @@
 
 #include "gpucap/cli/commands.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/core/stderr_line.hpp"
 #include "gpucap/monitor/gpu_exporter.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
 #include "gpucap/serve/latency_stats.hpp"
@@ -139,6 +140,11 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   sigset_t signals = stop_signal_set();
   sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A server outlives the reader of its log: stderr piped into a reader that has gone must cost
+  // log lines (print_stderr_line), not the process, whose GPU settings would wait for the next
+  // start to be restored. cpp-httplib's server ignores SIGPIPE too once it is built (and systemd
+  // for its services); this holds from the first line on, whatever builds what.
+  ::signal(SIGPIPE, SIG_IGN);
   // Every flag first: nothing starts, binds or writes before they are all good.
   if (!(f.slo_ms > 0.0 && f.slo_ms <= 3.6e6)) {
     throw usage_error(fmt::format("--slo-ms {:g} must be above 0 and at most 3600000 (an hour)", f.slo_ms));
@@ -318,11 +324,11 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
 
   int signal = -1;
   while (signal < 0) signal = sigwaitinfo(&signals, nullptr);
-  fmt::print(stderr, "gpucap serve: {}: draining\n",
-             signal == SIGINT    ? "SIGINT"
-             : signal == SIGTERM ? "SIGTERM"
-             : listener_failed   ? "the inference API's listener failed"
-                                 : "the serving loop failed");
+  print_stderr_line("gpucap serve: {}: draining",
+                    signal == SIGINT    ? "SIGINT"
+                    : signal == SIGTERM ? "SIGTERM"
+                    : listener_failed   ? "the inference API's listener failed"
+                                        : "the serving loop failed");
   server.stop();  // no new connections; the handlers in flight wait for their answers
   http.join();
   // The queue drains under the node's allocation (still counted); then the node leaves (0 W).

@@ -12,6 +12,7 @@
 
 #include "gpucap/core/error.hpp"
 #include "gpucap/core/json_file.hpp"
+#include "gpucap/core/stderr_line.hpp"
 #include "gpucap/service/guarded_server.hpp"
 #include "http_common.hpp"
 
@@ -96,7 +97,7 @@ struct AdminServer::Impl {
       send_error(response, 422, e.what());
       return;
     }
-    fmt::print(stderr, "gpucap serve: the cap is {:g} W from now on (PUT /v1/power/cap)\n", watts);
+    print_stderr_line("gpucap serve: the cap is {:g} W from now on (PUT /v1/power/cap)", watts);
     if (cap_set) cap_set();
     response.set_content(state().dump(), "application/json");
   }

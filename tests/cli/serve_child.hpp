@@ -49,6 +49,19 @@ class Server {
     if (!got) ADD_FAILURE() << "the metrics endpoint did not answer";
     return got ? got->body : std::string();
   }
+  // Scrapes the metrics until the page holds `fragment` (at most `timeout_s`); the last page, and a
+  // failure when it never came.
+  std::string wait_for_metrics(const std::string& fragment, double timeout_s = 10.0) const {
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      text = scrape();
+      if (text.find(fragment) != std::string::npos) return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "no " << fragment << " in\n" << text;
+    return text;
+  }
   [[nodiscard]] httplib::Client admin() const { return client_for(admin_port_); }
   // Waits until `count` requests to `model` are pending or answered (Triton's gauges, scraped from
   // --metrics), at most `timeout_s`; the last count seen.

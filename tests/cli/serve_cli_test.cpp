@@ -244,17 +244,7 @@ TEST(ServeCli, ACapFileSetsTheCapAndABadOrUnreadableOneKeepsTheLastGood) {
     ADD_FAILURE() << "no log line with " << fragment;
     return std::string();
   };
-  const auto wait_for = [&](const std::string& fragment) {
-    std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      text = server.scrape();
-      if (text.find(fragment) != std::string::npos) return text;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "no " << fragment << " in\n" << text;
-    return text;
-  };
+  const auto wait_for = [&server](const std::string& fragment) { return server.wait_for_metrics(fragment); };
   (void)wait_for(R"(gpucap_power_cap_watts{algorithm="capserve",model="noop",gpu_model="a100",gpu="0",simulated="true"} 240)");
   (void)dir.write("cap", R"({"watts": 190})");
   (void)wait_for(R"(gpucap_power_cap_watts{algorithm="capserve",model="noop",gpu_model="a100",gpu="0",simulated="true"} 190)");

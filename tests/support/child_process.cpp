@@ -49,10 +49,17 @@ ChildProcess::~ChildProcess() {
     int status = 0;
     ::waitpid(pid_, &status, 0);
   }
-  ::close(stdout_fd_);
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+}
+
+void ChildProcess::close_output() {
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  stdout_fd_ = -1;
+  buffer_.clear();
 }
 
 std::optional<std::string> ChildProcess::read_line(double timeout_s) {
+  if (stdout_fd_ < 0) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const auto newline = buffer_.find('\n');

@@ -26,6 +26,9 @@ class ChildProcess {
   // The wait status (waitpid's), or nullopt when it has not exited by the deadline.
   [[nodiscard]] std::optional<int> wait(double timeout_s);
   void signal(int signal_number) const;
+  // Closes the reading end of the child's stdout: the reader of its output has gone, and its next
+  // write fails (EPIPE, or SIGPIPE unless it ignores that). read_line gives nullopt from then on.
+  void close_output();
 
  private:
   pid_t pid_ = -1;
