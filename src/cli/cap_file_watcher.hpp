@@ -83,8 +83,10 @@ class CapFileWatcher {
         cap_.set(watts, "file", runtime_.now_s());
         runtime_.cap_changed();
         if (metrics_ != nullptr) metrics_->cap_file(true);
+        last_refused_ = false;
         print_stderr_line("gpucap serve: the cap is {:g} W from now on (--cap-file {})", watts, path_);
       } catch (const std::exception& e) {  // gpucap's errors, and anything else: this thread must not end the server
+        last_refused_ = true;
         cap_.note_error("file", e.what());
         if (metrics_ != nullptr) metrics_->cap_file(false);
         const auto kept = cap_.at(runtime_.now_s());
@@ -94,15 +96,16 @@ class CapFileWatcher {
     }
   }
 
-  // Whether the same good content, written again, changes the cap in force: another source set
-  // another cap since the file's.
+  // Whether the same content, written again, changes the cap in force: it was a good cap, and
+  // another source set another since. A content refused (unreadable, not a cap, out of range) is
+  // not said again.
   bool reasserts(const std::string& text) const {
-    if (text.starts_with('\x01')) return false;
+    if (last_refused_) return false;
     try {
       const auto now = cap_.at(runtime_.now_s());
       return now.source != "file" || now.cap_w != serve::parse_cap_file(text, path_);
     } catch (const Error&) {
-      return false;  // a bad content written again: already said
+      return false;
     }
   }
 
@@ -112,6 +115,7 @@ class CapFileWatcher {
   service::ServeMetrics* metrics_;
   std::string last_;
   std::string last_stamp_;
+  bool last_refused_ = false;  // the content last_ holds was refused
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

@@ -24,7 +24,7 @@ const std::string kCapSeries =
 
 // The power agent rewrites its file with the cap it already wrote: that is the agent saying its
 // cap again, which takes it back from an operator's PUT since; with the file's cap in force, the
-// same rewrite changes nothing.
+// same rewrite changes nothing, and a refused content written again is not refused again.
 TEST(ServeCapSources, AnAgentRewritingItsCapTakesItBackFromAnOperatorsPut) {
   test::TempDir dir;
   const auto file = dir.write("cap", "240\n");
@@ -43,6 +43,16 @@ TEST(ServeCapSources, AnAgentRewritingItsCapTakesItBackFromAnOperatorsPut) {
   (void)dir.write("cap", "240\n");
   const auto text = server.wait_for_metrics(kCapSeries + "240");
   EXPECT_NE(text.find(R"(gpucap_power_cap_source{source="file"} 1)"), std::string::npos) << text;
+  // A cap the GPU cannot draw is refused once; written again, it is not refused (nor logged) again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  (void)dir.write("cap", "9999\n");
+  (void)server.wait_for_metrics("gpucap_cap_file_errors_total 1\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  (void)dir.write("cap", "9999\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const auto after = server.scrape();
+  EXPECT_EQ(test::series_value(after, "gpucap_cap_file_errors_total"), 1.0);
+  EXPECT_EQ(test::series_value(after, "gpucap_power_cap_watts"), 240.0);
 }
 
 // stderr piped into a reader that has gone: the server's next log lines are lost, not the server.
