@@ -412,9 +412,10 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& global) {
                   "request's \"timeout\" parameter may shorten it)")
       ->capture_default_str();
   cmd->add_option("--batch-timeout-s", flags->batch_timeout_s,
-                  "Wall seconds a batch may run before the GPU counts as stalled: until it returns, requests get 503 "
-                  "and /v2/health/ready says 503; SIGTERM/SIGINT then restores the GPU and exits with code 6 without "
-                  "waiting for the batch")
+                  "Wall seconds a batch (or a driver call between batches: a knob write, a clock read) may take "
+                  "before the GPU counts as stalled: until it returns, requests get 503 and /v2/health/ready says 503; "
+                  "SIGTERM/SIGINT then restores the GPU (a hung driver call: leaves it to the journal) and exits with "
+                  "code 6 without waiting for it")
       ->capture_default_str();
   cmd->add_option("--max-request-mib", flags->max_request_mib, "The largest inference request body, MiB (larger: 413)")
       ->capture_default_str();

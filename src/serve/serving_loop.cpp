@@ -123,11 +123,19 @@ double ServingLoop::window_due_s() const {
   return period.batches > 0 ? std::numeric_limits<double>::infinity() : window_start_s_ + period.seconds;
 }
 
+void ServingLoop::device_call(const std::function<void()>& call) {
+  if (device_call_) {
+    device_call_(call);
+  } else {
+    call();
+  }
+}
+
 void ServingLoop::apply(const control::ServingKnobs& knobs) {
   const auto& before = core_.knobs();
   const bool device_changed = knobs.sm_clock_mhz != before.sm_clock_mhz ||
                               knobs.memory_clock_mhz != before.memory_clock_mhz || knobs.power_limit_w != before.power_limit_w;
-  session_->apply(device_knobs(knobs));
+  device_call([this, &knobs] { session_->apply(device_knobs(knobs)); });
   core_.set_knobs(knobs, now_s());
   if (device_changed) settled_from_s_ = platform_.clock().now_s() + platform_.power_settle_s();
 }
@@ -196,9 +204,10 @@ ServingWindow ServingLoop::close_window(double now_s) {
   w.slo = core_.slo(now_s);
   w.knobs = core_.knobs();
   w.queued_requests = core_.queued_requests();
-  const auto& device = platform_.device();
-  w.sm_clock_mhz = device.has_signal(device::Signal::sm_clock_mhz) ? platform_.device().read(device::Signal::sm_clock_mhz)
-                                                                   : std::numeric_limits<double>::quiet_NaN();
+  w.sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
+  if (platform_.device().has_signal(device::Signal::sm_clock_mhz)) {
+    device_call([this, &w] { w.sm_clock_mhz = platform_.device().read(device::Signal::sm_clock_mhz); });
+  }
   ++totals_.windows;
   if (w.over_cap) {
     ++totals_.windows_over_cap;
@@ -220,7 +229,7 @@ std::optional<ServingWindow> ServingLoop::finish() {
   if (window_power_.count() > 0) last = close_window(now_s());
   totals_.device_writes = session_->writes();
   finished_ = true;
-  session_->restore();  // explicit, so a failed restore surfaces as an error
+  device_call([this] { session_->restore(); });  // explicit, so a failed restore surfaces as an error
   return last;
 }
 

@@ -201,8 +201,9 @@ bool ServingRuntime::stalled() const {
 }
 
 bool ServingRuntime::stalled_locked() const {
-  return batch_started_ && options_.batch_timeout_s &&
-         std::chrono::steady_clock::now() - *batch_started_ > std::chrono::duration<double>(*options_.batch_timeout_s);
+  const auto started = batch_started_ ? batch_started_ : device_call_started_;
+  return started && options_.batch_timeout_s &&
+         std::chrono::steady_clock::now() - *started > std::chrono::duration<double>(*options_.batch_timeout_s);
 }
 
 ServingRuntime::Withdrawal ServingRuntime::withdraw(std::uint64_t id) {
@@ -216,7 +217,10 @@ ServingRuntime::Withdrawal ServingRuntime::withdraw(std::uint64_t id) {
 Answer ServingRuntime::stalled_answer() const {
   Answer a;
   a.kind = AnswerKind::stalled;
-  a.message = fmt::format("the GPU has not finished its batch in {:g} s", options_.batch_timeout_s.value_or(0.0));
+  a.message = device_call_started_
+                  ? fmt::format("the GPU's driver has not answered a settings call in {:g} s",
+                                options_.batch_timeout_s.value_or(0.0))
+                  : fmt::format("the GPU has not finished its batch in {:g} s", options_.batch_timeout_s.value_or(0.0));
   return a;
 }
 
@@ -264,8 +268,34 @@ bool ServingRuntime::run_one(const Launch& launch, std::unique_lock<std::mutex>&
   return true;
 }
 
+namespace {
+
+// Thrown on the GPU thread when a drain gave up on it while it waited on the driver: nothing more
+// is its to do (gpu_thread ends).
+struct GivenUp {};
+
+}  // namespace
+
 void ServingRuntime::gpu_thread() {
   std::unique_lock lock(mutex_);
+  // Between batches the loop may wait on the driver (knob writes, clock reads, the restore): not
+  // with the lock, which every request's submission and every scrape needs, and watched like a
+  // batch, so that a driver that hangs there stalls the GPU (503s, readiness, the drain) instead
+  // of holding the server.
+  loop_->through_device_calls([this, &lock](const std::function<void()>& call) {
+    device_call_started_ = std::chrono::steady_clock::now();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      call();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    device_call_started_.reset();
+    if (abandoned_) throw GivenUp{};
+    if (error) std::rethrow_exception(error);
+  });
   const auto emit = [this, &lock](const std::optional<ServingWindow>& window) {
     if (!window || !on_window_) return;
     lock.unlock();
@@ -358,6 +388,7 @@ bool ServingRuntime::abandoned() const {
 
 void ServingRuntime::abandon_locked() {
   abandoned_ = true;
+  abandoned_in_device_call_ = device_call_started_.has_value();
   stopped_ = true;
   answer_everyone(AnswerKind::stopping, "the server stopped before this request's batch ended");
   ++wake_calls_;
@@ -369,11 +400,20 @@ ServingTotals ServingRuntime::restore_beside_the_hung_batch() {
   // restore through a driver that hangs as well must not hold the HTTP threads (submissions,
   // scrapes) behind it.
   std::optional<std::string> error;
-  try {
-    loop_->abandon();
-  } catch (const std::exception& e) {
-    error = e.what();
-    spdlog::error("serve: restoring the GPU's settings failed: {}", e.what());
+  if (abandoned_in_device_call_) {
+    // The GPU thread is still in the driver, in a call on the same control session: a restore
+    // beside it would race it (and most likely hang as well). The journal has every setting.
+    error = fmt::format("a call to the GPU's driver (a settings write or a clock read) has not returned in {:g} s; the "
+                        "settings were not put back beside it",
+                        options_.batch_timeout_s.value_or(0.0));
+    spdlog::error("serve: {}", *error);
+  } else {
+    try {
+      loop_->abandon();
+    } catch (const std::exception& e) {
+      error = e.what();
+      spdlog::error("serve: restoring the GPU's settings failed: {}", e.what());
+    }
   }
   const std::lock_guard lock(mutex_);
   if (error) abandoned_restore_error_ = error;

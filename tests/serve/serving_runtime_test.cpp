@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <limits>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "gpucap/control/serving.hpp"
 #include "gpucap/core/error.hpp"
+#include "gpucap/device/device.hpp"
 #include "gpucap/runtime/sim_platform.hpp"
 #include "gpucap/sim/catalog.hpp"
 #include "support/paths.hpp"
@@ -208,6 +210,133 @@ TEST(ServingRuntime, ADrainThatGivesUpAnswersEveryoneAndRestoresTheGpuBesideAHun
   }
   EXPECT_EQ(batches.load(), 1) << "a request queued behind the hung batch ran after the drain gave up";
   EXPECT_FALSE(twin.platform.twin().power_limit_set());
+}
+
+// The twin's device behind a switch: while held, a write waits before it reaches the twin (a driver
+// that hangs in a knob write between batches).
+class HoldableDevice final : public device::Device {
+ public:
+  explicit HoldableDevice(device::Device& inner) : inner_(inner) {}
+  void hold() {
+    const std::lock_guard lock(mutex_);
+    held_ = true;
+  }
+  void let_go() {
+    {
+      const std::lock_guard lock(mutex_);
+      held_ = false;
+    }
+    changed_.notify_all();
+  }
+  // Whether a write waits now, within `timeout_s`.
+  bool wait_until_a_write_waits(double timeout_s) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return waiting_; });
+  }
+
+  [[nodiscard]] std::string name() const override { return inner_.name(); }
+  [[nodiscard]] bool simulated() const override { return inner_.simulated(); }
+  [[nodiscard]] bool has_signal(device::Signal signal) const override { return inner_.has_signal(signal); }
+  [[nodiscard]] double read(device::Signal signal) override { return inner_.read(signal); }
+  [[nodiscard]] bool has_control(device::Control control) const override { return inner_.has_control(control); }
+  [[nodiscard]] bool can_write(device::Control control) const override { return inner_.can_write(control); }
+  [[nodiscard]] device::ControlRange range(device::Control control) const override { return inner_.range(control); }
+  [[nodiscard]] device::ControlValue read_control(device::Control control) override { return inner_.read_control(control); }
+  void write_control(device::Control control, device::ControlValue value) override {
+    {
+      std::unique_lock lock(mutex_);
+      waiting_ = held_;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return !held_; });
+      waiting_ = false;
+    }
+    inner_.write_control(control, value);
+  }
+
+ private:
+  device::Device& inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool held_ = false;
+  bool waiting_ = false;
+};
+
+// The twin A100 with its device behind that switch.
+class HoldablePlatform final : public runtime::Platform {
+ public:
+  explicit HoldablePlatform(runtime::SimPlatform& twin) : twin_(twin), device_(twin.device()) {}
+  [[nodiscard]] bool simulated() const override { return true; }
+  [[nodiscard]] std::string description() const override { return twin_.description(); }
+  [[nodiscard]] runtime::Clock& clock() override { return twin_.clock(); }
+  [[nodiscard]] engine::Engine& engine() override { return twin_.engine(); }
+  [[nodiscard]] device::Device& device() override { return device_; }
+  [[nodiscard]] runtime::PowerMeter& meter() override { return twin_.meter(); }
+  [[nodiscard]] control::PlatformLimits controller_limits() const override { return twin_.controller_limits(); }
+  [[nodiscard]] double power_settle_s() const override { return twin_.power_settle_s(); }
+  void settle() override { twin_.settle(); }
+  void wait(double seconds) override { twin_.wait(seconds); }
+  HoldableDevice& holdable() { return device_; }
+
+ private:
+  runtime::SimPlatform& twin_;
+  HoldableDevice device_;
+};
+
+// A driver that hangs in a knob write between batches (here: the power limit for a new cap) must
+// not hold the server: requests are still taken while it waits, past the batch timeout the GPU
+// counts as stalled (new requests answered at once, a waiting caller may withdraw its queued
+// request), and a drain told to give up does, without a restore beside the call in the driver
+// (which would race it), saying so.
+TEST(ServingRuntime, ADriverThatHangsBetweenBatchesStallsTheRuntimeAndTheDrainGivesUpOnIt) {
+  TwinA100 twin;
+  HoldablePlatform platform(twin.platform);
+  const auto options = one_request_batches(0.3);
+  const auto executor = [](ServingLoop& loop, const Launch& launch) { return loop.execute(launch); };
+  // Let go after 20 s regardless, so that a runtime that never gives up fails the checks below
+  // instead of holding the test.
+  std::promise<void> test_done;
+  const std::jthread watchdog([&, done = test_done.get_future()] {
+    if (done.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) platform.holdable().let_go();
+  });
+  const std::shared_ptr<void> done(nullptr, [&](void*) { test_done.set_value(); });
+  {
+    ServingRuntime runtime(platform, twin.controller, twin.cap, options, executor);
+    const std::shared_ptr<void> let_go(nullptr, [&](void*) { platform.holdable().let_go(); });
+    EXPECT_EQ(runtime.submit(1, 1, 0, std::nullopt).get().kind, AnswerKind::ok);
+
+    platform.holdable().hold();
+    twin.cap.set(200.0, "admin", runtime.now_s());
+    runtime.cap_changed();  // the static setting answers with the power limit at 200 W: a write
+    ASSERT_TRUE(platform.holdable().wait_until_a_write_waits(10.0));
+    const auto asked = Clock::now();
+    auto queued = runtime.submit(2, 1, 0, std::nullopt);
+    EXPECT_TRUE(runtime.serving()) << "within its timeout a call is only slow";
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - asked).count(), 0.2)
+        << "a request waited for the call in the driver";
+
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (!runtime.stalled() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(runtime.stalled());
+    EXPECT_FALSE(runtime.serving());
+    auto refused = runtime.submit(3, 1, 0, std::nullopt);
+    ASSERT_EQ(refused.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "answered at once";
+    const auto stalled = refused.get();
+    EXPECT_EQ(stalled.kind, AnswerKind::stalled);
+    EXPECT_NE(stalled.message.find("the GPU's driver has not answered a settings call in 0.3 s"), std::string::npos)
+        << stalled.message;
+    EXPECT_EQ(runtime.withdraw(2), ServingRuntime::Withdrawal::withdrawn);
+    ASSERT_EQ(queued.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    EXPECT_EQ(queued.get().kind, AnswerKind::stalled);
+
+    const auto drain_asked = Clock::now();
+    (void)runtime.drain(ServingRuntime::HungBatch::give_up);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - drain_asked).count(), 5.0);
+    EXPECT_TRUE(runtime.abandoned());
+    const auto error = runtime.abandoned_restore_error();
+    ASSERT_TRUE(error.has_value());
+    EXPECT_NE(error->find("has not returned in 0.3 s"), std::string::npos) << *error;
+    EXPECT_EQ(runtime.submit(4, 1, 0, std::nullopt).get().kind, AnswerKind::stopping);
+  }  // the write is let go, the GPU thread ends without touching the loop again, and is joined
 }
 
 // A drain told to give up on a hung batch waits for one that is only slow: within its timeout the

@@ -96,6 +96,12 @@ class ServingLoop {
   // Told of the newest power sample (and the cap in force then) each time samples are taken: an
   // exporter shows the power as the sampler sees it. Set before serving starts.
   void on_power_sample(std::function<void(const PowerSample& sample, double cap_w)> sink) { on_sample_ = std::move(sink); }
+  // Runs each call between batches that may block in the GPU's driver (a knob write, a clock read,
+  // the restore at the end): a runtime that serves from many threads lets go of its lock around it
+  // and watches it as it watches a batch (serve/serving_runtime.hpp). It may throw to end the
+  // caller (the call was given up on). Unset: the call runs as it is.
+  using DeviceCall = std::function<void(const std::function<void()>& call)>;
+  void through_device_calls(DeviceCall device_call) { device_call_ = std::move(device_call); }
   // The cap as the loop last read it.
   [[nodiscard]] const CapReading& cap() const { return cap_; }
   // Closes the last, partial window (if it holds a sample) and puts every GPU setting back.
@@ -111,6 +117,7 @@ class ServingLoop {
   void collect_samples();
   ServingWindow close_window(double now_s);
   void apply(const control::ServingKnobs& knobs);
+  void device_call(const std::function<void()>& call);
 
   runtime::Platform& platform_;
   control::ServingController& controller_;
@@ -134,6 +141,7 @@ class ServingLoop {
   bool finished_ = false;
   ServingTotals totals_;
   std::function<void(const PowerSample& sample, double cap_w)> on_sample_;
+  DeviceCall device_call_;
 };
 
 }  // namespace gpucap::serve

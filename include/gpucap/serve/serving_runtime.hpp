@@ -154,7 +154,8 @@ class ServingRuntime {
   // Neither draining, nor stopped by a failure of the GPU thread, nor stalled: what a readiness
   // probe asks.
   [[nodiscard]] bool serving() const;
-  // The batch running now has run longer than RuntimeOptions::batch_timeout_s.
+  // The batch running now has run longer than RuntimeOptions::batch_timeout_s, or a call to the
+  // GPU's driver between batches (a knob write, a clock read) has waited that long.
   [[nodiscard]] bool stalled() const;
   // What a request is told when the GPU has stalled (kind `stalled`).
   [[nodiscard]] Answer stalled_answer() const;
@@ -196,6 +197,10 @@ class ServingRuntime {
   bool abandoned_ = false;  // a drain gave up on the GPU thread (see drain())
   std::optional<std::string> abandoned_restore_error_;
   std::optional<std::chrono::steady_clock::time_point> batch_started_;  // while the executor runs
+  // While the loop waits on the GPU's driver between batches (ServingLoop::DeviceCall), without
+  // the lock: a knob write or a clock read that does not return stalls the GPU as a batch does.
+  std::optional<std::chrono::steady_clock::time_point> device_call_started_;
+  bool abandoned_in_device_call_ = false;  // the drain gave up while the loop was in such a call
   std::exception_ptr failure_;
   ServingTotals totals_;
   std::thread thread_;
