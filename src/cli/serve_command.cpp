@@ -114,16 +114,16 @@ void print_summary(const ServeFlags& f, const Served& served, const serve::Windo
 // destroying what it uses (the runtime, the engine, the platform) would wait for it or pull them
 // from under it. So the process ends here, without unwinding; the exit code is main's mapping of
 // a device error.
-[[noreturn]] void exit_beside_a_hung_batch(double batch_timeout_s, const std::optional<std::string>& restore_error) noexcept {
+[[noreturn]] void exit_beside_a_hung_batch(double batch_timeout_s, bool in_driver_call,
+                                           const std::optional<std::string>& restore_error) noexcept {
   try {  // a failed write to stderr must not unwind either
     const auto restored = restore_error ? fmt::format("restoring the GPU's settings failed ({}); the next start "
                                                       "restores them from the journal",
                                                       *restore_error)
                                         : std::string("every GPU setting was restored");
-    fmt::print(stderr,
-               "gpucap: error: the GPU has not finished its batch in {:g} s (--batch-timeout-s): the requests left "
-               "were answered 503 and {}; exiting without the batch\n",
-               batch_timeout_s, restored);
+    fmt::print(stderr, "gpucap: error: {} in {:g} s (--batch-timeout-s): the requests left were answered 503 and {}; exiting {}\n",
+               in_driver_call ? "the GPU's driver has not answered a settings call" : "the GPU has not finished its batch",
+               batch_timeout_s, restored, in_driver_call ? "without waiting for it" : "without the batch");
     std::cout.flush();
   } catch (...) {
   }
@@ -345,7 +345,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     if (!hung) throw;
     std::fprintf(stderr, "gpucap serve: %s\n", e.what());  // unwinding would wait for the hung batch
   }
-  if (hung) exit_beside_a_hung_batch(f.batch_timeout_s, runtime.abandoned_restore_error());
+  if (hung) exit_beside_a_hung_batch(f.batch_timeout_s, runtime.abandoned_in_device_call(), runtime.abandoned_restore_error());
   if (serve_failure) std::rethrow_exception(serve_failure);
 }
 

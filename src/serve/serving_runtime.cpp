@@ -115,7 +115,7 @@ std::future<Answer> ServingRuntime::submit(std::uint64_t id, int items, int prio
   }
   if (stalled_locked()) {  // it would wait behind a batch that may never end
     if (held) core_->give_back_place();
-    return ready(stalled_answer());
+    return ready(stalled_answer_locked());
   }
   const double now = now_s();
   const auto admission = core_->admit(PendingRequest{id, items, now, priority, timeout_s}, now, held);
@@ -140,7 +140,7 @@ ServingRuntime::EarlyArrival ServingRuntime::arrive_early() {
     std::this_thread::yield();
   }
   if (draining_ || stopped_) return {};  // submit() answers `stopping`
-  if (stalled_locked()) return {stalled_answer(), nullptr};  // refused on its headers, like a shed one
+  if (stalled_locked()) return {stalled_answer_locked(), nullptr};  // refused on its headers, like a shed one
   // Clients that send their headers and then nothing would hold every place of the queue until
   // their deadline, and every other request would be shed: past half the queue's bound, no place
   // is held. A request the runtime would shed now is still refused at once; one it would not is
@@ -210,11 +210,21 @@ ServingRuntime::Withdrawal ServingRuntime::withdraw(std::uint64_t id) {
   const std::lock_guard lock(mutex_);
   if (!stalled_locked()) return Withdrawal::not_stalled;  // the batch returned since the caller looked
   if (!core_->withdraw(id, now_s())) return Withdrawal::in_batch;
-  answer(id, stalled_answer());
+  answer(id, stalled_answer_locked());
   return Withdrawal::withdrawn;
 }
 
 Answer ServingRuntime::stalled_answer() const {
+  const std::lock_guard lock(mutex_);
+  return stalled_answer_locked();
+}
+
+bool ServingRuntime::abandoned_in_device_call() const {
+  const std::lock_guard lock(mutex_);
+  return abandoned_ && abandoned_in_device_call_;
+}
+
+Answer ServingRuntime::stalled_answer_locked() const {
   Answer a;
   a.kind = AnswerKind::stalled;
   a.message = device_call_started_
@@ -282,6 +292,14 @@ void ServingRuntime::gpu_thread() {
   // with the lock, which every request's submission and every scrape needs, and watched like a
   // batch, so that a driver that hangs there stalls the GPU (503s, readiness, the drain) instead
   // of holding the server.
+  // The call holds this function's lock: it is the GPU thread's alone, and goes with it.
+  struct ClearedAtExit {
+    explicit ClearedAtExit(ServingLoop& l) : loop(l) {}
+    ServingLoop& loop;
+    ClearedAtExit(const ClearedAtExit&) = delete;
+    ClearedAtExit& operator=(const ClearedAtExit&) = delete;
+    ~ClearedAtExit() { loop.through_device_calls({}); }
+  } const cleared{*loop_};
   loop_->through_device_calls([this, &lock](const std::function<void()>& call) {
     device_call_started_ = std::chrono::steady_clock::now();
     lock.unlock();

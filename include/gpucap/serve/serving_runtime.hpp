@@ -148,6 +148,8 @@ class ServingRuntime {
   ServingTotals drain(HungBatch hung = HungBatch::wait);
   // A drain gave up on a batch that had not returned: the GPU thread may still be in it.
   [[nodiscard]] bool abandoned() const;
+  // The drain gave up while the loop waited on the GPU's driver between batches, not on a batch.
+  [[nodiscard]] bool abandoned_in_device_call() const;
   // When the drain gave up: why the GPU's settings could not be put back (nullopt: they were).
   [[nodiscard]] std::optional<std::string> abandoned_restore_error() const;
   [[nodiscard]] bool draining() const;
@@ -178,6 +180,7 @@ class ServingRuntime {
   ServingTotals restore_beside_the_hung_batch();  // then, without mutex_: the GPU's settings back
   [[nodiscard]] std::chrono::steady_clock::time_point wall_at(double t_s) const;
   [[nodiscard]] bool stalled_locked() const;  // stalled(), with mutex_ held
+  [[nodiscard]] Answer stalled_answer_locked() const;  // stalled_answer(), with mutex_ held
 
   runtime::Platform& platform_;
   CapState& cap_;
