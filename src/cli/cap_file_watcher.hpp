@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -36,6 +37,7 @@ class CapFileWatcher {
                  service::ServeMetrics* metrics)
       : path_(std::move(path)), cap_(cap), runtime_(runtime), metrics_(metrics) {
     last_ = std::move(start_text);
+    last_good_w_ = serve::parse_cap_file(last_, path_);  // in force: serve's initial_cap took it
     last_stamp_ = stamp();
     if (metrics_ != nullptr) metrics_->cap_file(true);
     thread_ = std::thread([this] { watch(); });
@@ -75,7 +77,7 @@ class CapFileWatcher {
       const auto text = read_or_error();
       const bool rewritten = file_stamp != last_stamp_;
       last_stamp_ = file_stamp;
-      if (text == last_ && !(rewritten && reasserts(text))) continue;
+      if (text == last_ && !(rewritten && reasserts())) continue;
       last_ = text;
       try {
         if (text.starts_with('\x01')) throw Error(ErrorCode::io, text.substr(1));
@@ -83,10 +85,10 @@ class CapFileWatcher {
         cap_.set(watts, "file", runtime_.now_s());
         runtime_.cap_changed();
         if (metrics_ != nullptr) metrics_->cap_file(true);
-        last_refused_ = false;
+        last_good_w_ = watts;
         print_stderr_line("gpucap serve: the cap is {:g} W from now on (--cap-file {})", watts, path_);
       } catch (const std::exception& e) {  // gpucap's errors, and anything else: this thread must not end the server
-        last_refused_ = true;
+        last_good_w_.reset();
         cap_.note_error("file", e.what());
         if (metrics_ != nullptr) metrics_->cap_file(false);
         const auto kept = cap_.at(runtime_.now_s());
@@ -99,14 +101,10 @@ class CapFileWatcher {
   // Whether the same content, written again, changes the cap in force: it was a good cap, and
   // another source set another since. A content refused (unreadable, not a cap, out of range) is
   // not said again.
-  bool reasserts(const std::string& text) const {
-    if (last_refused_) return false;
-    try {
-      const auto now = cap_.at(runtime_.now_s());
-      return now.source != "file" || now.cap_w != serve::parse_cap_file(text, path_);
-    } catch (const Error&) {
-      return false;
-    }
+  bool reasserts() const {
+    if (!last_good_w_) return false;
+    const auto now = cap_.at(runtime_.now_s());
+    return now.source != "file" || now.cap_w != *last_good_w_;
   }
 
   std::string path_;
@@ -115,7 +113,7 @@ class CapFileWatcher {
   service::ServeMetrics* metrics_;
   std::string last_;
   std::string last_stamp_;
-  bool last_refused_ = false;  // the content last_ holds was refused
+  std::optional<double> last_good_w_;  // the cap last_ holds; nullopt: it was refused
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

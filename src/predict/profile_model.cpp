@@ -77,9 +77,18 @@ std::optional<ProfilePrediction> ProfileModel::predict(const ProfileColumn& colu
                            lerp(column.max_power_w[lower], column.max_power_w[upper])};
 }
 
-std::vector<ProfileSample> load_profile_json(const std::string& path) {
-  const auto json = load_json_file(path);
+namespace {
+
+nlohmann::json load_profile_object(const std::string& path) {
+  auto json = load_json_file(path);
   if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a profile must be a JSON object", path));
+  return json;
+}
+
+}  // namespace
+
+std::vector<ProfileSample> load_profile_json(const std::string& path) {
+  const auto json = load_profile_object(path);
   const JsonFields top(json, path);
   const auto& trials = top.at("trials");
   if (!trials.is_array() || trials.empty()) throw top.error("trials", "must be a non-empty array");
@@ -115,8 +124,7 @@ std::string device_kind(const std::string& device) { return device.substr(0, dev
 }  // namespace
 
 ProfileOrigin load_profile_origin(const std::string& path) {
-  const auto json = load_json_file(path);
-  if (!json.is_object()) throw Error(ErrorCode::invalid_data, fmt::format("{}: a profile must be a JSON object", path));
+  const auto json = load_profile_object(path);
   const JsonFields top(json, path);
   ProfileOrigin o;
   if (top.has("simulated")) {

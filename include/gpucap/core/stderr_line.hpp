@@ -19,7 +19,7 @@ void print_stderr_line(fmt::format_string<Args...> format, Args&&... args) noexc
     std::string text = fmt::format(format, std::forward<Args>(args)...);
     text += '\n';
     (void)std::fwrite(text.data(), 1, text.size(), stderr);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory for a log line; the server goes on
+  } catch (...) {  // out of memory for a log line: the server goes on without it
   }
 }
 
