@@ -248,10 +248,18 @@ struct Replacement {
   std::string spelling;
 };
 
+// The length of a marker string in the header's text: its quotes, `nuls` escaped NULs (six
+// characters each) and its spelling.
+constexpr std::size_t marker_text_size(std::size_t nuls, std::size_t spelling_size) {
+  return 2 + 6 * nuls + spelling_size;
+}
+
 // The header with each stretch (in order, apart) replaced by its marker string.
 std::string with_markers(std::string_view text, const std::vector<Replacement>& stretches, std::size_t nuls) {
+  std::size_t size = text.size();
+  for (const auto& stretch : stretches) size += marker_text_size(nuls, stretch.spelling.size());
   std::string out;
-  out.reserve(text.size() + stretches.size() * (12 + 6 * nuls));
+  out.reserve(size);
   std::size_t from = 0;
   for (const auto& stretch : stretches) {
     out.append(text.substr(from, stretch.begin - from));
@@ -339,7 +347,8 @@ JsonHeaderScan check_json_before_parsing(std::string_view text, const std::strin
   const std::size_t nuls = scan.longest_nul_run + 1;
   std::size_t marker_growth = 0;
   for (const auto& token : scan.non_finite) {
-    marker_growth += std::max<std::size_t>(2 + 6 * nuls + token.spelling.size(), token.end - token.begin) - (token.end - token.begin);
+    const std::size_t token_size = token.end - token.begin;
+    marker_growth += std::max(marker_text_size(nuls, token.spelling.size()), token_size) - token_size;
   }
   if (text.size() + marker_growth > kMaxMarkedTextFactor * text.size() + kMarkedTextSlackBytes) {
     throw ProtocolError(kBadRequest,
