@@ -124,7 +124,8 @@ void ControllerFlags::add_to(CLI::App& app) {
   app.add_option("--slo-ms", latency_slo_ms_, "Batch latency SLO in ms for morak (default: none)");
   app.add_option("--profile", profile_path_,
                  "capfit: profile of the model on this GPU, the JSON of 'gpucap tune --json' or --out (default: "
-                 "measured before the run, on the twin or the real GPU)");
+                 "measured before the run, on the twin or the real GPU); one measured for another GPU, model or "
+                 "engine setup is refused");
   app.add_flag("--shadow", shadow_,
                "pctodl: run PctoDL's shadow optimizer (grey-box BO of shares and batches every 3 iterations; off as in "
                "upstream's benchmarks)");
@@ -233,6 +234,36 @@ void RealGpuFlags::reject_for_requests() const {
 
 EngineFlags RealGpuFlags::engine(const std::string& seed, const std::optional<std::string>& precision) const {
   return EngineFlags{*model_file, engine_device, input_size, seed, precision, images_dir, cuda_graphs};
+}
+
+ProfileCheck twin_profile_check(const std::string& gpu_id, const std::string& model_id) {
+  ProfileCheck check;
+  check.here.simulated = true;
+  check.here.gpu = gpu_id;
+  check.here.model = model_id;
+  check.retake = fmt::format("gpucap tune --gpu {} --model {} --algorithm oracle --power-cap W --json", gpu_id, model_id);
+  return check;
+}
+
+ProfileCheck real_profile_check(const RealGpuFlags& real, const EngineFlags& engine, bool allow_gpu_control) {
+  ProfileCheck check;
+  check.here.simulated = false;
+  check.here.model = std::filesystem::path(engine.model_file).stem().string();
+  check.here.precision = engine.precision.value_or("fp32");
+  check.here.input_size = engine.input_size;
+  check.here.engine_device = engine.engine_device;
+  check.retake = fmt::format("gpucap tune --platform nvml{} --model-file {} --precision {} --input-size {} --engine-device {}{} "
+                             "--algorithm oracle --power-cap W --json",
+                             real.device_index != 0 ? fmt::format(" --device {}", real.device_index) : "", engine.model_file,
+                             *check.here.precision, engine.input_size, engine.engine_device,
+                             allow_gpu_control ? " --allow-gpu-control" : "");
+  return check;
+}
+
+void check_profile_origin(const std::string& path, const predict::ProfileOrigin& measured, const ProfileCheck& check) {
+  if (const auto mismatch = predict::profile_mismatch(measured, check.here)) {
+    throw usage_error(fmt::format("--profile {}: {}; measure this one's with '{}'", path, *mismatch, check.retake));
+  }
 }
 
 runtime::NvmlPlatformOptions RealGpuFlags::platform(bool allow_gpu_control, double sample_hz) const {

@@ -181,6 +181,9 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
   spec.duration_s = flags.duration_s.value_or(0.0);
   spec.precision = precision(flags);
   spec.pipeline = sim::parse_pipeline_mode(flags.input_pipeline);
+  if (const auto& path = flags.controller.profile_path()) {
+    check_profile_origin(*path, predict::load_profile_origin(*path), twin_profile_check(spec.gpu, spec.model));
+  }
   spec.controller = flags.controller.options();
   spec.sim.seed = parse_seed(flags.seed);
   spec.sim.sample_hz = flags.sample_hz;
@@ -387,6 +390,14 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   runtime::check_run_limits(config.images, config.duration_s);
   runtime::check_sample_hz(flags.sample_hz);
 
+  // --profile: checked before the model is loaded (what the flags say), and against the GPU once
+  // NVML names it.
+  auto profile_check = real_profile_check(flags.real, engine_flags(flags), flags.allow_gpu_control);
+  std::optional<predict::ProfileOrigin> profile_origin;
+  if (const auto& path = flags.controller.profile_path()) {
+    profile_origin = predict::load_profile_origin(*path);
+    check_profile_origin(*path, *profile_origin, profile_check);
+  }
   const auto options = flags.real.platform(flags.allow_gpu_control, flags.sample_hz);
   // With MPS tenants the model runs in worker processes (one per tenant), not in gpucap.
   const auto device_info = [&flags] {
@@ -412,6 +423,10 @@ void run_on_nvml(const RunFlags& flags, const GlobalOptions& global) {
   const auto& info = platform.gpu().info();
   config.schedule.check_range(0.0, info.power_limit_max_w,
                               fmt::format("what the {} can draw (up to its highest power limit)", info.name));
+  if (profile_origin) {
+    profile_check.here.gpu = info.name;
+    check_profile_origin(*flags.controller.profile_path(), *profile_origin, profile_check);
+  }
   auto controller_options = flags.controller.options();
   if (fitted) controller_options.mps_planning = runtime::fitted_planning(info.sm_clocks_mhz, *fitted);
   if (published) controller_options.mps_planning = published;

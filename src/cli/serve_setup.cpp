@@ -46,15 +46,6 @@ std::vector<std::int64_t> noop_dims(const std::string& text) {
   return dims;
 }
 
-// --profile: refused (one line, with `retake`, the command that measures the right one) when the
-// file says it was measured elsewhere or otherwise than `here`.
-void check_profile_origin(const std::string& path, const predict::ProfileOrigin& measured, const predict::ProfileOrigin& here,
-                          const std::string& retake) {
-  if (const auto mismatch = predict::profile_mismatch(measured, here)) {
-    throw usage_error(fmt::format("--profile {}: {}; measure this one's with '{}'", path, *mismatch, retake));
-  }
-}
-
 std::shared_ptr<const predict::ProfileModel> load_profile(const std::string& path) {
   return std::make_shared<const predict::ProfileModel>(predict::load_profile_json(path));
 }
@@ -121,12 +112,7 @@ Served twin_served(const ServeFlags& f, const sim::Catalog& catalog) {
   s.gpu_name = gpu.name;
   s.identity = monitor::twin_identity(0, gpu.name, monitor::local_hostname());
   if (f.profile_path) {
-    predict::ProfileOrigin here;
-    here.simulated = true;
-    here.gpu = gpu.id;
-    here.model = model.id;
-    check_profile_origin(*f.profile_path, predict::load_profile_origin(*f.profile_path), here,
-                         fmt::format("gpucap tune --gpu {} --model {} --algorithm oracle --power-cap W --json", gpu.id, model.id));
+    check_profile_origin(*f.profile_path, predict::load_profile_origin(*f.profile_path), twin_profile_check(gpu.id, model.id));
     s.profile = load_profile(*f.profile_path);
   } else if (f.algorithm == "capserve" || control::needs_profile(f.algorithm)) {
     s.profile = runtime::measure_default_profile(catalog, gpu.id, model.id, f.sample_hz,
@@ -157,22 +143,11 @@ Served nvml_served(const ServeFlags& f) {
   const auto engine_flags = f.real.engine(f.seed, f.precision);
   // The profile is checked before the model is loaded (what the flags say), and against the GPU
   // once NVML names it.
-  const auto model_name = std::filesystem::path(*f.real.model_file).stem().string();
-  predict::ProfileOrigin here;
-  here.simulated = false;
-  here.model = model_name;
-  here.precision = engine_flags.precision.value_or("fp32");
-  here.input_size = engine_flags.input_size;
-  here.engine_device = engine_flags.engine_device;
-  const auto retake = fmt::format("gpucap tune --platform nvml{} --model-file {} --precision {} --input-size {} --engine-device {}{} "
-                                  "--algorithm oracle --power-cap W --json",
-                                  f.real.device_index != 0 ? fmt::format(" --device {}", f.real.device_index) : "",
-                                  *f.real.model_file, *here.precision, *here.input_size, *here.engine_device,
-                                  f.allow_gpu_control ? " --allow-gpu-control" : "");
+  auto profile_check = real_profile_check(f.real, engine_flags, f.allow_gpu_control);
   std::optional<predict::ProfileOrigin> measured;
   if (f.profile_path) {
     measured = predict::load_profile_origin(*f.profile_path);
-    check_profile_origin(*f.profile_path, *measured, here, retake);
+    check_profile_origin(*f.profile_path, *measured, profile_check);
   }
   const bool warmup = wants_warmup(f.warmup, engine_flags.engine_device);
   s.platform = std::make_unique<runtime::NvmlPlatform>(
@@ -186,7 +161,7 @@ Served nvml_served(const ServeFlags& f) {
   probe.values.assign(static_cast<std::size_t>(3 * f.real.input_size * f.real.input_size), 0.0F);
   const auto outputs = nvml.engine().run_data(probe);
   service::kserve::ModelMetadata m;
-  m.name = model_name;
+  m.name = std::filesystem::path(*f.real.model_file).stem().string();
   m.versions = {"1"};
   m.platform = "pytorch_libtorch";
   m.max_batch_size = f.max_batch_size;
@@ -207,8 +182,8 @@ Served nvml_served(const ServeFlags& f) {
   s.gpu_name = info.name;
   s.identity = monitor::nvml_identity(info, monitor::local_hostname());
   if (measured) {
-    here.gpu = info.name;
-    check_profile_origin(*f.profile_path, *measured, here, retake);
+    profile_check.here.gpu = info.name;
+    check_profile_origin(*f.profile_path, *measured, profile_check);
     s.profile = load_profile(*f.profile_path);
   }
   if (f.cluster.enabled()) {

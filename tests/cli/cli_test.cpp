@@ -154,6 +154,14 @@ TEST(Cli, RunRejectsBadInput) {
                 "--governor-clock", "1000"},
                2, "a governor SM clock applies to one process; mpsfit runs MPS tenants");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
+  // capfit's --profile: one measured for another model is refused by its difference.
+  test::TempDir dir;
+  const auto resnet = dir.write("resnet50.json", R"({"simulated": true, "gpu": "a100", "model": "resnet50", "trials": [
+    {"batch_size": 1, "sm_clock_mhz": 1410, "memory_clock_mhz": null, "throughput_img_s": 100, "max_power_w": 100}]})");
+  expect_error({"run", "--gpu", "a100", "--model", "vgg19", "--algorithm", "capfit", "--power-cap", "200", "--profile", resnet},
+               2,
+               "--profile " + resnet + ": it was measured with model resnet50, and this runs vgg19; measure this one's with "
+               "'gpucap tune --gpu a100 --model vgg19 --algorithm oracle --power-cap W --json'");
 }
 
 // What a newcomer's slips get: one line that names what they typed, exit code 2.

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -190,6 +191,15 @@ TEST(RunNvml, CapfitProfilesTheGpuFirstAndAProfileKeptIsNotMeasuredAgain) {
   const auto given = gpucap(with(real_run("capfit"), {"--images", "100", "--profile", dir.file("profile.json")}));
   ASSERT_EQ(given.exit_code, 0) << given.err;
   EXPECT_EQ(given.err.find("profiling"), std::string::npos) << given.err;
+  // ... and one measured with other flags (images of 64 pixels, not 32) is refused by its
+  // difference, before the model is loaded and with nothing written to the GPU.
+  auto other_input = with(real_run("capfit"), {"--images", "100", "--profile", dir.file("profile.json")});
+  std::replace(other_input.begin(), other_input.end(), std::string("32"), std::string("64"));
+  expect_error(other_input, 2,
+               "--profile " + dir.file("profile.json") + ": it was measured with input size 32, and this runs 64; measure "
+               "this one's with 'gpucap tune --platform nvml --model-file " + std::string(GPUCAP_TEST_MODELS_DIR) +
+               "/mnasnet0_5.pt --precision fp32 --input-size 64 --engine-device cpu --algorithm oracle --power-cap W --json'");
+  EXPECT_TRUE(fake.writes().empty());
 }
 
 TEST(RunNvml, BobdSearchesEveryCapOfTheScheduleOnTheGpuBeforeTheRun) {

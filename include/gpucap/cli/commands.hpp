@@ -20,6 +20,7 @@
 #include "gpucap/sim/catalog.hpp"
 #include "gpucap/control/registry.hpp"
 #include "gpucap/engine/torch_plugin.hpp"
+#include "gpucap/predict/profile_model.hpp"
 #include "gpucap/device/nvml_device.hpp"
 #include "gpucap/runtime/mps.hpp"
 #include "gpucap/runtime/nvml_platform.hpp"
@@ -196,12 +197,28 @@ void check_power_cap_flag(const std::optional<double>& cap_w);
 // --seed: a whole number from 0 to 2^63-1; Error(usage) otherwise.
 [[nodiscard]] std::uint64_t parse_seed(const std::string& text);
 
+// --profile (serve, run): where a profile must have been measured to plan this command's job
+// (`here`), and `retake`, the command that measures that one.
+struct ProfileCheck {
+  predict::ProfileOrigin here;
+  std::string retake;
+};
+// The twin's `gpu_id` running `model_id`.
+[[nodiscard]] ProfileCheck twin_profile_check(const std::string& gpu_id, const std::string& model_id);
+// A real GPU's engine as `engine` sets it up (the GPU's name is added once NVML gives it).
+[[nodiscard]] ProfileCheck real_profile_check(const RealGpuFlags& real, const EngineFlags& engine, bool allow_gpu_control);
+// Error(usage), one line naming `path`, the first difference and check.retake, when the file says
+// it was measured elsewhere or otherwise than check.here.
+void check_profile_origin(const std::string& path, const predict::ProfileOrigin& measured, const ProfileCheck& check);
+
 // The controller options shared by `run` (and later `bench`): --alpha, --window,
 // --batch-sizes, --clock-levels, --start-batch, --start-clock, --batch, --slo-ms, --profile.
 class ControllerFlags {
  public:
   void add_to(CLI::App& app);
   [[nodiscard]] control::ControllerOptions options() const;
+  // --profile's file, if given.
+  [[nodiscard]] const std::optional<std::string>& profile_path() const { return profile_path_; }
 
  private:
   std::optional<double> alpha_;
