@@ -84,6 +84,11 @@ service::LoadOptions load_options(const LoadFlags& flags) {
     options.duration_s = *flags.duration_s;
   } else if (options.trace_s) {
     options.duration_s = options.trace_s->back() + kTraceTailS;
+    if (options.duration_s > service::kLongestLoadRunS) {
+      throw usage_error(fmt::format("--trace {}: its last arrival is at {:g} s, past a week; give --duration to send its "
+                                    "first part",
+                                    *flags.trace, options.trace_s->back()));
+    }
   }
   options.warmup_s = flags.warmup_s;
   options.wait_s = flags.wait_s;
@@ -154,7 +159,8 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
                   "(repeatable)");
   cmd->add_flag("--binary", flags->binary,
                 "Send the input with Triton's binary tensor data extension instead of JSON numbers");
-  cmd->add_option("--timeout-ms", flags->timeout_ms, "A request with no answer by then has failed")
+  cmd->add_option("--timeout-ms", flags->timeout_ms, "A request whose whole answer has not come by then, from its send, is stopped and has timed out (at most "
+                  "3600000)")
       ->capture_default_str();
   cmd->add_option("--slo-ms", flags->slo_ms, "Latency SLO: answers within it (from the scheduled time) are goodput")
       ->capture_default_str();

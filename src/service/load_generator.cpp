@@ -32,6 +32,9 @@ constexpr double kMetadataTimeoutS = 10.0;
 constexpr double kServerUpPollS = 0.2;
 constexpr auto kServerUpPoll = std::chrono::milliseconds(200);
 constexpr double kLongestWaitS = 3600.0;
+// The longest timeout and think time a flag may ask for (kLongestLoadRunS bounds the run).
+constexpr double kLongestTimeoutS = 3600.0;
+constexpr double kLongestThinkS = 3600.0;
 // httplib's read timeout is per read: a request that failed after this share of the timeout
 // ran out of time rather than into an error.
 constexpr double kTimedOutShare = 0.95;
@@ -64,12 +67,44 @@ std::string transport_message(httplib::Error error) {
   }
 }
 
-// Retry-After as delta-seconds (RFC 9110); an HTTP-date is not read.
+// Retry-After as delta-seconds (RFC 9110); an HTTP-date is not read. A wait past the longest run
+// is the longest run (the client waits at most to the run's end anyway).
 std::optional<double> parse_retry_after(const std::string& value) {
   const auto seconds = parse_integer(value);
   if (!seconds || *seconds < 0) return std::nullopt;
-  return static_cast<double>(*seconds);
+  return std::min(static_cast<double>(*seconds), kLongestLoadRunS);
 }
+
+// One connection's request in flight, for the driver's deadline: cpp-httplib's timeouts are per
+// connect, write and read, so a server that answers slowly, or trickles its answer a byte at a
+// time, would hold the request (and the run) far past --timeout-ms. The driver stops the
+// connection of a request older than the timeout; the lock keeps it from stopping the next one.
+class RequestWatch {
+ public:
+  void begin(Clock::time_point sent_at) {
+    const std::lock_guard lock(mutex_);
+    sent_at_ = sent_at;
+    past_deadline_ = false;
+  }
+  // Whether the driver stopped this request at its deadline.
+  bool end() {
+    const std::lock_guard lock(mutex_);
+    sent_at_.reset();
+    return past_deadline_;
+  }
+  // Stops `client`'s request if it was sent `timeout` or more before `now`.
+  void stop_if_past(Clock::time_point now, Clock::duration timeout, httplib::Client& client) {
+    const std::lock_guard lock(mutex_);
+    if (!sent_at_ || past_deadline_ || now - *sent_at_ < timeout) return;
+    past_deadline_ = true;
+    client.stop();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<Clock::time_point> sent_at_;
+  bool past_deadline_ = false;
+};
 
 class ErrorLog {
  public:
@@ -143,9 +178,10 @@ bool sleep_until_or_stop(const Run& run, Clock::time_point when) {
 
 // Sends the request scheduled at scheduled_s and records its outcome; returns the Retry-After of
 // a 429 that carried one.
-std::optional<double> send_one(Run& run, httplib::Client& client, double scheduled_s,
+std::optional<double> send_one(Run& run, httplib::Client& client, RequestWatch& watch, double scheduled_s,
                                std::vector<RequestOutcome>& outcomes) {
   const auto sent_at = Clock::now();
+  watch.begin(sent_at);
   // A warm-up request is sent as any other and left out of every figure, its errors included.
   const bool counted = scheduled_s >= run.options.warmup_s;
   const int now_in_flight = run.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -165,6 +201,7 @@ std::optional<double> send_one(Run& run, httplib::Client& client, double schedul
         return true;
       },
       run.request.content_type);
+  const bool past_deadline = watch.end();
   const auto done = Clock::now();
   run.in_flight.fetch_sub(1, std::memory_order_relaxed);
 
@@ -175,11 +212,15 @@ std::optional<double> send_one(Run& run, httplib::Client& client, double schedul
   std::optional<double> retry_after;
   ErrorLog ignored;
   auto& errors = counted ? run.errors : ignored;
-  if (!result) {
+  if (run.cancelling.load() && !result) {
+    outcome.kind = OutcomeKind::cancelled;
+  } else if (past_deadline || static_cast<double>(outcome.service_s) > run.options.timeout_s) {
+    // Stopped at the deadline, or answered after it: no answer within the timeout.
+    outcome.kind = OutcomeKind::timed_out;
+    errors.add(0, fmt::format("no answer within the timeout of {:g} ms", run.options.timeout_s * 1e3));
+  } else if (!result) {
     const auto error = result.error();
-    if (run.cancelling.load()) {
-      outcome.kind = OutcomeKind::cancelled;
-    } else if (error != httplib::Error::Connection && outcome.service_s >= kTimedOutShare * run.options.timeout_s) {
+    if (error != httplib::Error::Connection && outcome.service_s >= kTimedOutShare * run.options.timeout_s) {
       outcome.kind = OutcomeKind::timed_out;
       errors.add(0, fmt::format("no answer within the timeout of {:g} ms", run.options.timeout_s * 1e3));
     } else {
@@ -268,42 +309,54 @@ class WorkerPool {
   bool closed_ = false;
 };
 
-void open_loop_worker(Run& run, WorkerPool& pool, std::size_t index, httplib::Client& client,
+void open_loop_worker(Run& run, WorkerPool& pool, std::size_t index, httplib::Client& client, RequestWatch& watch,
                       std::vector<RequestOutcome>& outcomes) {
   while (const auto scheduled_s = pool.next_job(index)) {
-    send_one(run, client, *scheduled_s, outcomes);
+    send_one(run, client, watch, *scheduled_s, outcomes);
     pool.release(index);
   }
 }
 
+RequestOutcome unsent_outcome(double scheduled_s, double sending_end_s) {
+  RequestOutcome outcome;
+  outcome.scheduled_s = scheduled_s;
+  outcome.latency_s = static_cast<float>(std::max(0.0, sending_end_s - scheduled_s));
+  outcome.kind = OutcomeKind::unsent;
+  return outcome;
+}
+
 // Takes the arrivals in order, waits for each one's time, then for an idle worker. The wait for a
 // worker is part of the request's latency (measured from its scheduled time). A request that
-// finds no worker before sending stops is unsent, and so is every arrival after it.
+// finds no worker before sending stops is unsent, and so is every arrival after it. After a stop
+// request, the arrivals already due (waiting for a connection, or due while one was awaited) are
+// unsent too: an overloaded run stopped early is judged on all it was asked to send by then.
 void dispatch_arrivals(Run& run, WorkerPool& pool, std::vector<RequestOutcome>& unsent) {
   const auto window_end = run.start + to_duration(run.options.duration_s);
   bool sending = true;
   while (const auto arrival_s = run.arrivals->next()) {
     std::optional<std::size_t> worker;
     if (sending) {
-      if (!sleep_until_or_stop(run, run.start + to_duration(*arrival_s))) break;
-      worker = pool.acquire(run, window_end);
-      if (!worker && run.stopped()) break;
+      const bool due = sleep_until_or_stop(run, run.start + to_duration(*arrival_s));
+      if (due) worker = pool.acquire(run, window_end);
+      if (!worker && run.stopped()) {
+        const double stop_s = std::min(seconds_between(run.start, Clock::now()), run.options.duration_s);
+        for (auto late_s = arrival_s; late_s && *late_s <= stop_s; late_s = run.arrivals->next()) {
+          unsent.push_back(unsent_outcome(*late_s, stop_s));
+        }
+        break;
+      }
       sending = worker.has_value();
     }
     if (worker) {
       pool.assign(*worker, *arrival_s);
       continue;
     }
-    RequestOutcome outcome;
-    outcome.scheduled_s = *arrival_s;
-    outcome.latency_s = static_cast<float>(run.options.duration_s - *arrival_s);
-    outcome.kind = OutcomeKind::unsent;
-    unsent.push_back(outcome);
+    unsent.push_back(unsent_outcome(*arrival_s, run.options.duration_s));
   }
   pool.close();
 }
 
-void closed_loop_worker(Run& run, httplib::Client& client, std::vector<RequestOutcome>& outcomes) {
+void closed_loop_worker(Run& run, httplib::Client& client, RequestWatch& watch, std::vector<RequestOutcome>& outcomes) {
   const auto end = run.start + to_duration(run.options.duration_s);
   while (!run.stopped()) {
     const auto now = Clock::now();
@@ -312,7 +365,7 @@ void closed_loop_worker(Run& run, httplib::Client& client, std::vector<RequestOu
       run.hit_max_requests = true;
       return;
     }
-    const auto retry_after_s = send_one(run, client, seconds_between(run.start, now), outcomes);
+    const auto retry_after_s = send_one(run, client, watch, seconds_between(run.start, now), outcomes);
     const double pause_s = std::max(run.options.think_s, retry_after_s.value_or(0.0));
     if (pause_s > 0.0 && !sleep_until_or_stop(run, std::min(end, Clock::now() + to_duration(pause_s)))) return;
   }
@@ -332,8 +385,9 @@ std::string describe_arrivals(const LoadOptions& options) {
 void validate(const LoadOptions& options) {
   const auto positive = [](double value) { return std::isfinite(value) && value > 0.0; };
   if (options.model.empty()) throw usage_error("--model is required");
-  if (!positive(options.duration_s)) {
-    throw usage_error(fmt::format("--duration must be a positive number of seconds, got {:g}", options.duration_s));
+  if (!(positive(options.duration_s) && options.duration_s <= kLongestLoadRunS)) {
+    throw usage_error(fmt::format("--duration must be a positive number of seconds up to {:g} (a week), got {:g}",
+                                  kLongestLoadRunS, options.duration_s));
   }
   if (options.max_requests < 1) throw usage_error("--max-requests must be at least 1");
   if (!(std::isfinite(options.warmup_s) && options.warmup_s >= 0.0 && options.warmup_s < options.duration_s)) {
@@ -344,7 +398,9 @@ void validate(const LoadOptions& options) {
     throw usage_error(fmt::format("--wait-s must be from 0 to {:g} seconds, got {:g}", kLongestWaitS, options.wait_s));
   }
   if (options.batch < 1) throw usage_error(fmt::format("--batch must be at least 1, got {}", options.batch));
-  if (!positive(options.timeout_s)) throw usage_error("--timeout-ms must be positive");
+  if (!(positive(options.timeout_s) && options.timeout_s <= kLongestTimeoutS)) {
+    throw usage_error(fmt::format("--timeout-ms must be positive and at most {:.0f} (an hour)", kLongestTimeoutS * 1e3));
+  }
   if (!positive(options.slo_s)) throw usage_error("--slo-ms must be positive");
   if (!(std::isfinite(options.stop_grace_s) && options.stop_grace_s >= 0.0)) {
     throw usage_error("the stop grace must be >= 0 s");
@@ -353,6 +409,11 @@ void validate(const LoadOptions& options) {
     if (!options.schedule && !options.trace_s) {
       throw usage_error("open loop needs a rate, a rate schedule or a trace (--rate, --rate-schedule, --trace)");
     }
+    if (options.trace_s && !options.trace_s->empty() && options.trace_s->front() >= options.duration_s) {
+      throw usage_error(fmt::format("the trace's first arrival ({:g} s) is at or after --duration ({:g} s): nothing "
+                                    "would be sent",
+                                    options.trace_s->front(), options.duration_s));
+    }
     if (options.connections < 1 || options.connections > kMaxWorkers) {
       throw usage_error(fmt::format("--connections must be from 1 to {}, got {}", kMaxWorkers, options.connections));
     }
@@ -360,7 +421,9 @@ void validate(const LoadOptions& options) {
     if (options.clients < 1 || options.clients > kMaxWorkers) {
       throw usage_error(fmt::format("--clients must be from 1 to {}, got {}", kMaxWorkers, options.clients));
     }
-    if (!(std::isfinite(options.think_s) && options.think_s >= 0.0)) throw usage_error("--think-ms must be >= 0");
+    if (!(std::isfinite(options.think_s) && options.think_s >= 0.0 && options.think_s <= kLongestThinkS)) {
+      throw usage_error(fmt::format("--think-ms must be from 0 to {:.0f} (an hour)", kLongestThinkS * 1e3));
+    }
   }
 }
 
@@ -436,12 +499,13 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
       run.arrivals = serve::ArrivalProcess::from_schedule(*options.schedule, options.spacing, options.seed,
                                                           options.duration_s, options.max_requests);
       const double mean = options.schedule->expected_arrivals(options.duration_s);
-      expected = std::min<std::uint64_t>(expected, static_cast<std::uint64_t>(mean + 4.0 * std::sqrt(mean) + 16.0));
+      expected = static_cast<std::uint64_t>(std::min(static_cast<double>(expected), mean + 4.0 * std::sqrt(mean) + 16.0));
     }
   }
 
   const auto workers = static_cast<std::size_t>(report.connections);
   std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::vector<RequestWatch> watches(workers);
   std::vector<std::vector<RequestOutcome>> outcomes(workers);
   for (std::size_t i = 0; i < workers; ++i) {
     auto client = std::make_unique<httplib::Client>(url.scheme_host_port);
@@ -480,9 +544,9 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
     threads.emplace_back([&, i] {
       guarded([&] {
         if (options.mode == LoadMode::open_loop) {
-          open_loop_worker(run, pool, i, *clients[i], outcomes[i]);
+          open_loop_worker(run, pool, i, *clients[i], watches[i], outcomes[i]);
         } else {
-          closed_loop_worker(run, *clients[i], outcomes[i]);
+          closed_loop_worker(run, *clients[i], watches[i], outcomes[i]);
         }
       });
       running.fetch_sub(1);
@@ -494,11 +558,14 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
       pool.close();  // also when the dispatcher failed: the workers must end
     });
   }
-  // Wait; after a stop request, give the requests in flight stop_grace_s, then cut them off.
+  // Wait, stopping each request at its deadline; after a stop request, give the requests in
+  // flight stop_grace_s, then cut them off.
+  const auto timeout = to_duration(options.timeout_s);
   std::optional<Clock::time_point> stop_seen;
   while (running.load() > 0) {
     std::this_thread::sleep_for(kDriverPoll);
     const auto now = Clock::now();
+    for (std::size_t i = 0; i < workers; ++i) watches[i].stop_if_past(now, timeout, *clients[i]);
     if (!stop_seen && run.stopped()) stop_seen = now;
     if (stop_seen && now - *stop_seen >= to_duration(options.stop_grace_s)) {
       run.cancelling = true;
@@ -527,14 +594,19 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
   } else if (run.hit_max_requests || (run.arrivals && run.arrivals->produced() >= options.max_requests)) {
     report.stop_reason = "max_requests";
   } else {
-    report.stop_reason = options.trace_s && options.mode == LoadMode::open_loop ? "trace_end" : "duration";
+    const bool trace_ended = options.trace_s && options.mode == LoadMode::open_loop && options.trace_s->back() < options.duration_s;
+    report.stop_reason = trace_ended ? "trace_end" : "duration";
   }
-  // Elapsed: to the last answer, and over the whole sending window when the run used all of it.
+  // Elapsed: to the last answer or send, and over the whole sending window when the run used all
+  // of it. A request that timed out, failed or was cancelled ends nothing: one that hung to its
+  // timeout would stretch the run (and shrink every rate) by that timeout.
   double last_s = 0.0;
   for (const auto& outcome : all) {
-    if (outcome.kind != OutcomeKind::unsent) {
-      last_s = std::max(last_s, outcome.scheduled_s + static_cast<double>(outcome.latency_s));
-    }
+    if (outcome.kind == OutcomeKind::unsent) continue;
+    const double end_s = outcome.scheduled_s + static_cast<double>(outcome.latency_s);
+    const bool answered = outcome.kind == OutcomeKind::ok || outcome.kind == OutcomeKind::rejected_429 ||
+                          outcome.kind == OutcomeKind::rejected_503 || outcome.kind == OutcomeKind::failed_http;
+    last_s = std::max(last_s, answered ? end_s : end_s - static_cast<double>(outcome.service_s));
   }
   if (report.stop_reason == "duration") last_s = std::max(last_s, options.duration_s);
   if (stop_seen) last_s = std::max(last_s, std::min(seconds_between(run.start, *stop_seen), options.duration_s));

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -33,6 +34,12 @@ struct StubConfig {
   int unavailable_every = 0;  // every Nth: 503
   int fail_every = 0;         // every Nth: 500 {"error": "engine failed"}
   int cut_every = 0;          // every Nth: the connection is cut in the middle of the answer
+  int hold_nth = 0;           // the Nth inference request alone waits `hold` (beside `delay`)
+  milliseconds hold{0};
+  // Every answer trickles: a byte every `trickle_every` (`trickle_bytes` of them, chunked), then
+  // the JSON; each read takes less than a read timeout, the whole answer more.
+  milliseconds trickle_every{0};
+  int trickle_bytes = 0;
   std::size_t keep_alive_max = 10'000;
   int threads = 32;
   int port = 0;  // 0: any free one
@@ -108,6 +115,7 @@ class KserveStub {
       ports_.insert(req.remote_port);
     }
     std::this_thread::sleep_for(config_.delay);
+    if (n == config_.hold_nth) std::this_thread::sleep_for(config_.hold);
     --in_flight_;
     const auto every = [n](int k) { return k > 0 && n % k == 0; };
     if (every(config_.reject_every)) {
@@ -130,6 +138,17 @@ class KserveStub {
       // Headers promise a body that never comes: the server closes the connection.
       res.set_content_provider(1000, "application/json", [](std::size_t, std::size_t, httplib::DataSink&) {
         return false;
+      });
+      return;
+    }
+    if (config_.trickle_every.count() > 0) {
+      auto sent = std::make_shared<int>(0);
+      res.set_chunked_content_provider("application/json", [this, sent](std::size_t, httplib::DataSink& sink) {
+        std::this_thread::sleep_for(config_.trickle_every);
+        if ((*sent)++ < config_.trickle_bytes) return sink.write(" ", 1);
+        (void)sink.write("{}", 2);
+        sink.done();
+        return true;
       });
       return;
     }

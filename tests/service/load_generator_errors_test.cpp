@@ -145,6 +145,20 @@ TEST(LoadGeneratorTest, BadUrlsAndOptionsAreUsageErrors) {
   options = open_loop(stub, 10.0, 0.1, 1);
   options.wait_s = -1.0;
   expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--wait-s must be from 0 to 3600 seconds, got -1");
+  // Times a clock's nanoseconds could not hold: refused, not wrapped.
+  options = open_loop(stub, 10.0, 1e10, 1);
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--duration must be a positive number of seconds up to 604800");
+  options = open_loop(stub, 10.0, 0.1, 1);
+  options.timeout_s = 1e300;
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--timeout-ms must be positive and at most 3600000");
+  options = closed_loop(stub, 1, 0.1);
+  options.think_s = 1e10;
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage, "--think-ms must be from 0 to 3600000");
+  options = open_loop(stub, 10.0, 5.0, 1);
+  options.schedule.reset();
+  options.trace_s = std::vector<double>{10.0, 20.0};
+  expect_error([&] { (void)run_load(options, nullptr); }, ErrorCode::usage,
+               "the trace's first arrival (10 s) is at or after --duration (5 s): nothing would be sent");
   options = open_loop(stub, 10.0, 0.1, 1);
   options.batch = 9;
   options.max_requests = 1;

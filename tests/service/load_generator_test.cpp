@@ -428,5 +428,63 @@ TEST(LoadGeneratorTest, TimeoutIsAFailureOfItsOwn) {
   EXPECT_EQ(report.answered, 0U);
 }
 
+// One request that hangs to its timeout ends nothing: the rates are over the run's sending
+// window and answers, not stretched to the hung request's end (which would read them at half).
+TEST(LoadGeneratorTest, AHungRequestDoesNotStretchTheRatesOfTheRun) {
+  StubConfig config;
+  config.hold_nth = 5;
+  config.hold = milliseconds(1500);
+  KserveStub stub(config);
+  auto options = open_loop(stub, 100.0, 0.5, 8);
+  options.timeout_s = 1.0;
+  const auto report = run_load(options, nullptr);
+  EXPECT_EQ(report.timed_out, 1U);
+  EXPECT_EQ(report.answered + 1, report.sent);
+  EXPECT_NEAR(report.elapsed_s, 0.5, 0.1);
+  EXPECT_GT(report.throughput_rps, 80.0);
+  EXPECT_GT(report.goodput_rps, 80.0);
+}
+
+// --timeout-ms bounds the whole answer: a server that trickles it (each read well inside the
+// timeout) is stopped at the deadline, and the request counts as timed out, not answered.
+TEST(LoadGeneratorTest, TheTimeoutIsADeadlineForTheWholeAnswer) {
+  StubConfig config;
+  config.trickle_every = milliseconds(40);
+  config.trickle_bytes = 20;  // 0.8 s in all
+  KserveStub stub(config);
+  auto options = open_loop(stub, 10.0, 0.05, 1);
+  options.timeout_s = 0.2;
+  const auto started = std::chrono::steady_clock::now();
+  const auto report = run_load(options, nullptr);
+  const auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(report.sent, 1U);
+  EXPECT_EQ(report.timed_out, 1U);
+  EXPECT_EQ(report.answered, 0U);
+  EXPECT_LT(took, 0.6) << "the run waited for the trickled answer";
+}
+
+// A stop while the open loop is behind judges every arrival already due: those still waiting for
+// a connection are unsent (SLO misses), not forgotten.
+TEST(LoadGeneratorTest, AStopDuringOverloadCountsTheBacklogAsUnsent) {
+  StubConfig config;
+  config.delay = milliseconds(200);
+  KserveStub stub(config);
+  auto options = open_loop(stub, 100.0, 5.0, 1);
+  options.slo_s = 1.0;
+  std::atomic<bool> stop{false};
+  std::thread stopper([&stop] {
+    std::this_thread::sleep_for(milliseconds(500));
+    stop = true;
+  });
+  const auto report = run_load(options, &stop);
+  stopper.join();
+  EXPECT_TRUE(report.interrupted);
+  EXPECT_GE(report.scheduled, 45U);
+  EXPECT_LE(report.scheduled, 60U);
+  EXPECT_EQ(report.scheduled, report.sent + report.unsent);
+  EXPECT_GE(report.unsent, 40U);
+  EXPECT_LT(report.slo_attainment, 0.1);
+}
+
 }  // namespace
 }  // namespace gpucap::service

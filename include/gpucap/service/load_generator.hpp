@@ -17,7 +17,8 @@
 // Outcomes: answered (200), rejected (429: shed by the server; 503: unavailable), failed (any other
 // status, a transport error, or no answer within the timeout), cancelled (in flight when a stop
 // signal's grace ran out). Figures are measured over HTTP from this process: the report says so.
-// Bounded: the run ends at duration_s, after max_requests requests, or on *stop. Memory is one
+// Bounded: the run ends at duration_s, after max_requests requests, or on *stop, and each request
+// at its timeout_s (the driver stops its connection: a deadline for the whole answer). Memory is one
 // 24-byte outcome per request while it runs (about three times that while the report's exact
 // percentiles are computed), so it is bounded by max_requests; the arrival process produces its
 // times one at a time.
@@ -39,6 +40,10 @@
 namespace gpucap::service {
 
 enum class LoadMode { open_loop, closed_loop };
+
+// The longest run (--duration) a load takes: far past any load test, and far inside what a clock's
+// nanosecond count holds (a longer one would wrap it, silently).
+inline constexpr double kLongestLoadRunS = 7 * 24 * 3600.0;
 
 struct LoadOptions {
   std::string url;            // http://HOST[:PORT][/PREFIX]
@@ -149,7 +154,7 @@ struct LoadReport {
   std::uint64_t warmup_requests = 0;   // requests scheduled in them (sent or not), left out
 
   // How it ended
-  double elapsed_s = 0.0;   // start to the last answer
+  double elapsed_s = 0.0;   // start to the last answer or send (at least duration_s when it ran that long)
   std::string stop_reason;  // "duration", "max_requests", "trace_end", "signal"
   bool interrupted = false;
 
