@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +14,7 @@ namespace gpucap::serve {
 namespace {
 
 constexpr std::size_t kMaxCapFileBytes = 4096;
+constexpr std::size_t kDynamicHistory = 64;
 
 double watts_of_json(std::string_view text, std::string_view source) {
   nlohmann::json json;
@@ -65,7 +67,9 @@ CapReading CapState::at(double now_s) const {
   for (const auto& step : schedule_.steps()) {
     if (step.time_s <= now_s) step_s = step.time_s;
   }
-  if (dynamic_ && dynamic_->set_s >= step_s) return {dynamic_->cap_w, dynamic_->source};
+  // The latest set at or before now.
+  const auto set = std::find_if(dynamic_.rbegin(), dynamic_.rend(), [now_s](const Dynamic& d) { return d.set_s <= now_s; });
+  if (set != dynamic_.rend() && set->set_s >= step_s) return {set->cap_w, set->source};
   return {schedule_.cap_at(now_s), schedule_source_};
 }
 
@@ -74,7 +78,8 @@ void CapState::set(double cap_w, const std::string& source, double now_s) {
     throw usage_error(fmt::format("a cap of {:g} W is outside what the GPU can draw [{:g}, {:g}] W", cap_w, min_w_, max_w_));
   }
   const std::lock_guard lock(mutex_);
-  dynamic_ = Dynamic{cap_w, source, now_s};
+  dynamic_.push_back(Dynamic{cap_w, source, now_s});
+  if (dynamic_.size() > kDynamicHistory) dynamic_.pop_front();
   if (error_source_ == source) {
     error_source_.clear();
     error_message_.clear();

@@ -63,8 +63,9 @@ RequestQueue::RequestQueue(const BatcherConfig& config) : max_batch_size_(config
 }
 
 std::optional<std::size_t> RequestQueue::level_index(int priority) const {
-  if (priority == 0) return default_level_index_;
-  if (priority < 0 || priority > level_count()) return std::nullopt;
+  // Triton: a priority of 0, or above the model's levels, is the default level.
+  if (priority == 0 || priority > level_count()) return default_level_index_;
+  if (priority < 0) return std::nullopt;
   return static_cast<std::size_t>(priority - 1);
 }
 
@@ -83,7 +84,22 @@ EnqueueOutcome RequestQueue::enqueue(const PendingRequest& request, double now_s
   level.waiting.push_back(QueuedRequest{request, deadline_s});
   ++size_;
   total_items_ += request.items;
+  level.items += request.items;
   return EnqueueOutcome::accepted;
+}
+
+void RequestQueue::count_out(Level& level, const PendingRequest& request) {
+  --size_;
+  total_items_ -= request.items;
+  level.items -= request.items;
+}
+
+long long RequestQueue::items_up_to(int priority) const {
+  const auto index = level_index(priority);
+  if (!index) return total_items_;
+  long long items = 0;
+  for (std::size_t i = 0; i <= *index; ++i) items += levels_[i].items;
+  return items;
 }
 
 void RequestQueue::expire_level(Level& level, double now_s, ExpiredRequests& out) {
@@ -102,8 +118,7 @@ void RequestQueue::expire_level(Level& level, double now_s, ExpiredRequests& out
       level.delayed.push_back(std::move(queued));
     } else {
       out.rejected_ids.push_back(queued.request.id);
-      --size_;
-      total_items_ -= queued.request.items;
+      count_out(level, queued.request);
     }
   }
   level.waiting.swap(kept);
@@ -127,8 +142,7 @@ PendingRequest RequestQueue::pop_front() {
     PendingRequest request = from.front().request;
     if (from.front().deadline_s) --level.waiting_with_deadline;  // delayed ones have none
     from.pop_front();
-    --size_;
-    total_items_ -= request.items;
+    count_out(level, request);
     return request;
   }
   throw Error(ErrorCode::internal, "RequestQueue::pop_front on an empty queue");
@@ -141,8 +155,7 @@ bool RequestQueue::remove(std::uint64_t id) {
                                    [id](const QueuedRequest& queued) { return queued.request.id == id; });
       if (it == from->end()) continue;
       if (it->deadline_s) --level.waiting_with_deadline;  // delayed ones have none
-      --size_;
-      total_items_ -= it->request.items;
+      count_out(level, it->request);
       from->erase(it);
       return true;
     }

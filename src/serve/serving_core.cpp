@@ -80,10 +80,10 @@ void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
   knobs_ = clamped;
 }
 
-bool ServingCore::queue_over_bound(int items) const {
+bool ServingCore::queue_over_bound(int items, int priority) const {
   // Nothing queued or held: one request is let in whatever the bound (a bound below its size).
   const bool empty = queue_.empty() && held_places_ == 0;
-  return static_cast<double>(queue_.total_items() + held_places_ + items) > knobs_.max_queued_items && !empty;
+  return static_cast<double>(queue_.items_up_to(priority) + held_places_ + items) > knobs_.max_queued_items && !empty;
 }
 
 Admission ServingCore::shed(bool queue_full, double now_s) {
@@ -99,7 +99,7 @@ Admission ServingCore::shed(bool queue_full, double now_s) {
 }
 
 std::optional<Admission> ServingCore::shed_on_arrival(double now_s) {
-  const bool queue_full = queue_over_bound(1);
+  const bool queue_full = queue_over_bound(1, 1);
   if (!queue_full && admit_.wait_s(now_s) <= 0.0) return std::nullopt;
   count(&WindowCounts::arrivals);
   stats_.record_arrival(now_s);
@@ -134,8 +134,11 @@ Admission ServingCore::admit(const PendingRequest& request, double now_s, bool h
                         config_.max_batch_size)};
   }
   // A held place was counted against the bound when the others were let in: a request of one item
-  // is in (even if the bound was lowered since); a larger one is checked as any other.
-  const bool queue_full = (!held || request.items > 1) && queue_over_bound(request.items);
+  // of the highest level is in (even if the bound was lowered since); a larger one, or one of a
+  // lower level (its arrival was checked against the highest level's items only), is checked as
+  // any other.
+  const bool checked_on_arrival = request.items == 1 && queue_.items_up_to(request.priority) == queue_.items_up_to(1);
+  const bool queue_full = (!held || !checked_on_arrival) && queue_over_bound(request.items, request.priority);
   if (queue_full || (!held && !admit_.take(now_s))) return shed(queue_full, now_s);
   const auto outcome = queue_.enqueue(request, now_s);
   if (outcome == EnqueueOutcome::accepted) {
@@ -151,8 +154,8 @@ Admission ServingCore::admit(const PendingRequest& request, double now_s, bool h
                           config_.max_batch_size)};
     case EnqueueOutcome::bad_priority:
       return {AdmissionResult::bad_priority, 0.0,
-              fmt::format("priority {} is not a level of this model (0, or 1 to {})", request.priority,
-                          std::max(1, config_.priority_levels))};
+              fmt::format("priority {} is negative (0, or above the model's {} levels, is the default level)",
+                          request.priority, std::max(1, config_.priority_levels))};
     default: return {AdmissionResult::invalid, 0.0, describe(outcome)};
   }
 }

@@ -72,11 +72,13 @@ TEST(RequestQueue, HigherPriorityBypassesLowerAndZeroMeansDefaultLevel) {
   EXPECT_EQ(queue.ids_in_order(), (std::vector<std::uint64_t>{12, 10, 11}));
   EXPECT_EQ(ids(queue.pop_batch(1)), (std::vector<std::uint64_t>{12}));
   EXPECT_EQ(ids(queue.pop_batch(2)), (std::vector<std::uint64_t>{10, 11}));
+  // As in Triton, a priority above the model's levels is the default level too (not an error).
+  ASSERT_EQ(add(queue, request(13, 3 * kMs, 1, 7)), EnqueueOutcome::accepted);
+  EXPECT_EQ(queue.size_at_level(2), 1u);
 }
 
 TEST(RequestQueue, RejectsBadPriorityTooLargeAndMalformedRequests) {
   RequestQueue queue(two_levels());
-  EXPECT_EQ(add(queue, request(1, 0.0, 1, 3)), EnqueueOutcome::bad_priority);
   EXPECT_EQ(add(queue, request(2, 0.0, 1, -1)), EnqueueOutcome::bad_priority);
   EXPECT_EQ(add(queue, request(3, 0.0, 9)), EnqueueOutcome::too_large) << "config max_batch_size is 8";
   EXPECT_EQ(add(queue, request(4, 0.0, 8)), EnqueueOutcome::accepted) << "exactly the max is fine";
@@ -90,7 +92,8 @@ TEST(RequestQueue, RejectsBadPriorityTooLargeAndMalformedRequests) {
   one_level.max_batch_size = 4;
   RequestQueue single(one_level);
   EXPECT_EQ(add(single, request(1, 0.0, 1, 1)), EnqueueOutcome::accepted) << "level 1 is the only level";
-  EXPECT_EQ(add(single, request(2, 0.0, 1, 2)), EnqueueOutcome::bad_priority);
+  EXPECT_EQ(add(single, request(2, 0.0, 1, 2)), EnqueueOutcome::accepted) << "above the levels: the default level";
+  EXPECT_EQ(single.size_at_level(1), 2u);
 }
 
 TEST(RequestQueue, FullLevelRejectsWithTritonsMessageAndOtherLevelsStillAccept) {

@@ -106,6 +106,31 @@ TEST(ServingCore, ShedsByRateAndByQueueBound) {
   EXPECT_EQ(bounded.admit(request(10, 0.0, 65), 0.0).result, AdmissionResult::too_large);
 }
 
+// The bound counts what a request would wait behind or beside: a high-priority request is not shed
+// behind a low-priority backlog (Triton bounds each level's queue), a low one is.
+TEST(ServingCore, TheQueueBoundCountsTheLevelsARequestWaitsBehind) {
+  BatcherConfig two = config(64);
+  two.priority_levels = 2;
+  two.default_priority_level = 2;
+  ServingCore core(two, stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 4.0));
+  auto low = [](std::uint64_t id) { return PendingRequest{id, 1, 0.0, 2, std::nullopt}; };
+  auto high = [](std::uint64_t id) { return PendingRequest{id, 1, 0.0, 1, std::nullopt}; };
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(core.admit(low(i), 0.0).accepted());
+  EXPECT_EQ(core.admit(low(4), 0.0).result, AdmissionResult::shed);
+  EXPECT_FALSE(core.shed_on_arrival(0.0).has_value()) << "a request of the highest level would be let in";
+  EXPECT_TRUE(core.admit(high(5), 0.0).accepted());
+  for (std::uint64_t i = 6; i < 9; ++i) ASSERT_TRUE(core.admit(high(i), 0.0).accepted());
+  EXPECT_EQ(core.admit(high(9), 0.0).result, AdmissionResult::shed) << "four of its own level are queued";
+  EXPECT_TRUE(core.shed_on_arrival(0.0).has_value());
+  // A place held at the headers for what turns out a low-priority request is checked at admission.
+  ServingCore held(two, stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 4.0));
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(held.admit(low(i), 0.0).accepted());
+  ASSERT_FALSE(held.shed_or_hold(0.0).has_value());
+  EXPECT_EQ(held.admit(low(4), 0.0, true).result, AdmissionResult::shed);
+  ASSERT_FALSE(held.shed_or_hold(0.0).has_value());
+  EXPECT_TRUE(held.admit(high(5), 0.0, true).accepted());
+}
+
 // Before a request's body is read, a server asks whether it is shed whatever its size: only when
 // the admit rate has no token or the queue is over its bound even for one item; then it counts
 // as an arrival shed. Otherwise nothing is counted or taken, and admit() decides.
@@ -251,6 +276,14 @@ TEST(CapState, TheCapSetLastIsInForce) {
   cap.set(210.0, "file", 16.0);
   EXPECT_FALSE(cap.error("file").has_value());
   EXPECT_THROW(CapState(CapSchedule::constant(10.0), "flag", 30.0, 400.0), Error);
+  // A time before a set reads the cap in force then: a sample drawn before a PUT and read after it
+  // is judged against the cap it was drawn under.
+  EXPECT_EQ(cap.at(15.5).cap_w, 220.0);
+  EXPECT_EQ(cap.at(11.5).cap_w, 180.0);
+  EXPECT_EQ(cap.at(11.5).source, "schedule");
+  EXPECT_EQ(cap.at(8.0).cap_w, 200.0);
+  EXPECT_EQ(cap.at(5.0).cap_w, 250.0);
+  EXPECT_EQ(cap.at(16.0).cap_w, 210.0);
 }
 
 }  // namespace

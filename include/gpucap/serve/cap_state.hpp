@@ -8,6 +8,7 @@
 // taken (a bad one changes nothing). Thread-safe: the HTTP threads and the file watcher set it,
 // the serving loop reads it.
 
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -29,7 +30,9 @@ class CapState {
   // `max_w`: the range a cap must lie in (what the GPU can draw), checked for every source.
   CapState(CapSchedule initial, std::string initial_source, double min_w, double max_w);
 
-  // The cap in force at `now_s` (seconds from the start of serving).
+  // The cap in force at `now_s` (seconds from the start of serving). A time before a cap was set
+  // reads the cap in force then (a power sample taken before a PUT, read after it, is judged
+  // against the cap it was drawn under), as far back as the last 64 sets.
   [[nodiscard]] CapReading at(double now_s) const;
   // Sets the cap from `source` at `now_s`. Error(usage) for a value outside the range or not
   // finite: nothing changes then.
@@ -55,7 +58,7 @@ class CapState {
     std::string source;
     double set_s = 0.0;
   };
-  std::optional<Dynamic> dynamic_;
+  std::deque<Dynamic> dynamic_;  // the latest sets, oldest first
   std::string error_source_;
   std::string error_message_;
 };

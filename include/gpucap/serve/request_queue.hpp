@@ -31,14 +31,14 @@ struct PendingRequest {
   std::uint64_t id = 0;  // the caller's; not checked for uniqueness
   int items = 1;         // the request's own batch dimension, >= 1
   double arrival_s = 0.0;  // when the server received it; the queue delay is measured from here
-  int priority = 0;        // 0 = the config's default level; else 1..priority_levels
+  int priority = 0;        // 1..priority_levels; 0 or above them: the config's default level (as in Triton)
   std::optional<double> timeout_s;  // the request's "timeout" parameter; 0 = none, as in Triton
 };
 
 enum class EnqueueOutcome {
   accepted,
   queue_full,    // the level holds max_queue_size requests (Triton: UNAVAILABLE)
-  bad_priority,  // priority < 0 or > priority_levels (Triton maps these to the default level)
+  bad_priority,  // priority < 0 (Triton's is unsigned: no such request reaches its queue)
   too_large,     // items > the config's max_batch_size (Triton: INVALID_ARG)
   invalid,       // items < 1, a non-finite arrival_s or now_s, a negative or NaN timeout_s
 };
@@ -76,6 +76,9 @@ class RequestQueue {
   [[nodiscard]] bool empty() const { return size_ == 0; }
   [[nodiscard]] long long total_items() const { return total_items_; }
   [[nodiscard]] std::size_t size_at_level(int level) const;  // level 1..level_count()
+  // Items queued at the levels a request of `priority` would wait behind or beside (1 up to its
+  // own level; every level for a priority that is none).
+  [[nodiscard]] long long items_up_to(int priority) const;
   [[nodiscard]] int level_count() const { return static_cast<int>(levels_.size()); }
   [[nodiscard]] std::size_t delayed_count() const;  // timed out under DELAY, still queued
 
@@ -107,12 +110,14 @@ class RequestQueue {
     // Waiting requests with a deadline: with none (no timeout configured, the usual case) expire()
     // and next_deadline_s() skip the level instead of scanning a queue that may be long.
     std::size_t waiting_with_deadline = 0;
+    long long items = 0;
     [[nodiscard]] std::size_t size() const { return waiting.size() + delayed.size(); }
   };
 
   [[nodiscard]] std::optional<std::size_t> level_index(int priority) const;
   void expire_level(Level& level, double now_s, ExpiredRequests& expired);
   PendingRequest pop_front();
+  void count_out(Level& level, const PendingRequest& request);
 
   int max_batch_size_;
   std::size_t default_level_index_;

@@ -89,8 +89,8 @@ class ServingCore {
   // A request arriving at now_s (its arrival_s). Not accepted: nothing of it is kept. held: a
   // place was held for it (shed_or_hold): it is admitted on that place, its token already taken.
   Admission admit(const PendingRequest& request, double now_s, bool held = false);
-  // Whether a request that arrives at now_s is shed whatever its size: the admit rate has no
-  // token for it, or the queue is over its bound even for one item. A server asks this once a
+  // Whether a request that arrives at now_s is shed whatever its size and priority: the admit rate
+  // has no token for it, or the queue is over its bound even for one item of the highest level. A server asks this once a
   // request's headers are in, before it reads the body (a 429 need not wait for megabytes of
   // images). Shed: it is counted as an arrival and shed, as admit() counts it. Not shed: nothing
   // is counted and no token is taken; admit() follows with the parsed request.
@@ -129,7 +129,11 @@ class ServingCore {
 
  private:
   void count(std::uint64_t WindowCounts::*field, std::uint64_t n = 1);
-  [[nodiscard]] bool queue_over_bound(int items) const;
+  // Whether `items` more of a request of `priority` would pass the queue's bound: it counts the
+  // items the request would wait behind or beside (its own level and those above it, as Triton
+  // bounds each level's queue: a high-priority request is not shed behind a low one's backlog) and
+  // the places held.
+  [[nodiscard]] bool queue_over_bound(int items, int priority) const;
   // Counts a shed arrival and says why (the queue's bound, or the admit rate).
   Admission shed(bool queue_full, double now_s);
 
