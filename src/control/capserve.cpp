@@ -110,7 +110,10 @@ ServingKnobs CapserveController::knobs_for(const std::optional<CapserveChoice>& 
       knobs.sm_clock_mhz = lowest->sm_clock_mhz;
       knobs.memory_clock_mhz = lowest->memory_clock_mhz;
     }
-    knobs.max_queued_items = std::max(1.0, lowest->profile.throughput_img_s * kappa_ * params_.slo_s);
+    // A batch of one takes no longer than the profile's smallest batch (the host's time for its
+    // item added): the queue holds what such batches drain within κ·SLO.
+    const double batch_of_one_s = lowest->batch / lowest->profile.throughput_img_s + host_s_per_item_;
+    knobs.max_queued_items = std::max(1.0, kappa_ * params_.slo_s / batch_of_one_s);
     return knobs;
   }
   knobs.max_batch_size = choice->batch_cap;
@@ -186,9 +189,12 @@ void CapserveController::learn(const ServingObservation& o) {
       power_ratio_ = std::max(power_ratio_ * (1.0 - params_.learning_rate) + ratio * params_.learning_rate, 0.5);
     }
   }
-  // Margin: a window over the cap widens it; windows under it give it back slowly.
+  // Margin: a window over the cap widens it (up to its ceiling); windows under it give it back
+  // slowly. A window that ran the fallback (nothing fit under the cap: batch 1 at the lowest clock)
+  // is over the cap whatever the margin, and widening it would only keep capserve there for
+  // minutes after the cap rises again.
   if (power_speaks && o.power.max_w > o.cap_w) {
-    margin_ += params_.overshoot_margin;
+    if (!fallback_in_force_) margin_ = std::min(params_.max_power_margin, margin_ + params_.overshoot_margin);
   } else if (power_speaks) {
     margin_ = std::max(params_.power_margin, margin_ - params_.margin_decay);
   }
@@ -234,11 +240,22 @@ void CapserveController::learn(const ServingObservation& o) {
   queue_room_slo_share_ = std::min(queue_room_slo_share_, std::max(0.0, params_.max_queue_fraction - kappa_));
 }
 
+double CapserveController::arrival_rate(const ServingObservation& o) const {
+  const double measured_rps = std::max(0.0, o.arrival_rps);
+  if (!last_arrival_rps_ || !(o.window_s < params_.window_s)) return measured_rps;
+  const double measured_s = std::max(0.0, o.window_s);
+  return (measured_rps * measured_s + *last_arrival_rps_ * (params_.window_s - measured_s)) / params_.window_s;
+}
+
 ServingKnobs CapserveController::decide(const ServingObservation& observation) {
   learn(observation);
-  last_planned_rps_ = planned_rate(observation.arrival_rps);
+  const double arrival_rps = arrival_rate(observation);
+  last_arrival_rps_ = arrival_rps;
+  last_planned_rps_ = planned_rate(arrival_rps);
   const double planned_items_s = last_planned_rps_ * std::max(1.0, observation.items_per_request);
-  return knobs_for(choose(observation.cap_w, planned_items_s), observation.cap_w, planned_items_s);
+  const auto choice = choose(observation.cap_w, planned_items_s);
+  fallback_in_force_ = !choice;
+  return knobs_for(choice, observation.cap_w, planned_items_s);
 }
 
 std::string CapserveController::describe_state() const {

@@ -126,6 +126,45 @@ TEST(Capserve, BacksOffWhenTheP99NearsTheSloAndWidensTheMarginAfterAnOvershoot) 
   EXPECT_GT(before->power_w, 150.0 * (1.0 - 0.04));        // so the first choice is now ruled out
 }
 
+// A cap change cuts the window short, often to milliseconds: the rate it measured (none, or one
+// arrival in 10 µs) is filled out to a whole window with the rate measured before it, so the plan
+// for the next second is not made for no load or for 100,000 requests/s.
+TEST(Capserve, AWindowACapChangeCutShortIsFilledOutWithTheRateBeforeIt) {
+  CapserveController c(toy_params());
+  auto knobs = c.decide(window(c.initial_knobs(200.0), 200.0, 400.0, 150.0, 0.05));
+  auto cut = window(knobs, 120.0, 0.0, 150.0, 0.05);
+  cut.window_s = 0.002;
+  cut.cap_transition = true;
+  EXPECT_NEAR(c.arrival_rate(cut), 400.0 * 0.998, 1e-9);
+  knobs = c.decide(cut);
+  const auto carrying = c.choose(120.0, c.planned_rate(400.0 * 0.998));
+  ASSERT_TRUE(carrying);
+  ASSERT_TRUE(carrying->carries_load);
+  EXPECT_EQ(knobs.max_batch_size, carrying->batch_cap) << "planned for the load, not for none";
+  EXPECT_GE(carrying->throughput_items_s * 0.85, 400.0);
+  auto burst = window(knobs, 120.0, 1.0 / 1e-5, 150.0, 0.05);
+  burst.window_s = 1e-5;
+  EXPECT_NEAR(c.arrival_rate(burst), (1.0 + 400.0 * 0.998 * (1.0 - 1e-5)) / 1.0, 1e-6);
+  // A whole window is taken as it measured.
+  EXPECT_DOUBLE_EQ(c.arrival_rate(window(knobs, 120.0, 50.0, 100.0, 0.05)), 50.0);
+}
+
+// Windows over the cap widen the margin only up to its ceiling, and not while nothing fit under
+// the cap at all (the fallback is over it whatever the margin): once the cap rises again, capserve
+// plans with a margin of a few per cent, not one that rules out everything for minutes.
+TEST(Capserve, TheMarginHasACeilingAndTheFallbackDoesNotWidenIt) {
+  CapserveController c(toy_params());
+  auto knobs = c.initial_knobs(200.0);
+  for (int i = 0; i < 60; ++i) knobs = c.decide(window(knobs, 200.0, 300.0, 210.0, 0.05));
+  EXPECT_DOUBLE_EQ(c.power_margin(), 0.2);
+  CapserveController low(toy_params());
+  knobs = low.decide(window(low.initial_knobs(200.0), 200.0, 300.0, 150.0, 0.05));
+  const double margin = low.power_margin();
+  for (int i = 0; i < 60; ++i) knobs = low.decide(window(knobs, 30.0, 300.0, 45.0, 0.05));  // below batch 1's power
+  EXPECT_LE(low.power_margin(), margin + 0.02 + 1e-12) << "at most the window that ran before the fallback";
+  EXPECT_TRUE(low.choose(300.0, 300.0).has_value());
+}
+
 TEST(Capserve, BacksOffOncePerSpanOfTheP99ItReads) {
   CapserveController c(toy_params());
   auto knobs = c.initial_knobs(200.0);

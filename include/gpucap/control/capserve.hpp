@@ -1,7 +1,7 @@
 #pragma once
 // capserve — gpucap's serving controller (docs/serve.md, docs/algorithms.md). Every window it
 // picks the batcher's batch cap B and queue delay D, the SM clock f and the power limit, and how
-// many requests per second to admit, so that the p99 latency meets the SLO and the power stays
+// many items the queue admits (it leaves the admit rate open), so that the p99 latency meets the SLO and the power stays
 // under the cap, from a profile of the model on the GPU (throughput and window-max power at every
 // batch size × clock, as capfit uses) and what it measures: the arrival rate, the p99, the power.
 //
@@ -35,9 +35,9 @@
 // configuration that carries the load gets it whole (κ + room = max_queue_fraction) unless the
 // p99 neared the SLO within its span. The delay
 // lets batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is
-// set to the cap as a guard the board enforces within its own control loop, so a cap lowered
-// between two windows is held by the firmware before the next decision. A cap change ends the
-// window at once.
+// set to the cap as a guard the board enforces within its own control loop: a cap change ends the
+// window at once, and the decision it calls for is written as soon as the batch in flight returns
+// (the serving thread writes the GPU between batches); from then the firmware holds the new cap.
 
 #include <limits>
 #include <memory>
@@ -68,6 +68,7 @@ struct CapserveParams {
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
   double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
   double overshoot_margin = 0.02;    // added after a window over the cap
+  double max_power_margin = 0.2;     // the margin's ceiling
   double margin_decay = 0.002;       // given back per window under it
   double learning_rate = 0.3;        // weight of a window in the power correction
   double busy_for_learning = 0.5;    // a window teaches the power ratio only when the GPU ran this busy
@@ -105,6 +106,11 @@ class CapserveController final : public ServingController {
   [[nodiscard]] std::optional<CapserveChoice> choose(double cap_w, double planned_items_s) const;
   // The rate planned for a measured one over a window: rate + σ·sqrt(rate / window).
   [[nodiscard]] double planned_rate(double measured_rps) const;
+  // The arrival rate a window measured, over a whole decision period: a window a cap change cut
+  // short (milliseconds, with no arrival or one) is filled out with the rate measured before it.
+  [[nodiscard]] double arrival_rate(const ServingObservation& observation) const;
+  // The power margin (a fraction of the cap) kept as headroom now.
+  [[nodiscard]] double power_margin() const { return margin_; }
   [[nodiscard]] double latency_fraction() const { return kappa_; }
   [[nodiscard]] double power_ratio() const { return power_ratio_; }
   // h: the server's own time per item beyond the profile's batch time (seconds).
@@ -133,6 +139,8 @@ class CapserveController final : public ServingController {
   double power_ratio_ = 1.0;
   double host_s_per_item_ = 0.0;
   double last_planned_rps_ = 0.0;
+  std::optional<double> last_arrival_rps_;  // over the last decision period
+  bool fallback_in_force_ = false;  // the last decision found no configuration under the cap
   double last_backoff_s_ = -std::numeric_limits<double>::infinity();
   double queue_room_slo_share_ = 0.0;  // share of the SLO the queue's budget holds beyond κ
   int windows_without_shedding_ = 0;
