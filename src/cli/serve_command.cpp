@@ -206,9 +206,12 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     exports.live = std::make_unique<LiveExport>(
         "serve", *f.metrics, run_labels(f.algorithm, model_name, served.gpu_id, served.identity.index, platform.simulated()),
         platform.simulated(), true, [&exports, &info](service::MetricsServer& server) {
-          service::add_dashboard(server, exports.series, info);
+          if (const auto warning = service::add_dashboard(server, exports.series, info)) {
+            print_stderr_line("gpucap serve: warning: {}", *warning);
+          }
         });
-    exports.serve = std::make_unique<service::ServeMetrics>(exports.live->registry(), model_name, "1", f.slo_ms / 1e3);
+    exports.serve = std::make_unique<service::ServeMetrics>(exports.live->registry(), model_name, "1", f.slo_ms / 1e3,
+                                                            twin ? runtime::parse_pace(f.pace) : 1.0);
     exports.gpu = std::make_unique<monitor::GpuExporter>(exports.live->registry(), std::vector<device::Device*>{&platform.device()},
                                                          std::vector<monitor::GpuIdentity>{served.identity},
                                                          [&platform] { return platform.clock().now_s(); });
@@ -243,7 +246,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     monitor::WindowFigures figures;
     figures.cap_w = w.cap_w;
     figures.max_power_w = w.power.empty() ? std::nan("") : w.power.max_w;
-    figures.mean_power_w = w.power.mean_w;
+    figures.mean_power_w = w.power.empty() ? std::nan("") : w.power.mean_w;
     figures.batch_size = w.knobs.max_batch_size;
     figures.sm_clock_mhz = w.sm_clock_mhz;
     figures.memory_clock_mhz = std::nan("");
@@ -272,7 +275,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
     }
   } scrape_hook_guard{exports.live.get()};
   if (exports.live) {
-    exports.live->set_scrape_hook([&runtime, &exports] { exports.serve->pending(runtime.pending()); });
+    exports.live->set_scrape_hook([&runtime, &exports] { exports.serve->pending(runtime.pending(), runtime.in_flight()); });
   }
   server.attach(runtime);
   std::unique_ptr<service::AdminServer> admin;

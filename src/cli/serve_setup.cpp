@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "gpucap/control/capserve.hpp"
 #include "gpucap/core/error.hpp"
@@ -44,6 +45,16 @@ std::vector<std::int64_t> noop_dims(const std::string& text) {
     dims.push_back(*value);
   }
   return dims;
+}
+
+// The model file's name is the KServe model's: it goes into URLs, JSON and metric labels, which
+// hold UTF-8 only (Prometheus drops a whole scrape over one label that is not).
+void check_model_name(const std::string& name) {
+  try {
+    (void)nlohmann::json(name).dump();
+  } catch (const nlohmann::json::exception&) {
+    throw usage_error("--model-file: the file's name (the served model's name) is not UTF-8 text; rename the file");
+  }
 }
 
 std::shared_ptr<const predict::ProfileModel> load_profile(const std::string& path) {
@@ -132,6 +143,7 @@ Served nvml_served(const ServeFlags& f) {
   reject_for_platform(f.gpu.has_value(), "--gpu", "nvml (use --device N)");
   reject_for_platform(f.model.has_value(), "--model", "nvml (use --model-file FILE.pt)");
   if (!f.real.model_file) throw usage_error("--model-file FILE.pt is required on a real GPU (scripts/export_models.py)");
+  check_model_name(std::filesystem::path(*f.real.model_file).stem().string());
   f.real.reject_for_requests();
   reject_for_platform(f.noop_shape != "16", "--noop-shape", "nvml (it goes with the twin's --model noop)");
   if ((f.algorithm == "capserve" || control::needs_profile(f.algorithm)) && !f.profile_path) {

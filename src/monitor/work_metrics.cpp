@@ -79,7 +79,7 @@ void WorkMetrics::window(const WindowFigures& f) {
   const auto set_if_known = [&](const char* name, double value) { r.set_if_known(name, labels_, value); };
   cap(f.cap_w);
   set_if_known("gpucap_window_max_power_watts", f.max_power_w);
-  r.set("gpucap_window_mean_power_watts", labels_, f.mean_power_w);
+  set_if_known("gpucap_window_mean_power_watts", f.mean_power_w);
   if (f.batch_size > 0) r.set("gpucap_batch_size", labels_, f.batch_size);
   set_if_known("gpucap_sm_clock_hertz", f.sm_clock_mhz * kHertzPerMegahertz);
   set_if_known("gpucap_memory_clock_hertz", f.memory_clock_mhz * kHertzPerMegahertz);

@@ -164,6 +164,11 @@ void ServingRuntime::give_back_place() {
 
 std::size_t ServingRuntime::pending() const {
   const std::lock_guard lock(mutex_);
+  return core_->queued_requests();
+}
+
+std::size_t ServingRuntime::in_flight() const {
+  const std::lock_guard lock(mutex_);
   return waiting_.size();
 }
 

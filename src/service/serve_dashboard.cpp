@@ -71,7 +71,13 @@ h1 { font-size: 20px; margin: 0 0 12px 0; }
 <script>
 "use strict";
 const SLO_MS = @SLO_MS@;
+// A window's figures stop moving while the GPU runs a long batch or is stalled, or while a
+// controller whose windows count batches (batchsizer) has no traffic: say so past this long.
+const STALE_AFTER_MS = 5000;
 let updates = 0;
+let inFlight = false;
+let lastWindowT = null;
+let lastWindowSeenAt = Date.now();
 function chart(id, title, datasets, yTitle) {
   if (typeof Chart === "undefined") return null;
   return new Chart(document.getElementById(id), {
@@ -100,8 +106,12 @@ function set(chartObject, series) {
 function text(id, value) { document.getElementById(id).textContent = value; }
 function fixed(v, digits) { return v === null || v === undefined ? "–" : v.toFixed(digits); }
 async function refresh() {
+  if (inFlight) return;  // one request at a time: a slow answer is not overtaken by a newer one
+  inFlight = true;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), 5000);
   try {
-    const answer = await fetch("/api/series", { cache: "no-store" });
+    const answer = await fetch("/api/series", { cache: "no-store", signal: abort.signal });
     const points = (await answer.json()).points;
     if (points.length > 0) {
       const last = points[points.length - 1];
@@ -122,10 +132,21 @@ async function refresh() {
     }
     updates += 1;
     document.body.dataset.updates = String(updates);
+    const lastT = points.length > 0 ? points[points.length - 1].t_s : null;
+    if (lastT !== lastWindowT) {
+      lastWindowT = lastT;
+      lastWindowSeenAt = Date.now();
+    }
+    const quietMs = Date.now() - lastWindowSeenAt;
     text("status", "updated " + new Date().toLocaleTimeString() + ", " + points.length + " windows" +
+                   (quietMs > STALE_AFTER_MS ? "; no new window for " + Math.round(quietMs / 1000) +
+                                                " s: the figures shown are from the last one" : "") +
                    (typeof Chart === "undefined" ? " (the charting library did not load)" : ""));
   } catch (error) {
     text("status", "cannot reach the server: " + error);
+  } finally {
+    clearTimeout(timer);
+    inFlight = false;
   }
 }
 refresh();
@@ -157,7 +178,7 @@ void SeriesBuffer::add(const serve::ServingWindow& w) {
       {"throughput_rps", static_cast<double>(w.counts.answered) / length_s},
       {"goodput_rps", static_cast<double>(w.counts.good) / length_s},
       {"shed_rps", static_cast<double>(w.counts.shed) / length_s},
-      {"p99_ms", w.slo.p99_s * 1e3},
+      {"p99_ms", w.slo.ok == 0 ? nlohmann::json(nullptr) : nlohmann::json(w.slo.p99_s * 1e3)},
       {"batch_cap", w.knobs.max_batch_size},
       {"sm_clock_mhz", number(w.sm_clock_mhz)},
       {"source", w.cap_source},
@@ -180,20 +201,20 @@ std::string dashboard_html(const DashboardInfo& info) {
   return page;
 }
 
-void add_dashboard(MetricsServer& server, const SeriesBuffer& series, const DashboardInfo& info,
-                   const std::string& chart_js_path) {
-  std::string chart_js;
-  try {
-    chart_js = read_text_file(chart_js_path);
-  } catch (const Error& e) {
-    throw Error(ErrorCode::io, fmt::format("the dashboard's charting library is missing ({}): install libjs-chart.js "
-                                           "(scripts/setup.sh does)",
-                                           e.what()));
-  }
+std::optional<std::string> add_dashboard(MetricsServer& server, const SeriesBuffer& series, const DashboardInfo& info,
+                                         const std::string& chart_js_path) {
+  std::optional<std::string> warning;
   server.add_page("/", [page = dashboard_html(info)] { return page; }, "text/html; charset=utf-8");
-  server.add_page("/dashboard/chart.js", [chart_js = std::move(chart_js)] { return chart_js; },
-                  "application/javascript; charset=utf-8");
   server.add_page("/api/series", [&series] { return series.json().dump(); }, "application/json");
+  try {
+    server.add_page("/dashboard/chart.js", [chart_js = read_text_file(chart_js_path)] { return chart_js; },
+                    "application/javascript; charset=utf-8");
+  } catch (const Error& e) {
+    warning = fmt::format("the dashboard's charting library is missing ({}): its page shows the figures without charts; "
+                          "install libjs-chart.js (scripts/setup.sh does)",
+                          e.what());
+  }
+  return warning;
 }
 
 }  // namespace gpucap::service

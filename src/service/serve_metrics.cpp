@@ -25,18 +25,22 @@ constexpr std::array<Family, 8> kTritonFamilies = {{
      "(the engine failed), OTHER (a bad request)."},
     {"nv_inference_count", MetricType::counter, "Inferences performed: items of the successful requests."},
     {"nv_inference_exec_count", MetricType::counter, "Batches executed (count / exec_count is the mean batch size)."},
-    {"nv_inference_pending_request_count", MetricType::gauge, "Requests admitted and not yet answered."},
+    {"nv_inference_pending_request_count", MetricType::gauge,
+     "Requests admitted and waiting in the queue (counted out when their batch starts)."},
     {"nv_inference_request_duration_us", MetricType::counter,
      "Cumulative time of the successful requests, from arrival to answer, in microseconds."},
     {"nv_inference_queue_duration_us", MetricType::counter,
-     "Cumulative time the successful requests waited in the queue, in microseconds."},
+     "Cumulative time the successful requests waited in the queue, in microseconds (wall time)."},
     {"nv_inference_compute_infer_duration_us", MetricType::counter,
-     "Cumulative compute time of the successful requests' batches, in microseconds."},
+     "Cumulative compute time of the successful requests' batches, in microseconds (wall time)."},
 }};
 
-constexpr std::array<Family, 12> kServeFamilies = {{
+constexpr std::array<Family, 13> kServeFamilies = {{
     {"gpucap_serve_slo_seconds", MetricType::gauge, "The p99 latency SLO."},
-    {"gpucap_serve_latency_p99_seconds", MetricType::gauge, "p99 latency of the answers of the last 10 s."},
+    {"gpucap_serve_latency_p99_seconds", MetricType::gauge,
+     "p99 latency of the answers of the last 10 s, in the serving runtime's seconds (a paced twin's virtual ones); "
+     "absent when none was answered."},
+    {"gpucap_serve_requests_in_flight", MetricType::gauge, "Requests admitted and not yet answered: queued or in a batch."},
     {"gpucap_serve_slo_attainment_ratio", MetricType::gauge,
      "Share of the requests of the last 10 s answered within the SLO (errors count as misses)."},
     {"gpucap_serve_goodput_requests_per_second", MetricType::gauge, "Requests answered within the SLO, last window."},
@@ -77,8 +81,9 @@ const char* outcome_of(serve::AnswerKind kind) {
 
 }  // namespace
 
-ServeMetrics::ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s)
-    : registry_(registry), labels_{{"model", std::move(model)}, {"version", std::move(version)}} {
+ServeMetrics::ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s,
+                           double pace)
+    : registry_(registry), labels_{{"model", std::move(model)}, {"version", std::move(version)}}, pace_(pace) {
   for (const auto& f : kTritonFamilies) registry_.declare(f.name, f.type, f.help);
   for (const auto& f : kServeFamilies) registry_.declare(f.name, f.type, f.help);
   registry_.declare("gpucap_cap_file_errors_total", MetricType::counter,
@@ -101,6 +106,7 @@ ServeMetrics::ServeMetrics(monitor::MetricsRegistry& registry, std::string model
   }
   for (const char* reason : {"REJECTED", "BACKEND", "OTHER"}) registry_.add("nv_inference_request_failure", with("reason", reason), 0.0);
   registry_.set("nv_inference_pending_request_count", labels_, 0.0);
+  registry_.set("gpucap_serve_requests_in_flight", labels_, 0.0);
   registry_.set("gpucap_serve_slo_seconds", labels_, slo_s);
 }
 
@@ -119,8 +125,8 @@ void ServeMetrics::request(const serve::Answer& answer, std::int64_t items, doub
       registry_.add("nv_inference_request_success", labels_, 1.0);
       registry_.add("nv_inference_count", labels_, static_cast<double>(items));
       registry_.add("nv_inference_request_duration_us", labels_, total_s * kMicrosecondsPerSecond);
-      registry_.add("nv_inference_queue_duration_us", labels_, answer.queue_s * kMicrosecondsPerSecond);
-      registry_.add("nv_inference_compute_infer_duration_us", labels_, answer.compute_s * kMicrosecondsPerSecond);
+      registry_.add("nv_inference_queue_duration_us", labels_, answer.queue_s / pace_ * kMicrosecondsPerSecond);
+      registry_.add("nv_inference_compute_infer_duration_us", labels_, answer.compute_s / pace_ * kMicrosecondsPerSecond);
       return;
     case serve::AnswerKind::shed:
       registry_.add("gpucap_serve_requests_shed_total", labels_, 1.0);
@@ -147,14 +153,16 @@ void ServeMetrics::bad_request(double since_arrival_s, double processing_s) {
 
 void ServeMetrics::batch(int /*items*/) { registry_.add("nv_inference_exec_count", labels_, 1.0); }
 
-void ServeMetrics::pending(std::size_t requests) {
-  registry_.set("nv_inference_pending_request_count", labels_, static_cast<double>(requests));
+void ServeMetrics::pending(std::size_t queued, std::size_t in_flight) {
+  registry_.set("nv_inference_pending_request_count", labels_, static_cast<double>(queued));
+  registry_.set("gpucap_serve_requests_in_flight", labels_, static_cast<double>(in_flight));
 }
 
 void ServeMetrics::window(const serve::ServingWindow& w) {
   const double length_s = std::max(w.end_s - w.start_s, 1e-9);
   auto& r = registry_;
-  r.set("gpucap_serve_latency_p99_seconds", labels_, w.slo.p99_s);
+  // No request answered over the span: no p99 (0 would read as well within the SLO).
+  r.set_if_known("gpucap_serve_latency_p99_seconds", labels_, w.slo.ok == 0 ? std::nan("") : w.slo.p99_s);
   r.set("gpucap_serve_slo_attainment_ratio", labels_, w.slo.slo_attainment);
   r.set("gpucap_serve_goodput_requests_per_second", labels_, static_cast<double>(w.counts.good) / length_s);
   r.set("gpucap_serve_throughput_requests_per_second", labels_, static_cast<double>(w.counts.answered) / length_s);

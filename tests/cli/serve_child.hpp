@@ -75,7 +75,7 @@ class Server {
         ADD_FAILURE() << "the metrics endpoint stopped answering";
         return admitted;
       }
-      admitted = test::series_value(scraped->body, "nv_inference_pending_request_count", labels).value_or(0.0) +
+      admitted = test::series_value(scraped->body, "gpucap_serve_requests_in_flight", labels).value_or(0.0) +
                  test::series_value(scraped->body, "nv_inference_request_success", labels).value_or(0.0);
       if (admitted >= count) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -517,7 +517,7 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   EXPECT_EQ(test::series_value(stalled_text, "nv_inference_request_failure", labels + R"(,reason="BACKEND"})"), 3.0);
   // The request in the stalled batch is still the runtime's until the batch returns, though its
   // caller has had its 503.
-  EXPECT_EQ(test::series_value(stalled_text, "nv_inference_pending_request_count", labels + "}"), 1.0);
+  EXPECT_EQ(test::series_value(stalled_text, "gpucap_serve_requests_in_flight", labels + "}"), 1.0);
 
   bool ready_again = false;
   for (const auto until = Clock::now() + std::chrono::seconds(30); !ready_again && Clock::now() < until;
@@ -531,7 +531,7 @@ TEST(ServeCli, AStalledGpuAnswers503AndFailsReadinessUntilItsBatchReturns) {
   EXPECT_EQ(test::series_value(text, "nv_inference_exec_count", labels + "}"), 1.0) << "the withdrawn request never ran";
   // Counted at the scrape: no handler is left to report the batch's answer, and the gauge is not
   // stuck at what the last one saw.
-  EXPECT_EQ(test::series_value(text, "nv_inference_pending_request_count", labels + "}"), 0.0);
+  EXPECT_EQ(test::series_value(text, "gpucap_serve_requests_in_flight", labels + "}"), 0.0);
   server.process().signal(SIGTERM);
   const auto status = server.process().wait(30.0);
   ASSERT_TRUE(status.has_value());
@@ -560,7 +560,7 @@ TEST(ServeCli, SigtermBesideAHungBatchRestoresAndExitsOnceTheGpuCountsAsStalled)
   for (const auto until = Clock::now() + std::chrono::seconds(20); !admitted && Clock::now() < until;
        std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
     const auto scraped = server.metrics().Get("/metrics");
-    admitted = scraped && test::series_value(scraped->body, "nv_inference_pending_request_count",
+    admitted = scraped && test::series_value(scraped->body, "gpucap_serve_requests_in_flight",
                                              R"({model="nasnet_a_large",version="1"})") == 1.0;
   }
   ASSERT_TRUE(admitted) << "the request never reached the GPU";

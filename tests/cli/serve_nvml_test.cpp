@@ -264,6 +264,15 @@ TEST(ServeNvml, TheWarmUpRunsEveryBatchSizeBeforeServing) {
   EXPECT_EQ(automatic.find("warmed up"), std::string::npos) << automatic;
 }
 
+// The model file's name is the served model's, in URLs, JSON and metric labels: it must be UTF-8.
+TEST(ServeNvml, AModelFileWhoseNameIsNotUtf8IsRefused) {
+  const FakeGpu fake;
+  test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", "/tmp/r\xe9snet.pt",
+                      "--engine-device", "cpu", "--power-cap", "150", "--algorithm", "static"},
+                     2, "the served model's name) is not UTF-8 text");
+  EXPECT_TRUE(fake.writes().empty());
+}
+
 TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
   const FakeGpu fake;
   test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),

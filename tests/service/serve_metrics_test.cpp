@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gpucap/monitor/exposition.hpp"
+#include "gpucap/serve/serving_loop.hpp"
 
 namespace gpucap::service {
 namespace {
@@ -55,6 +56,45 @@ TEST(ServeMetrics, EveryRequestIsInBothHistogramsByOutcome) {
   EXPECT_NE(text.find(R"(gpucap_serve_request_duration_seconds_bucket{model="resnet50",version="1",outcome="shed",le="5e-05"} 1)"),
             std::string::npos)
       << text;
+}
+
+// A window in which nothing was answered has no p99: the gauge is left out (a 0 would read as well
+// within the SLO), and comes back with the next answers.
+TEST(ServeMetrics, NoAnswersNoP99) {
+  monitor::MetricsRegistry registry;
+  ServeMetrics metrics(registry, "resnet50", "1", 0.1);
+  serve::ServingWindow w;
+  w.end_s = 1.0;
+  w.slo.ok = 3;
+  w.slo.p99_s = 0.05;
+  metrics.window(w);
+  EXPECT_NE(registry.render().find("gpucap_serve_latency_p99_seconds{"), std::string::npos);
+  w.slo.ok = 0;
+  w.slo.failed = 5;
+  w.slo.p99_s = 0.0;
+  metrics.window(w);
+  EXPECT_EQ(registry.render().find("gpucap_serve_latency_p99_seconds{"), std::string::npos) << registry.render();
+}
+
+// On a paced twin the answers' queue and compute times are the twin's (here a quarter of the wall
+// clock's): Triton's duration counters hold wall time, as the request's own duration does. The
+// pending count is Triton's (queued only) beside gpucap's count of requests in flight.
+TEST(ServeMetrics, TritonsDurationsAreWallTimeAndPendingIsTheQueue) {
+  monitor::MetricsRegistry registry;
+  ServeMetrics metrics(registry, "resnet50", "1", 0.1, 0.25);
+  serve::Answer ok;
+  ok.queue_s = 0.001;    // 4 ms of wall time
+  ok.compute_s = 0.002;  // 8 ms
+  metrics.request(ok, 1, 0.0125, 0.013);
+  const monitor::Labels labels = {{"model", "resnet50"}, {"version", "1"}};
+  EXPECT_DOUBLE_EQ(registry.value("nv_inference_queue_duration_us", labels), 4000.0);
+  EXPECT_DOUBLE_EQ(registry.value("nv_inference_compute_infer_duration_us", labels), 8000.0);
+  EXPECT_LE(registry.value("nv_inference_queue_duration_us", labels) +
+                registry.value("nv_inference_compute_infer_duration_us", labels),
+            registry.value("nv_inference_request_duration_us", labels));
+  metrics.pending(2, 7);
+  EXPECT_DOUBLE_EQ(registry.value("nv_inference_pending_request_count", labels), 2.0);
+  EXPECT_DOUBLE_EQ(registry.value("gpucap_serve_requests_in_flight", labels), 7.0);
 }
 
 }  // namespace

@@ -124,8 +124,11 @@ class ServingRuntime {
                                            const std::shared_ptr<HeldPlace>& place = nullptr);
   // Seconds since serving started (the clock arrivals and the cap use).
   [[nodiscard]] double now_s() const;
-  // Requests admitted and not yet answered (Triton's pending request count).
+  // Requests admitted and still queued, not yet in a batch (Triton's pending request count: Triton
+  // counts a request out when its execution starts).
   [[nodiscard]] std::size_t pending() const;
+  // Requests admitted and not yet answered: queued or in a batch.
+  [[nodiscard]] std::size_t in_flight() const;
   // Every request and batch counted since the start (the core's totals).
   [[nodiscard]] WindowCounts counts() const;
   // The SLO statistics of the last window of time (see LatencyStats).

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,8 +46,10 @@ struct DashboardInfo {
 inline constexpr const char* kChartJsPath = "/usr/share/javascript/chart.js/chart.min.js";
 
 // Adds the page (/), its script (/dashboard/chart.js) and the data (/api/series) to `server`.
-// Error(io) when the charting library cannot be read (install libjs-chart.js).
-void add_dashboard(MetricsServer& server, const SeriesBuffer& series, const DashboardInfo& info,
+// When the charting library cannot be read, the page is served without its charts (its tiles and
+// the data still work) and the warning to log is returned: /metrics does not depend on a
+// JavaScript package.
+[[nodiscard]] std::optional<std::string> add_dashboard(MetricsServer& server, const SeriesBuffer& series, const DashboardInfo& info,
                    const std::string& chart_js_path = kChartJsPath);
 
 // The page itself (for tests).

@@ -30,7 +30,11 @@ namespace gpucap::service {
 
 class ServeMetrics {
  public:
-  ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s);
+  // pace: the serving runtime's seconds per wall second (a paced twin's factor; 1 on a real GPU).
+  // The answers' queue and compute times are in the runtime's seconds; Triton's duration counters
+  // are kept in wall time, as the request's own duration is.
+  ServeMetrics(monitor::MetricsRegistry& registry, std::string model, std::string version, double slo_s,
+               double pace = 1.0);
 
   static constexpr const char* kRequestDuration = "gpucap_serve_request_duration_seconds";
   static constexpr const char* kRequestProcessing = "gpucap_serve_request_processing_seconds";
@@ -42,7 +46,9 @@ class ServeMetrics {
   // A request the server refused before it reached the queue (a bad body, an unknown input).
   void bad_request(double since_arrival_s, double processing_s);
   void batch(int items);
-  void pending(std::size_t requests);  // admitted, not yet answered
+  // At a scrape: requests admitted and still queued (Triton's pending count: counted out when its
+  // batch starts), and those admitted and not yet answered (queued or in a batch).
+  void pending(std::size_t queued, std::size_t in_flight);
   // The window's figures (on the GPU thread).
   void window(const serve::ServingWindow& window);
   // The cap file: its last read was good (valid) or not; errors are counted.
@@ -55,6 +61,7 @@ class ServeMetrics {
 
   monitor::MetricsRegistry& registry_;
   monitor::Labels labels_;  // model, version
+  double pace_;
   std::string cap_source_;
 };
 
