@@ -136,6 +136,8 @@ ProfileOrigin load_profile_origin(const std::string& path) {
   // the two it is is unknown, and it is not compared.
   if (const auto model = optional_string(top, "model"); model && o.simulated) o.model = *o.simulated ? *model : file_stem(*model);
   if (top.has("setup") && !top.at("setup").is_null()) {
+    // Only a real GPU's measurements hold a setup (tune's and run's trial files, tune --json).
+    if (!o.simulated) o.simulated = false;
     const auto setup = top.object("setup");
     if (!o.gpu) o.gpu = optional_string(setup, "gpu");
     if (const auto file = optional_string(setup, "model_file"); file && !o.model) o.model = file_stem(*file);

@@ -101,6 +101,7 @@ TEST_F(ProfileFile, ReadsWhereTheProfileWasMeasured) {
   EXPECT_EQ(trial_file.gpu, "NVIDIA H200");
   EXPECT_EQ(trial_file.model, "m");
   EXPECT_EQ(trial_file.input_size, 299);
+  EXPECT_EQ(trial_file.simulated, false) << "only a real GPU's measurements hold a setup";
 
   // A profile written by hand says nothing, and nothing is compared; "model" without "simulated"
   // could be an id or a file, so it is not read.

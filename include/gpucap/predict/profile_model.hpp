@@ -61,8 +61,10 @@ class ProfileModel {
 // Where a profile was measured, as its file says: `gpucap tune --json` writes "simulated", "gpu"
 // (the twin's id or the NVML name) and "model" (the twin's model id or the model file), and on a
 // real GPU a "setup" (tune's --out trial file holds the same one) with the engine's "precision",
-// "input_size" and "engine_device". A field the file does not hold stays empty and is not
-// compared: a profile written by hand or by an older gpucap is taken as it is.
+// "input_size" and "engine_device" (a file with a setup and no "simulated", as a trial file of
+// tune's or run's --out/--search-out, was measured on a real GPU). A field the file does not hold
+// stays empty and is not compared: a profile written by hand or by an older gpucap is taken as it
+// is.
 struct ProfileOrigin {
   std::optional<bool> simulated;
   std::optional<std::string> gpu;
