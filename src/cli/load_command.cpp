@@ -184,6 +184,13 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
               std::cout.flush();
               throw Error(ErrorCode::interrupted, "stopped by a signal after the report above");
             }
+            if (report.scheduled == 0) {
+              // Every request fell in the warm-up: the figures above measure nothing.
+              std::cout.flush();
+              throw usage_error(fmt::format("nothing was measured: all {} requests were scheduled in the {:g}-s warm-up "
+                                            "(--warmup); send more (--max-requests, --duration) or warm up less",
+                                            report.warmup_requests, report.warmup_s));
+            }
           }};
 }
 
