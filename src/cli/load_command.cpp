@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -72,7 +73,9 @@ service::LoadOptions load_options(const LoadFlags& flags) {
     options.connections = flags.connections.value_or(options.connections);
     if (flags.trace) {
       if (flags.distribution) throw usage_error("--distribution does not apply to --trace: its times are given");
-      options.trace_s = serve::parse_arrival_trace(read_text_file(*flags.trace), *flags.trace);
+      // No more times are kept than the run sends (--max-requests; its own check is below).
+      options.trace_s = serve::parse_arrival_trace(read_text_file(*flags.trace), *flags.trace,
+                                                   static_cast<std::size_t>(std::max(flags.max_requests, 1LL)));
       options.trace_name = *flags.trace;
     } else {
       options.schedule = flags.rate ? serve::RateSchedule::constant(*flags.rate)

@@ -108,13 +108,18 @@ std::string_view to_string(ArrivalSpacing spacing) noexcept {
 
 // --- Trace files ---
 
-std::vector<double> parse_arrival_trace(std::string_view text, std::string_view source_name) {
+std::vector<double> parse_arrival_trace(std::string_view text, std::string_view source_name, std::size_t max_times) {
   const std::string source(source_name);
   std::vector<double> times;
+  std::optional<double> last_s;            // the last time read (kept or not)
   std::optional<std::size_t> time_column;  // set once a CSV header was read
   bool first_content = true;
   std::size_t line_number = 0;
-  for (const auto raw_line : split(text, '\n')) {
+  // Line by line, without a list of the lines: a file of millions holds no more than its times.
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto end = std::min(text.find('\n', start), text.size());
+    const auto raw_line = text.substr(start, end - start);
+    start = end + 1;
     ++line_number;
     const auto line = trim(raw_line);
     if (line.empty() || line.front() == '#') continue;
@@ -148,13 +153,14 @@ std::vector<double> parse_arrival_trace(std::string_view text, std::string_view 
                        fmt::format("arrival time '{}' is not a number of seconds", trim(field).substr(0, 80)));
     }
     if (*time_s < 0.0) throw data_error(source, line_number, fmt::format("arrival time {:g} s is negative", *time_s));
-    if (!times.empty() && *time_s < times.back()) {
+    if (last_s && *time_s < *last_s) {
       throw data_error(source, line_number,
-                       fmt::format("arrival times must not decrease ({:g} s after {:g} s)", *time_s, times.back()));
+                       fmt::format("arrival times must not decrease ({:g} s after {:g} s)", *time_s, *last_s));
     }
-    times.push_back(*time_s);
+    last_s = time_s;
+    if (times.size() < max_times) times.push_back(*time_s);
   }
-  if (times.empty()) throw data_error(source, 0, "the trace has no arrival times");
+  if (!last_s) throw data_error(source, 0, "the trace has no arrival times");
   return times;
 }
 

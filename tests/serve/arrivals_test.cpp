@@ -176,6 +176,9 @@ TEST(ArrivalTraceTest, ReadsTheTimeColumnOfCsv) {
   const auto times = parse_arrival_trace("request_id, time_s ,model\n1,0.1,a\n2,0.2,b\n3,1.5,c\n", "trace.csv");
   EXPECT_EQ(times, (std::vector<double>{0.1, 0.2, 1.5}));
   EXPECT_EQ(parse_arrival_trace("time_s\n3\n4\n", "x.csv"), (std::vector<double>{3.0, 4.0}));
+  // Only the first max_times are kept, and every line is still checked.
+  EXPECT_EQ(parse_arrival_trace("0\n1\n2\n3\n", "t.txt", 2), (std::vector<double>{0.0, 1.0}));
+  expect_error([] { (void)parse_arrival_trace("0\n1\n2\n1.5\n", "t.txt", 2); }, ErrorCode::invalid_data, "t.txt:4:");
 }
 
 TEST(ArrivalTraceTest, RefusesBadTracesWithFileAndLine) {

@@ -18,6 +18,7 @@
 // its times one at a time, so a long run never holds them all.
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -65,8 +66,11 @@ enum class ArrivalSpacing { poisson, constant };
 // The arrival times of a trace file's text: one time in seconds per line, or CSV whose header
 // names a `time_s` column (other columns are ignored). Blank lines and lines starting with '#'
 // are skipped. Times are finite, >= 0 and non-decreasing; at least one. Error(invalid_data)
-// "SOURCE:LINE: ..." otherwise (source_name is the file's name, for the message).
-[[nodiscard]] std::vector<double> parse_arrival_trace(std::string_view text, std::string_view source_name);
+// "SOURCE:LINE: ..." otherwise (source_name is the file's name, for the message). Every line is
+// checked, and the first `max_times` times are kept (a run sends no more than that many): the
+// memory is 8 bytes per time kept, whatever the file's length.
+[[nodiscard]] std::vector<double> parse_arrival_trace(std::string_view text, std::string_view source_name,
+                                                      std::size_t max_times = std::numeric_limits<std::size_t>::max());
 
 class ArrivalProcess {
  public:
