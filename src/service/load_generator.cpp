@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cmath>
 #include <exception>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -539,9 +540,12 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
     }
   };
   std::vector<std::thread> threads;
-  run.start = Clock::now();
+  // The clock starts once every thread is up: starting a thousand of them takes long enough to
+  // show in the first arrivals' latency.
+  std::latch clock_started(1);
   for (std::size_t i = 0; i < workers; ++i) {
     threads.emplace_back([&, i] {
+      clock_started.wait();
       guarded([&] {
         if (options.mode == LoadMode::open_loop) {
           open_loop_worker(run, pool, i, *clients[i], watches[i], outcomes[i]);
@@ -554,10 +558,13 @@ LoadReport run_load(const LoadOptions& options, const std::atomic<bool>* stop) {
   }
   if (options.mode == LoadMode::open_loop) {
     threads.emplace_back([&] {
+      clock_started.wait();
       guarded([&] { dispatch_arrivals(run, pool, unsent); });
       pool.close();  // also when the dispatcher failed: the workers must end
     });
   }
+  run.start = Clock::now();
+  clock_started.count_down();
   // Wait, stopping each request at its deadline; after a stop request, give the requests in
   // flight stop_grace_s, then cut them off.
   const auto timeout = to_duration(options.timeout_s);
