@@ -186,7 +186,7 @@ void run_on_twin(const RunFlags& flags, const GlobalOptions& global) {
     // GPU's figures (scripts/gpu_measure_report.py compares it so with the real run). Its GPU is
     // named by NVML, not by the twin's id, and is not compared.
     const auto measured = predict::load_profile_origin(*path);
-    auto check = twin_profile_check(spec.gpu, spec.model);
+    auto check = twin_profile_check(spec_gpu.id, catalog.model(spec.model).id);  // the ids tune writes, not the flags' spelling
     if (measured.simulated == false) {
       check.here.simulated.reset();
       check.here.gpu.reset();

@@ -199,10 +199,14 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   const serve::LatencyStatsConfig latency_stats;  // the serving loop's p99 and its span
   auto controller = make_serving_controller(f, served, gpu_writes, latency_stats.window_s);
   const auto& model_name = served.backend->metadata().name;
+  const double pace = twin ? runtime::parse_pace(f.pace) : 1.0;  // the runtime's seconds per wall second
 
   Exports exports;
   if (f.metrics) {
-    const service::DashboardInfo info{model_name, served.gpu_name, f.algorithm, f.slo_ms, platform.simulated()};
+    service::DashboardInfo info{model_name, served.gpu_name, f.algorithm, f.slo_ms, platform.simulated()};
+    // Three windows of wall time, at least 5 s (a window of batches: 5 s).
+    const auto period = controller->period();
+    info.stale_after_s = std::max(5.0, period.seconds > 0.0 ? 3.0 * period.seconds / pace : 0.0);
     exports.live = std::make_unique<LiveExport>(
         "serve", *f.metrics, run_labels(f.algorithm, model_name, served.gpu_id, served.identity.index, platform.simulated()),
         platform.simulated(), true, [&exports, &info](service::MetricsServer& server) {
@@ -211,7 +215,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
           }
         });
     exports.serve = std::make_unique<service::ServeMetrics>(exports.live->registry(), model_name, "1", f.slo_ms / 1e3,
-                                                            twin ? runtime::parse_pace(f.pace) : 1.0);
+                                                            pace);
     exports.gpu = std::make_unique<monitor::GpuExporter>(exports.live->registry(), std::vector<device::Device*>{&platform.device()},
                                                          std::vector<monitor::GpuIdentity>{served.identity},
                                                          [&platform] { return platform.clock().now_s(); });
@@ -233,7 +237,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   runtime_options.slo_s = f.slo_ms / 1e3;
   runtime_options.stats = latency_stats;
   runtime_options.batcher = batcher;
-  runtime_options.pace = twin ? runtime::parse_pace(f.pace) : 1.0;
+  runtime_options.pace = pace;
   runtime_options.on_failure = [] { ::kill(::getpid(), SIGUSR2); };
   runtime_options.batch_timeout_s = f.batch_timeout_s;
   std::optional<std::string> warmup_note;

@@ -81,8 +81,9 @@ void ServingCore::set_knobs(const control::ServingKnobs& knobs, double now_s) {
 }
 
 bool ServingCore::queue_over_bound(int items, int priority) const {
-  // Nothing queued or held: one request is let in whatever the bound (a bound below its size).
-  const bool empty = queue_.empty() && held_places_ == 0;
+  // Nothing it would wait behind, and nothing held: one request is let in whatever the bound (a
+  // bound below its size).
+  const bool empty = queue_.items_up_to(priority) == 0 && held_places_ == 0;
   return static_cast<double>(queue_.items_up_to(priority) + held_places_ + items) > knobs_.max_queued_items && !empty;
 }
 

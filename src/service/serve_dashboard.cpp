@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpucap/core/error.hpp"
@@ -73,7 +74,7 @@ h1 { font-size: 20px; margin: 0 0 12px 0; }
 const SLO_MS = @SLO_MS@;
 // A window's figures stop moving while the GPU runs a long batch or is stalled, or while a
 // controller whose windows count batches (batchsizer) has no traffic: say so past this long.
-const STALE_AFTER_MS = 5000;
+const STALE_AFTER_MS = @STALE_MS@;
 let updates = 0;
 let inFlight = false;
 let lastWindowT = null;
@@ -139,8 +140,9 @@ async function refresh() {
     }
     const quietMs = Date.now() - lastWindowSeenAt;
     text("status", "updated " + new Date().toLocaleTimeString() + ", " + points.length + " windows" +
-                   (quietMs > STALE_AFTER_MS ? "; no new window for " + Math.round(quietMs / 1000) +
-                                                " s: the figures shown are from the last one" : "") +
+                   (points.length > 0 && quietMs > STALE_AFTER_MS
+                        ? "; no new window for " + Math.round(quietMs / 1000) + " s: the figures shown are from the last one"
+                        : "") +
                    (typeof Chart === "undefined" ? " (the charting library did not load)" : ""));
   } catch (error) {
     text("status", "cannot reach the server: " + error);
@@ -198,6 +200,7 @@ std::string dashboard_html(const DashboardInfo& info) {
   replace_all(page, "@TITLE@", html_escape(fmt::format("gpucap serve: {} on {} ({})", info.model, info.gpu, info.algorithm)));
   replace_all(page, "@LABEL@", info.simulated ? "[simulated: the GPU twin]" : "[real GPU]");
   replace_all(page, "@SLO_MS@", fmt::format("{:g}", info.slo_ms));
+  replace_all(page, "@STALE_MS@", fmt::format("{:.0f}", std::max(1.0, info.stale_after_s) * 1e3));
   return page;
 }
 

@@ -165,6 +165,22 @@ TEST(Capserve, TheMarginHasACeilingAndTheFallbackDoesNotWidenIt) {
   EXPECT_TRUE(low.choose(300.0, 300.0).has_value());
 }
 
+// Nothing fits under the cap: batch 1 at the lowest clock, and a queue of what batches of one
+// drain within κ·SLO. A profile swept from batch 8 bounds a batch of one by batch 8's time (not by
+// batch 8's throughput, eight times too many items).
+TEST(Capserve, TheFallbacksQueueIsSizedForBatchesOfOne) {
+  std::vector<predict::ProfileSample> samples;
+  for (int b = 8; b <= 64; b *= 2) samples.push_back({b, 1000.0, std::nullopt, 100.0 * b / (b + 8.0) * 10.0, 60.0 + b});
+  auto params = toy_params();
+  params.profile = std::make_shared<const predict::ProfileModel>(samples);
+  CapserveController c(params);
+  ASSERT_FALSE(c.choose(40.0, 100.0).has_value());
+  const auto knobs = c.decide(window(c.initial_knobs(40.0), 40.0, 100.0, 50.0, 0.05));
+  EXPECT_EQ(knobs.max_batch_size, 1);
+  const double batch8_s = 8.0 / (100.0 * 8.0 / 16.0 * 10.0);
+  EXPECT_NEAR(knobs.max_queued_items, 0.7 * 0.2 / batch8_s, 1e-9);
+}
+
 TEST(Capserve, BacksOffOncePerSpanOfTheP99ItReads) {
   CapserveController c(toy_params());
   auto knobs = c.initial_knobs(200.0);

@@ -129,6 +129,11 @@ TEST(ServingCore, TheQueueBoundCountsTheLevelsARequestWaitsBehind) {
   EXPECT_EQ(held.admit(low(4), 0.0, true).result, AdmissionResult::shed);
   ASSERT_FALSE(held.shed_or_hold(0.0).has_value());
   EXPECT_TRUE(held.admit(high(5), 0.0, true).accepted());
+  // A bound below a request's size lets it in when nothing is ahead of it, whatever waits below.
+  ServingCore tight(two, stats(0.1), knobs(8, 0.0, control::kAdmitEverything, 1.4));
+  ASSERT_TRUE(tight.admit(low(0), 0.0).accepted());
+  EXPECT_TRUE(tight.admit(PendingRequest{1, 2, 0.0, 1, std::nullopt}, 0.0).accepted());
+  EXPECT_EQ(tight.admit(PendingRequest{2, 2, 0.0, 2, std::nullopt}, 0.0).result, AdmissionResult::shed);
 }
 
 // Before a request's body is read, a server asks whether it is shed whatever its size: only when
@@ -284,6 +289,12 @@ TEST(CapState, TheCapSetLastIsInForce) {
   EXPECT_EQ(cap.at(8.0).cap_w, 200.0);
   EXPECT_EQ(cap.at(5.0).cap_w, 250.0);
   EXPECT_EQ(cap.at(16.0).cap_w, 210.0);
+  // Past the sets kept (64), a time before the oldest reads the oldest: the nearest known.
+  CapState busy(CapSchedule::constant(250.0), "flag", 30.0, 400.0);
+  for (int i = 0; i < 70; ++i) busy.set(100.0 + i, "cluster", 1.0 + i);
+  EXPECT_EQ(busy.at(0.5).cap_w, 106.0);
+  EXPECT_EQ(busy.at(69.5).cap_w, 168.0);
+  EXPECT_EQ(busy.at(100.0).cap_w, 169.0);
 }
 
 }  // namespace

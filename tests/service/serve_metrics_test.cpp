@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include "gpucap/monitor/exposition.hpp"
+#include "gpucap/service/serve_dashboard.hpp"
 #include "gpucap/serve/serving_loop.hpp"
 
 namespace gpucap::service {
@@ -95,6 +98,34 @@ TEST(ServeMetrics, TritonsDurationsAreWallTimeAndPendingIsTheQueue) {
   metrics.pending(2, 7);
   EXPECT_DOUBLE_EQ(registry.value("nv_inference_pending_request_count", labels), 2.0);
   EXPECT_DOUBLE_EQ(registry.value("gpucap_serve_requests_in_flight", labels), 7.0);
+}
+
+// Without libjs-chart.js the dashboard's page and data are still served (without charts), and so
+// is /metrics: add_dashboard returns the warning to log instead of failing the metrics address.
+// The page says its figures are stale after the time it is given (three windows of a paced twin).
+TEST(ServeDashboard, WithoutItsChartingLibraryThePageAndTheMetricsAreStillServed) {
+  MetricsServer server("127.0.0.1", 0, [] { return std::string("# metrics\n"); });
+  SeriesBuffer series(10);
+  DashboardInfo info{"resnet50", "A100", "capserve", 100.0, true};
+  info.stale_after_s = 30.0;
+  const auto warning = add_dashboard(server, series, info, "/nonexistent/chart.min.js");
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("the dashboard's charting library is missing"), std::string::npos) << *warning;
+  const int port = server.start();
+  httplib::Client client("127.0.0.1", port);
+  const auto page = client.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("const STALE_AFTER_MS = 30000;"), std::string::npos);
+  const auto data = client.Get("/api/series");
+  ASSERT_TRUE(data);
+  EXPECT_EQ(data->status, 200);
+  const auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  const auto script = client.Get("/dashboard/chart.js");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 404);
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ struct DashboardInfo {
   std::string algorithm;
   double slo_ms = 0.0;
   bool simulated = true;   // the twin: every figure on the page says so
+  // Wall seconds without a new window past which the page says its figures are the last window's
+  // (a few windows' worth: on a twin paced slower than real time a window takes longer).
+  double stale_after_s = 5.0;
 };
 
 // Where Debian's libjs-chart.js puts its UMD build.
