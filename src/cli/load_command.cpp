@@ -188,8 +188,13 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
               throw Error(ErrorCode::interrupted, "stopped by a signal after the report above");
             }
             if (report.scheduled == 0) {
-              // Every request fell in the warm-up: the figures above measure nothing.
+              // No request after the warm-up: the figures above measure nothing.
               std::cout.flush();
+              if (report.warmup_requests == 0) {
+                throw usage_error(fmt::format("nothing was measured: no request was scheduled in the {:g} s of the run "
+                                              "(a rate too low for --duration, or a schedule at 0 over it)",
+                                              report.duration_s));
+              }
               throw usage_error(fmt::format("nothing was measured: all {} requests were scheduled in the {:g}-s warm-up "
                                             "(--warmup); send more (--max-requests, --duration) or warm up less",
                                             report.warmup_requests, report.warmup_s));

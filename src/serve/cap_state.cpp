@@ -68,10 +68,12 @@ CapReading CapState::at(double now_s) const {
     if (step.time_s <= now_s) step_s = step.time_s;
   }
   // The latest set at or before now.
-  auto set = std::find_if(dynamic_.rbegin(), dynamic_.rend(), [now_s](const Dynamic& d) { return d.set_s <= now_s; });
-  // Before the oldest set kept, once older ones were dropped: that one is the nearest known.
-  if (set == dynamic_.rend() && dynamic_trimmed_) set = std::prev(dynamic_.rend());
-  if (set != dynamic_.rend() && set->set_s >= step_s) return {set->cap_w, set->source};
+  const auto kept = std::find_if(dynamic_.rbegin(), dynamic_.rend(), [now_s](const Dynamic& d) { return d.set_s <= now_s; });
+  const Dynamic* set = kept != dynamic_.rend() ? &*kept : nullptr;
+  // Before the oldest set kept: the newest one dropped, if it was set by then (then exact); before
+  // that one too, it is the nearest known (older sets are gone).
+  if (set == nullptr && dropped_) set = &*dropped_;
+  if (set != nullptr && set->set_s >= step_s) return {set->cap_w, set->source};
   return {schedule_.cap_at(now_s), schedule_source_};
 }
 
@@ -82,8 +84,8 @@ void CapState::set(double cap_w, const std::string& source, double now_s) {
   const std::lock_guard lock(mutex_);
   dynamic_.push_back(Dynamic{cap_w, source, now_s});
   if (dynamic_.size() > kDynamicHistory) {
+    dropped_ = std::move(dynamic_.front());
     dynamic_.pop_front();
-    dynamic_trimmed_ = true;
   }
   if (error_source_ == source) {
     error_source_.clear();

@@ -26,6 +26,12 @@ TEST(LoadCli, ARunThatMeasuredNothingSaysSo) {
   EXPECT_NE(r.err.find("nothing was measured: all 5 requests were scheduled in the 1-s warm-up"), std::string::npos)
       << r.err;
   EXPECT_NE(r.out.find("\"warmup_requests\": 5"), std::string::npos) << r.out;
+  // No request at all in the run (a schedule at 0 over it) is not a warm-up's doing.
+  const auto idle = test::gpucap({"load", "--url", url, "--model", "noop", "--rate-schedule", "0:0,60:50", "--duration",
+                                  "0.3"});
+  EXPECT_EQ(idle.exit_code, 2) << idle.err;
+  EXPECT_NE(idle.err.find("nothing was measured: no request was scheduled in the 0.3 s of the run"), std::string::npos)
+      << idle.err;
   // Refused before anything is sent: a duration a clock could not hold.
   test::expect_error({"load", "--url", url, "--model", "noop", "--rate", "10", "--duration", "1e10"}, 2,
                      "--duration must be a positive number of seconds up to 604800");

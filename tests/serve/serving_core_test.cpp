@@ -289,10 +289,13 @@ TEST(CapState, TheCapSetLastIsInForce) {
   EXPECT_EQ(cap.at(8.0).cap_w, 200.0);
   EXPECT_EQ(cap.at(5.0).cap_w, 250.0);
   EXPECT_EQ(cap.at(16.0).cap_w, 210.0);
-  // Past the sets kept (64), a time before the oldest reads the oldest: the nearest known.
+  // Past the sets kept (64), a time before the oldest kept reads the newest dropped (exact while
+  // it was set by then; before it, the nearest known).
   CapState busy(CapSchedule::constant(250.0), "flag", 30.0, 400.0);
   for (int i = 0; i < 70; ++i) busy.set(100.0 + i, "cluster", 1.0 + i);
-  EXPECT_EQ(busy.at(0.5).cap_w, 106.0);
+  EXPECT_EQ(busy.at(6.5).cap_w, 105.0);
+  EXPECT_EQ(busy.at(7.0).cap_w, 106.0);
+  EXPECT_EQ(busy.at(0.5).cap_w, 105.0);
   EXPECT_EQ(busy.at(69.5).cap_w, 168.0);
   EXPECT_EQ(busy.at(100.0).cap_w, 169.0);
 }

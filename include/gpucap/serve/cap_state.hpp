@@ -59,7 +59,7 @@ class CapState {
     double set_s = 0.0;
   };
   std::deque<Dynamic> dynamic_;  // the latest sets, oldest first
-  bool dynamic_trimmed_ = false;  // older sets were dropped
+  std::optional<Dynamic> dropped_;  // the newest set dropped from them, if any
   std::string error_source_;
   std::string error_message_;
 };
