@@ -162,8 +162,9 @@ Command add_load_command(CLI::App& app, const GlobalOptions& /*global*/) {
                   "(repeatable)");
   cmd->add_flag("--binary", flags->binary,
                 "Send the input with Triton's binary tensor data extension instead of JSON numbers");
-  cmd->add_option("--timeout-ms", flags->timeout_ms, "A request whose whole answer has not come by then, from its send, is stopped and has timed out (at most "
-                  "3600000)")
+  cmd->add_option("--timeout-ms", flags->timeout_ms,
+                  "A request whose whole answer has not come by then, from its send, is stopped and has timed out "
+                  "(at most 3600000)")
       ->capture_default_str();
   cmd->add_option("--slo-ms", flags->slo_ms, "Latency SLO: answers within it (from the scheduled time) are goodput")
       ->capture_default_str();

@@ -1,9 +1,10 @@
 #pragma once
 // capserve — gpucap's serving controller (docs/serve.md, docs/algorithms.md). Every window it
 // picks the batcher's batch cap B and queue delay D, the SM clock f and the power limit, and how
-// many items the queue admits (it leaves the admit rate open), so that the p99 latency meets the SLO and the power stays
-// under the cap, from a profile of the model on the GPU (throughput and window-max power at every
-// batch size × clock, as capfit uses) and what it measures: the arrival rate, the p99, the power.
+// many items the queue admits (it leaves the admit rate open), so that the p99 latency meets the
+// SLO and the power stays under the cap, from a profile of the model on the GPU (throughput and
+// window-max power at every batch size × clock, as capfit uses) and what it measures: the arrival
+// rate, the p99, the power.
 //
 // The rule, for each configuration (B, f) of the profile:
 //   - power: its predicted window maximum, times the measured/predicted ratio learnt at the

@@ -90,10 +90,11 @@ class ServingCore {
   // place was held for it (shed_or_hold): it is admitted on that place, its token already taken.
   Admission admit(const PendingRequest& request, double now_s, bool held = false);
   // Whether a request that arrives at now_s is shed whatever its size and priority: the admit rate
-  // has no token for it, or the queue is over its bound even for one item of the highest level. A server asks this once a
-  // request's headers are in, before it reads the body (a 429 need not wait for megabytes of
-  // images). Shed: it is counted as an arrival and shed, as admit() counts it. Not shed: nothing
-  // is counted and no token is taken; admit() follows with the parsed request.
+  // has no token for it, or the queue is over its bound even for one item of the highest level. A
+  // server asks this once a request's headers are in, before it reads the body (a 429 need not
+  // wait for megabytes of images). Shed: it is counted as an arrival and shed, as admit() counts
+  // it. Not shed: nothing is counted and no token is taken; admit() follows with the parsed
+  // request.
   std::optional<Admission> shed_on_arrival(double now_s);
   // shed_on_arrival, deciding for good: not shed, the request is let through now. Its token is
   // taken and one item of the queue's room is held for it while its body arrives, so that others
