@@ -347,6 +347,31 @@ TEST(Capserve, AConfigurationThatCarriesTheLoadQueuesABurstWithinMostOfTheSlo) {
               std::max<double>(chosen->batch_cap, chosen->throughput_items_s * (0.9 * 0.2 - chosen->batch_time_s)), 1e-6);
 }
 
+TEST(Capserve, AConfigurationThatKeepsUpWithTheArrivalsAndABurstQueuesWithinMostOfTheSlo) {
+  // Near the capacity no configuration carries the load as rule 4 plans it (ρ_max and 3 σ), but
+  // one whose capacity covers the measured rate and a burst of one σ still drains a burst: its
+  // queue gets the whole budget. Above that it gets κ's alone, and bursts are shed.
+  const auto bound_at = [](double arrival_rps, bool expect_keeps_up) {
+    CapserveController c(toy_params());
+    const auto knobs = c.decide(window(c.initial_knobs(200.0), 200.0, arrival_rps, 150.0, 0.05));
+    const auto chosen = c.choose(200.0, c.planned_rate(arrival_rps), c.keep_up_rate(arrival_rps));
+    EXPECT_TRUE(chosen.has_value());
+    if (!chosen) return std::pair{0.0, 0.0};
+    EXPECT_FALSE(chosen->carries_load) << arrival_rps;
+    EXPECT_EQ(chosen->keeps_up, expect_keeps_up) << arrival_rps;
+    EXPECT_EQ(knobs.max_batch_size, chosen->batch_cap);
+    const double budget_s = (expect_keeps_up ? 0.9 : 0.7) * 0.2 - chosen->batch_time_s;
+    return std::pair{knobs.max_queued_items, chosen->throughput_items_s * budget_s};
+  };
+  // The toy's most capacity under 200 W within κ·SLO: batch 62 at 1000 MHz (2 · 70 ms ≤ 0.7 · 200
+  // ms), 886 items/s.
+  const auto [keeps_up, keeps_up_expected] = bound_at(700.0, true);   // 700 + 26 ≤ 886 < (700 + 79) / 0.85
+  EXPECT_NEAR(keeps_up, keeps_up_expected, 1e-6);
+  const auto [behind, behind_expected] = bound_at(880.0, false);      // 880 + 30 > 886
+  EXPECT_NEAR(behind, behind_expected, 1e-6);
+  EXPECT_GT(keeps_up, behind);
+}
+
 TEST(Capserve, LearnsThePowerRatioOnlyFromBusySettledWindowsOutsideCapTransitions) {
   CapserveController c(toy_params());
   const auto knobs = c.initial_knobs(200.0);

@@ -33,8 +33,9 @@
 // out, so under overload the GPU runs full batches at its capacity and what is admitted meets the
 // SLO. The room grows while requests are shed and the p99 has room (the bursts of a load near the
 // capacity), shrinks when nothing is shed, and is cleared first when the p99 nears the SLO; a
-// configuration that carries the load gets it whole (κ + room = max_queue_fraction) unless the
-// p99 neared the SLO within its span. The delay
+// configuration that keeps up (its throughput covers the measured rate plus one Poisson standard
+// deviation) gets it whole (κ + room = max_queue_fraction) unless the p99 neared the SLO within
+// its span. The delay
 // lets batches fill at low load: D = min(κ·SLO − 2·s, B / rate), at least 0. The power limit is
 // set to the cap as a guard the board enforces within its own control loop: a cap change ends the
 // window at once, and the decision it calls for is written as soon as the batch in flight returns
@@ -67,6 +68,9 @@ struct CapserveParams {
   int queue_room_hold_windows = 10;
   double p99_memory_s = 10.0;        // the span the observed p99 covers (the serving loop's latency window)
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
+  // A configuration whose capacity covers the measured rate plus this many Poisson standard
+  // deviations keeps up: its spare capacity drains a burst, so its queue gets the whole budget.
+  double burst_sigmas = 1.0;
   double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
   double overshoot_margin = 0.02;    // added after a window over the cap
   double max_power_margin = 0.2;     // the margin's ceiling
@@ -88,6 +92,7 @@ struct CapserveChoice {
   double throughput_items_s = 0.0; // at full batches
   double power_w = 0.0;            // predicted window max, corrected
   bool carries_load = false;       // capacity at ρ_max covers the planned rate
+  bool keeps_up = false;           // capacity covers the measured rate plus burst_sigmas σ
 };
 
 class CapserveController final : public ServingController {
@@ -103,10 +108,15 @@ class CapserveController final : public ServingController {
   [[nodiscard]] bool reacts_to_cap_changes() const override { return true; }
 
   // The configuration the rule picks for a planned rate (items per second) under `cap_w` (for
-  // tests and reports); nullopt when no configuration fits under the cap at all.
-  [[nodiscard]] std::optional<CapserveChoice> choose(double cap_w, double planned_items_s) const;
+  // tests and reports); nullopt when no configuration fits under the cap at all. `keep_up_items_s`
+  // is the rate a configuration must cover to keep up (CapserveChoice::keeps_up).
+  [[nodiscard]] std::optional<CapserveChoice> choose(
+      double cap_w, double planned_items_s,
+      double keep_up_items_s = std::numeric_limits<double>::infinity()) const;
   // The rate planned for a measured one over a window: rate + σ·sqrt(rate / window).
   [[nodiscard]] double planned_rate(double measured_rps) const;
+  // The rate a configuration keeps up with: rate + burst_sigmas·sqrt(rate / window).
+  [[nodiscard]] double keep_up_rate(double measured_rps) const;
   // The arrival rate a window measured, over a whole decision period: a window a cap change cut
   // short (milliseconds, with no arrival or one) is filled out with the rate measured before it.
   [[nodiscard]] double arrival_rate(const ServingObservation& observation) const;
