@@ -37,6 +37,11 @@ CapserveController::CapserveController(CapserveParams params)
   if (params_.max_batch_size < 1) throw usage_error("capserve: the model's max batch size must be >= 1");
   if (!(params_.window_s > 0.0)) throw usage_error("capserve: the window must be positive");
   if (params_.queue_room_hold_windows < 1) throw usage_error("capserve: the queue room's hold must be at least one window");
+  // A configuration that carries the planned rate (ρ_max ≤ 1, poisson_sigmas σ) must also keep up.
+  if (!(params_.burst_sigmas >= 0.0 && params_.burst_sigmas <= params_.poisson_sigmas)) {
+    throw usage_error(fmt::format("capserve: the burst's sigmas {:g} must be within 0 and the planned rate's {:g}",
+                                  params_.burst_sigmas, params_.poisson_sigmas));
+  }
   if (!params_.gpu_writes && params_.profile->columns().size() > 1) {
     throw usage_error("capserve without GPU control needs a profile at the GPU's own clocks (one SM and memory clock; 'gpucap "
                       "tune --platform nvml' without --allow-gpu-control), not one that varies the clocks");
@@ -266,16 +271,19 @@ ServingKnobs CapserveController::decide(const ServingObservation& observation) {
   const double arrival_rps = arrival_rate(observation);
   last_arrival_rps_ = arrival_rps;
   last_planned_rps_ = planned_rate(arrival_rps);
+  last_keep_up_rps_ = keep_up_rate(arrival_rps);
   const double items_per_request = std::max(1.0, observation.items_per_request);
   const double planned_items_s = last_planned_rps_ * items_per_request;
-  const auto choice = choose(observation.cap_w, planned_items_s, keep_up_rate(arrival_rps) * items_per_request);
+  const auto choice = choose(observation.cap_w, planned_items_s, last_keep_up_rps_ * items_per_request);
   fallback_in_force_ = !choice;
   return knobs_for(choice, observation.cap_w, planned_items_s);
 }
 
 std::string CapserveController::describe_state() const {
-  return fmt::format("planned {:.0f}/s, kappa {:.2f}, queue room {:.2f}, power ratio {:.3f}, margin {:.1f} %, host {:.0f} us/item",
-                     last_planned_rps_, kappa_, queue_room_slo_share_, power_ratio_, 100.0 * margin_, 1e6 * host_s_per_item_);
+  return fmt::format(
+      "planned {:.0f}/s, keep-up {:.0f}/s, kappa {:.2f}, queue room {:.2f}, power ratio {:.3f}, margin {:.1f} %, host {:.0f} us/item",
+      last_planned_rps_, last_keep_up_rps_, kappa_, queue_room_slo_share_, power_ratio_, 100.0 * margin_,
+      1e6 * host_s_per_item_);
 }
 
 }  // namespace gpucap::control

@@ -70,6 +70,7 @@ struct CapserveParams {
   double poisson_sigmas = 3.0;       // the planned rate's margin over the measured one
   // A configuration whose capacity covers the measured rate plus this many Poisson standard
   // deviations keeps up: its spare capacity drains a burst, so its queue gets the whole budget.
+  // At most poisson_sigmas (a configuration that carries the planned rate keeps up).
   double burst_sigmas = 1.0;
   double power_margin = 0.02;        // fraction of the cap kept as headroom at the start
   double overshoot_margin = 0.02;    // added after a window over the cap
@@ -109,7 +110,8 @@ class CapserveController final : public ServingController {
 
   // The configuration the rule picks for a planned rate (items per second) under `cap_w` (for
   // tests and reports); nullopt when no configuration fits under the cap at all. `keep_up_items_s`
-  // is the rate a configuration must cover to keep up (CapserveChoice::keeps_up).
+  // is the rate a configuration must cover to keep up (CapserveChoice::keeps_up); left out, no
+  // configuration keeps up, even one that carries the planned rate.
   [[nodiscard]] std::optional<CapserveChoice> choose(
       double cap_w, double planned_items_s,
       double keep_up_items_s = std::numeric_limits<double>::infinity()) const;
@@ -150,6 +152,7 @@ class CapserveController final : public ServingController {
   double power_ratio_ = 1.0;
   double host_s_per_item_ = 0.0;
   double last_planned_rps_ = 0.0;
+  double last_keep_up_rps_ = 0.0;
   std::optional<double> last_arrival_rps_;  // over the last decision period
   bool fallback_in_force_ = false;  // the last decision found no configuration under the cap
   double last_backoff_s_ = -std::numeric_limits<double>::infinity();
