@@ -193,8 +193,11 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   // A cluster node starts at its lowest cap, until its first allocation.
   auto [schedule, source] = start_cap ? *start_cap : std::pair{CapSchedule::constant(served.capacity->min_cap_w), std::string("cluster")};
   serve::CapState cap(schedule, source, served.min_cap_w, limits.power_limit_max_w);
-  // Beside a schedule, the file's cap holds from the start until the schedule's first step.
-  if (cap_file_text && f.cap_schedule) cap.set(schedule.cap_at(0.0), "file", 0.0);
+  // Beside a schedule, the file's cap (or --power-cap) holds from the start until the schedule's
+  // first step, and its source says so.
+  if (start_cap && f.cap_schedule && (cap_file_text || f.power_cap_w)) {
+    cap.set(schedule.cap_at(0.0), cap_file_text ? "file" : "flag", 0.0);
+  }
   const bool gpu_writes = twin || f.allow_gpu_control;
   const serve::LatencyStatsConfig latency_stats;  // the serving loop's p99 and its span
   auto controller = make_serving_controller(f, served, gpu_writes, latency_stats.window_s);
@@ -285,7 +288,7 @@ void run_serve(const ServeFlags& f, const GlobalOptions& global) {
   std::unique_ptr<service::AdminServer> admin;
   if (admin_address) {
     admin = std::make_unique<service::AdminServer>(
-        cap, service::AdminServerOptions{admin_address->first, admin_address->second, token},
+        cap, service::AdminServerOptions{admin_address->first, admin_address->second, token, platform.simulated()},
         [&runtime] { return runtime.now_s(); }, [&last_power_w] { return last_power_w.load(); },
         [&runtime] { runtime.cap_changed(); });
     (void)admin->start();

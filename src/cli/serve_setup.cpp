@@ -190,6 +190,9 @@ Served nvml_served(const ServeFlags& f) {
     };
   }
   const auto& info = nvml.gpu().info();
+  // A cap below the board's lowest power limit is one no controller holds (it was 1 W: a PUT of 5
+  // W was taken and capserve chased it by shedding nearly everything).
+  if (info.power_limit_min_w > 0.0) s.min_cap_w = info.power_limit_min_w;
   s.gpu_id = info.name;
   s.gpu_name = info.name;
   s.identity = monitor::nvml_identity(info, monitor::local_hostname());

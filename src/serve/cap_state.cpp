@@ -82,9 +82,13 @@ void CapState::set(double cap_w, const std::string& source, double now_s) {
     throw usage_error(fmt::format("a cap of {:g} W is outside what the GPU can draw [{:g}, {:g}] W", cap_w, min_w_, max_w_));
   }
   const std::lock_guard lock(mutex_);
-  dynamic_.push_back(Dynamic{cap_w, source, now_s});
+  // In the order of their times: two setters read the clock before they take the lock, so a set
+  // may arrive after a later one (at() reads the list as ordered).
+  const auto place = std::upper_bound(dynamic_.begin(), dynamic_.end(), now_s,
+                                      [](double t, const Dynamic& d) { return t < d.set_s; });
+  dynamic_.insert(place, Dynamic{cap_w, source, now_s});
   if (dynamic_.size() > kDynamicHistory) {
-    dropped_ = std::move(dynamic_.front());
+    if (!dropped_ || dynamic_.front().set_s >= dropped_->set_s) dropped_ = std::move(dynamic_.front());
     dynamic_.pop_front();
   }
   if (error_source_ == source) {

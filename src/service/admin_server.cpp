@@ -60,7 +60,8 @@ struct AdminServer::Impl {
             {"source", reading.source},
             {"power_w", std::isfinite(power) ? nlohmann::json(power) : nlohmann::json(nullptr)},
             {"min_w", cap.min_w()},
-            {"max_w", cap.max_w()}};
+            {"max_w", cap.max_w()},
+            {"simulated", options.simulated}};
   }
 
   // The route behind the token.
@@ -82,6 +83,10 @@ struct AdminServer::Impl {
     nlohmann::json body;
     try {
       body = nlohmann::json::parse(request.body);
+    } catch (const nlohmann::json::out_of_range&) {
+      // A number too large for a double ({"watts": 1e400}): JSON, and a cap no GPU draws.
+      send_error(response, 422, "a number in the body is out of range; send {\"watts\": W} with W in watts");
+      return;
     } catch (const nlohmann::json::exception&) {
       bad("the body is not JSON; send {\"watts\": W}");
       return;

@@ -55,6 +55,21 @@ TEST(ServeCapSources, AnAgentRewritingItsCapTakesItBackFromAnOperatorsPut) {
   EXPECT_EQ(test::series_value(after, "gpucap_power_cap_watts"), 240.0);
 }
 
+// --power-cap beside a --cap-schedule holds until the schedule's first step, and says it is the
+// flag's (docs/serve.md), as a --cap-file's cap there says it is the file's.
+TEST(ServeCapSources, APowerCapBesideAScheduleSaysItIsTheFlags) {
+  test::TempDir dir;
+  const auto token = dir.write("token", "s3cret\n");
+  Server server({"--model", "noop", "--power-cap", "250", "--cap-schedule", "600:180", "--admin", "127.0.0.1:0",
+                 "--admin-token-file", token});
+  ASSERT_TRUE(server.started());
+  const auto power = server.admin().Get("/v1/power", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(power && power->status == 200);
+  const auto body = nlohmann::json::parse(power->body);
+  EXPECT_EQ(body["cap_w"], 250.0);
+  EXPECT_EQ(body["source"], "flag");
+}
+
 // stderr piped into a reader that has gone: the server's next log lines are lost, not the server.
 // Its cap-file thread logs the change it sets, it answers requests after that, and SIGTERM still
 // drains it to an exit of its own (not a signal's).

@@ -211,8 +211,13 @@ TEST(ServeCli, TheAdminApiSetsTheCapBehindItsToken) {
   const auto before = nlohmann::json::parse(admin.Get("/v1/power", auth)->body);
   EXPECT_EQ(before["cap_w"], 250.0);
   EXPECT_EQ(before["source"], "flag");
+  EXPECT_EQ(before["simulated"], true);  // the twin's power
   EXPECT_EQ(admin.Put("/v1/power/cap", auth, "nonsense", "application/json")->status, 400);
   EXPECT_EQ(admin.Put("/v1/power/cap", auth, R"({"watts": 5000})", "application/json")->status, 422);
+  // A number past a double's range is JSON too, and a cap no GPU draws: 422, not "not JSON".
+  const auto huge = admin.Put("/v1/power/cap", auth, R"({"watts": 1e400})", "application/json");
+  EXPECT_EQ(huge->status, 422);
+  EXPECT_NE(huge->body.find("out of range"), std::string::npos) << huge->body;
   EXPECT_EQ(admin.Post("/v1/power/cap", auth, R"({"watts": 200})", "application/json")->status, 405);
   const auto put = admin.Put("/v1/power/cap", auth, R"({"watts": 180})", "application/json");
   ASSERT_EQ(put->status, 200) << put->body;

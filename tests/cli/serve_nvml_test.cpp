@@ -273,6 +273,16 @@ TEST(ServeNvml, AModelFileWhoseNameIsNotUtf8IsRefused) {
   EXPECT_TRUE(fake.writes().empty());
 }
 
+// Below the board's lowest power limit (the fake's: 100 W) no controller holds a cap: refused at
+// the start, as a PUT of it would be, and nothing is written to the GPU.
+TEST(ServeNvml, ACapBelowTheBoardsLowestPowerLimitIsRefused) {
+  const FakeGpu fake;
+  test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),
+                      "--engine-device", "cpu", "--power-cap", "50", "--algorithm", "static", "--listen", "127.0.0.1:0"},
+                     2, "outside what the GPU can draw");
+  EXPECT_TRUE(fake.writes().empty());
+}
+
 TEST(ServeNvml, CapserveOnARealGpuNeedsAProfile) {
   const FakeGpu fake;
   test::expect_error({"serve", "--platform", "nvml", "--nvml-lib", GPUCAP_FAKE_NVML_PATH, "--model-file", model_file(".pt"),

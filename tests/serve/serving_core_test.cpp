@@ -300,5 +300,17 @@ TEST(CapState, TheCapSetLastIsInForce) {
   EXPECT_EQ(busy.at(100.0).cap_w, 169.0);
 }
 
+TEST(CapState, SetsThatArriveOutOfOrderCountByTheirTimes) {
+  // Two PUTs read the clock (5.001, then 5.000 on another thread) before they take the lock, and
+  // reach it in the other order; a schedule step falls between them.
+  CapState cap(CapSchedule::parse("0:250,5.0005:180"), "schedule", 30.0, 400.0);
+  cap.set(200.0, "admin", 5.001);
+  cap.set(210.0, "admin", 5.000);
+  EXPECT_EQ(cap.at(5.0002).cap_w, 210.0);  // the earlier PUT, before the step
+  EXPECT_EQ(cap.at(5.0007).cap_w, 180.0);  // the step, before the later PUT
+  EXPECT_EQ(cap.at(5.002).cap_w, 200.0);   // the later PUT: set last, in force
+  EXPECT_EQ(cap.at(5.002).source, "admin");
+}
+
 }  // namespace
 }  // namespace gpucap::serve

@@ -19,6 +19,7 @@ struct AdminServerOptions {
   std::string host = "127.0.0.1";
   int port = 8001;
   std::string token;  // required: the server refuses to start without one
+  bool simulated = false;  // GET /v1/power says whether its power is the twin's
 };
 
 class AdminServer {
